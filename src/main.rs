@@ -1,0 +1,5 @@
+//! The `linerate` command.
+
+fn main() {
+    std::process::exit(linerate::cli::main());
+}

@@ -1,0 +1,146 @@
+//! Time as protocol cores see it.
+//!
+//! Sans-IO cores never read a clock: the caller passes an [`Instant`] in. It is a
+//! plain count of nanoseconds from an arbitrary origin (a simulation's zero, or the
+//! runtime's [`Clock`] start), so tests drive cores on simulated time and the
+//! runtime drives them on the monotonic clock with the same code.
+
+use core::fmt;
+use core::ops::{Add, AddAssign, Sub};
+use core::time::Duration;
+
+/// A point in time, in nanoseconds since an origin chosen by whoever drives the core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant {
+    nanos: u64,
+}
+
+impl Instant {
+    /// The origin.
+    pub const ZERO: Instant = Instant { nanos: 0 };
+    /// The largest representable instant; useful as "never".
+    pub const MAX: Instant = Instant { nanos: u64::MAX };
+
+    /// An instant `nanos` nanoseconds after the origin.
+    pub const fn from_nanos(nanos: u64) -> Self {
+        Instant { nanos }
+    }
+
+    /// An instant `micros` microseconds after the origin.
+    pub const fn from_micros(micros: u64) -> Self {
+        Instant {
+            nanos: micros.saturating_mul(1_000),
+        }
+    }
+
+    /// An instant `millis` milliseconds after the origin.
+    pub const fn from_millis(millis: u64) -> Self {
+        Instant {
+            nanos: millis.saturating_mul(1_000_000),
+        }
+    }
+
+    /// Nanoseconds since the origin.
+    pub const fn as_nanos(self) -> u64 {
+        self.nanos
+    }
+
+    /// Seconds since the origin, as a float (for reports, never for arithmetic).
+    pub fn as_secs_f64(self) -> f64 {
+        self.nanos as f64 * 1e-9
+    }
+
+    /// Time elapsed from `earlier` to `self`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.nanos.saturating_sub(earlier.nanos))
+    }
+
+    /// `self + d`, saturating at [`Instant::MAX`].
+    pub fn saturating_add(self, d: Duration) -> Instant {
+        Instant {
+            nanos: self.nanos.saturating_add(duration_nanos(d)),
+        }
+    }
+}
+
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (584 years).
+pub fn duration_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = self.saturating_add(d);
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.9}s", self.as_secs_f64())
+    }
+}
+
+/// The runtime's clock: CLOCK_MONOTONIC, read through `std::time::Instant`
+/// (never CLOCK_REALTIME, which steps under NTP). Only ports, stages and the
+/// runtime read it; protocol cores receive its [`Instant`]s.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: std::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        Clock {
+            origin: std::time::Instant::now(),
+        }
+    }
+
+    /// The current instant relative to this clock's origin.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(duration_nanos(self.origin.elapsed()))
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn arithmetic_saturates() {
+        let t = Instant::from_micros(5);
+        assert_eq!(t.as_nanos(), 5_000);
+        assert_eq!(t + Duration::from_nanos(7), Instant::from_nanos(5_007));
+        assert_eq!(Instant::ZERO - t, Duration::ZERO);
+        assert_eq!(t - Instant::ZERO, Duration::from_micros(5));
+        assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+    }
+
+    #[test]
+    fn clock_is_monotonic() {
+        let c = Clock::new();
+        let a = c.now();
+        let b = c.now();
+        assert!(b >= a);
+    }
+}
