@@ -7,6 +7,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod buf;
 pub mod cli;
+pub mod pipeline;
+pub mod port;
+pub mod rng;
+pub mod runtime;
 pub mod time;
 pub mod units;

@@ -1,5 +1,5 @@
 //! The `linerate` command.
 
-fn main() {
-    std::process::exit(linerate::cli::main());
+fn main() -> std::process::ExitCode {
+    linerate::cli::main()
 }

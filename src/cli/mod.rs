@@ -1,14 +1,74 @@
-//! The command line: one file per subcommand, each thin.
+//! The command line: one file per subcommand, each thin (parse arguments, call
+//! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
 
-use clap::Parser;
+mod check;
+mod run;
 
-/// linerate: a kernel-bypass packet pipeline.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// linerate: a kernel-bypass packet pipeline for line-rate testing, SPEAD
+/// ingest and reliable-transport research.
 #[derive(Debug, Parser)]
-#[command(name = "linerate", version, about)]
-pub struct Cli {}
+#[command(name = "linerate", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a pipeline file and print its plan.
+    Check(check::CheckArgs),
+    /// Run a pipeline: live stats on stderr, a summary on stdout, JSON on request.
+    Run(run::RunArgs),
+}
+
+/// A failure, classified for the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// The user's input is wrong (exit 2).
+    Input(String),
+    /// Something failed at run time (exit 1).
+    Runtime(String),
+}
+
+impl Failure {
+    fn exit(&self) -> u8 {
+        match self {
+            Failure::Input(_) => 2,
+            Failure::Runtime(_) => 1,
+        }
+    }
+}
+
+impl From<crate::pipeline::LoadError> for Failure {
+    fn from(e: crate::pipeline::LoadError) -> Self {
+        Failure::Input(e.to_string())
+    }
+}
 
 /// Runs the command line and returns the process exit status.
-pub fn main() -> i32 {
-    let _cli = Cli::parse();
-    0
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            // clap uses 2 for usage errors and 0 for --help/--version.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Check(a) => check::run(&a),
+        Command::Run(a) => run::run(&a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            let (Failure::Input(m) | Failure::Runtime(m)) = &f;
+            eprintln!("error: {m}");
+            ExitCode::from(f.exit())
+        }
+    }
 }

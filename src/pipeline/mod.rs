@@ -1,0 +1,97 @@
+//! Pipelines as plain values: parse a TOML file, validate it completely, plan
+//! it (Snabb's configuration model). The runtime builds what the plan says.
+//!
+//! ```toml
+//! [pipeline]
+//! name = "quickstart"
+//! lcores = "0-1"          # DPDK-style core list
+//!
+//! [port.wire]
+//! kind = "mem"
+//! capacity = "2 Mpps"
+//!
+//! [stage.src]
+//! kind = "source"
+//! lcore = 1
+//! tx = "wire"
+//! rate = "1 Mpps"
+//!
+//! [stage.rx]
+//! kind = "sink"
+//! lcore = 0
+//! rx = "wire"
+//! ```
+//!
+//! A stage's `rx` and `tx` name a port or a `[ring.NAME]` (a bounded SPSC link
+//! between two stages, possibly on two lcores).
+
+mod diag;
+mod plan;
+mod schema;
+mod table;
+
+use std::path::{Path, PathBuf};
+
+pub use diag::{Diagnostic, Diagnostics};
+pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
+pub use schema::{
+    PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec,
+};
+
+use crate::buf::PoolConfig;
+
+/// A parsed and validated pipeline.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// Its name (`[pipeline] name`, or the file's stem).
+    pub name: String,
+    /// The file it came from.
+    pub file: PathBuf,
+    /// The cores the pipeline may use.
+    pub lcores: Vec<usize>,
+    /// Whether lcores are pinned to their cores.
+    pub pin: bool,
+    /// The packet buffer pool.
+    pub pool: PoolConfig,
+    /// Ports, in file order.
+    pub ports: Vec<PortSpec>,
+    /// Rings, in file order.
+    pub rings: Vec<RingSpec>,
+    /// Stages, in file order (which is their polling order on an lcore).
+    pub stages: Vec<StageSpec>,
+}
+
+/// A pipeline file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read pipeline file {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    /// The file has problems, all listed.
+    #[error("{0}")]
+    Invalid(Diagnostics),
+}
+
+/// Reads, parses and validates a pipeline file, then plans it.
+pub fn load(path: &Path) -> Result<Plan, LoadError> {
+    let src = std::fs::read_to_string(path).map_err(|e| LoadError::Read(path.to_path_buf(), e))?;
+    load_str(path, &src)
+}
+
+/// As [`load`], from text (`path` is used in messages).
+pub fn load_str(path: &Path, src: &str) -> Result<Plan, LoadError> {
+    let cores = available_cores();
+    let pipeline = schema::parse(path, src, &cores).map_err(LoadError::Invalid)?;
+    plan::plan(pipeline, src, &cores).map_err(LoadError::Invalid)
+}
+
+/// The cores this process may run on.
+pub fn available_cores() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}

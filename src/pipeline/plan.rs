@@ -1,0 +1,544 @@
+//! The plan: which lcore polls which stages, which stage feeds which ring and
+//! port side. Planning checks the graph: every name resolves, every ring has
+//! exactly one producer and one consumer, no port side is used twice, rates
+//! resolve to packets per second, and no cycle of rings and wires exists.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::diag::{Diagnostics, Sink};
+use super::schema::{PortKind, StageKind};
+use super::Pipeline;
+use crate::port::mem::Capacity;
+use crate::units::si;
+
+/// A validated pipeline and its placement: what the runtime builds.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The pipeline.
+    pub pipeline: Pipeline,
+    /// Lcores that have stages, with the stages they poll in order.
+    pub lcores: Vec<PlannedLcore>,
+    /// Rings with their two ends.
+    pub rings: Vec<RingUse>,
+    /// Ports with the stages that use each side.
+    pub ports: Vec<PortUse>,
+}
+
+/// One lcore of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedLcore {
+    /// Its core.
+    pub core: usize,
+    /// Its stages, in polling order.
+    pub stages: Vec<String>,
+}
+
+/// A ring of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingUse {
+    /// Its name.
+    pub name: String,
+    /// Slots.
+    pub size: usize,
+    /// The stage that feeds it.
+    pub producer: String,
+    /// The stage that drains it.
+    pub consumer: String,
+}
+
+/// A port of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortUse {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: &'static str,
+    /// The stage receiving from it.
+    pub rx_by: Option<String>,
+    /// The stage transmitting to it.
+    pub tx_by: Option<String>,
+}
+
+pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan, Diagnostics> {
+    let file = p.file.clone();
+    let mut sink = Sink::new(&file, src);
+    let port_idx: BTreeMap<&str, usize> = p
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.name.as_str(), i))
+        .collect();
+    let ring_idx: BTreeMap<&str, usize> = p
+        .rings
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x.name.as_str(), i))
+        .collect();
+    for r in &p.rings {
+        if port_idx.contains_key(r.name.as_str()) {
+            sink.error(
+                r.span.clone(),
+                &format!("ring.{}", r.name),
+                None,
+                format!(
+                    "`{}` names both a port and a ring; a stage's rx/tx could mean either",
+                    r.name
+                ),
+                Some("distinct names for ports and rings".into()),
+            );
+        }
+    }
+    let mut ports: Vec<PortUse> = p
+        .ports
+        .iter()
+        .map(|x| PortUse {
+            name: x.name.clone(),
+            kind: x.kind.name(),
+            rx_by: None,
+            tx_by: None,
+        })
+        .collect();
+    let mut producers: Vec<Vec<String>> = vec![Vec::new(); p.rings.len()];
+    let mut consumers: Vec<Vec<String>> = vec![Vec::new(); p.rings.len()];
+    let known = || {
+        let mut names: Vec<String> = p
+            .ports
+            .iter()
+            .map(|x| format!("port `{}`", x.name))
+            .collect();
+        names.extend(p.rings.iter().map(|x| format!("ring `{}`", x.name)));
+        if names.is_empty() {
+            "none declared: add a [port.NAME] or [ring.NAME]".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    for s in &p.stages {
+        let section = format!("stage.{}", s.name);
+        for (dir, target, span) in [("rx", &s.rx, &s.rx_span), ("tx", &s.tx, &s.tx_span)] {
+            let Some(target) = target else { continue };
+            if let Some(&i) = port_idx.get(target.as_str()) {
+                let (missing, user) = if dir == "rx" {
+                    (p.ports[i].kind.rx_missing(), &mut ports[i].rx_by)
+                } else {
+                    (p.ports[i].kind.tx_missing(), &mut ports[i].tx_by)
+                };
+                if let Some(why) = missing {
+                    sink.error(
+                        span.clone(),
+                        &section,
+                        Some(dir),
+                        format!("port `{target}` has no {dir} side: {why}"),
+                        None,
+                    );
+                } else if let Some(other) = user {
+                    sink.error(span.clone(), &section, Some(dir), format!("the {dir} side of port `{target}` is already used by stage `{other}`; a port side belongs to one stage"), Some("another port, or a ring between the stages".into()));
+                } else {
+                    *user = Some(s.name.clone());
+                }
+            } else if let Some(&i) = ring_idx.get(target.as_str()) {
+                if dir == "rx" {
+                    consumers[i].push(s.name.clone())
+                } else {
+                    producers[i].push(s.name.clone())
+                }
+            } else {
+                sink.error(
+                    span.clone(),
+                    &section,
+                    Some(dir),
+                    format!("no port or ring is named `{target}`"),
+                    Some(known()),
+                );
+            }
+        }
+    }
+    let mut rings = Vec::new();
+    for (i, r) in p.rings.iter().enumerate() {
+        let section = format!("ring.{}", r.name);
+        match (producers[i].as_slice(), consumers[i].as_slice()) {
+            ([prod], [cons]) => rings.push(RingUse {
+                name: r.name.clone(),
+                size: r.size,
+                producer: prod.clone(),
+                consumer: cons.clone(),
+            }),
+            (prods, conss) => {
+                if prods.is_empty() {
+                    sink.error(
+                        r.span.clone(),
+                        &section,
+                        None,
+                        format!("ring `{}` is dangling: no stage transmits to it", r.name),
+                        Some(format!("one stage with tx = \"{}\"", r.name)),
+                    );
+                }
+                if conss.is_empty() {
+                    sink.error(
+                        r.span.clone(),
+                        &section,
+                        None,
+                        format!("ring `{}` is dangling: no stage receives from it", r.name),
+                        Some(format!("one stage with rx = \"{}\"", r.name)),
+                    );
+                }
+                if prods.len() > 1 {
+                    sink.error(
+                        r.span.clone(),
+                        &section,
+                        None,
+                        format!(
+                            "ring `{}` is fed by several stages ({}); a ring has one producer",
+                            r.name,
+                            prods.join(", ")
+                        ),
+                        Some("one ring per producing stage".into()),
+                    );
+                }
+                if conss.len() > 1 {
+                    sink.error(
+                        r.span.clone(),
+                        &section,
+                        None,
+                        format!(
+                            "ring `{}` is drained by several stages ({}); a ring has one consumer",
+                            r.name,
+                            conss.join(", ")
+                        ),
+                        Some("one ring per consuming stage".into()),
+                    );
+                }
+            }
+        }
+    }
+    // Rates and frame sizes, against the tx port and the pool.
+    let room = (p.pool.buf_size - u32::from(p.pool.headroom)) as usize;
+    for s in p.stages.iter_mut() {
+        if let StageKind::Source(c) = &mut s.kind {
+            let section = format!("stage.{}", s.name);
+            let line =
+                s.tx.as_deref()
+                    .and_then(|t| port_idx.get(t))
+                    .and_then(|&i| p.ports[i].kind.line_rate_bps());
+            if let Some(rate) = c.rate {
+                match rate.to_pps(c.frame as f64, line) {
+                    Ok(pps) if pps > 0.0 && pps.is_finite() => c.rate_pps = Some(pps),
+                    Ok(_) => sink.error(
+                        s.span.clone(),
+                        &section,
+                        Some("rate"),
+                        "the rate must be above zero",
+                        None,
+                    ),
+                    Err(e) => {
+                        sink.error(s.span.clone(), &section, Some("rate"), e.to_string(), None)
+                    }
+                }
+                if let (Some(pps), Some(line)) = (c.rate_pps, line) {
+                    let max = line / ((c.frame as f64 + 20.0) * 8.0);
+                    if pps > max * 1.000_001 {
+                        sink.error(
+                            s.span.clone(),
+                            &section,
+                            Some("rate"),
+                            format!(
+                                "{}pps exceeds the port's line rate ({}pps at {}-byte frames)",
+                                si(pps),
+                                si(max),
+                                c.frame
+                            ),
+                            None,
+                        );
+                    }
+                }
+            }
+            if c.frame - 4 > room {
+                sink.error(
+                    s.span.clone(),
+                    &section,
+                    Some("frame"),
+                    format!(
+                        "a {}-byte frame does not fit a pool buffer ({room} bytes after headroom)",
+                        c.frame
+                    ),
+                    Some("a larger `size` in [pool]".into()),
+                );
+            }
+        }
+    }
+    // Cycles: stage -> stage through a ring or through a mem wire.
+    let stage_idx: BTreeMap<&str, usize> = p
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    let mut next: Vec<Vec<usize>> = vec![Vec::new(); p.stages.len()];
+    for r in &rings {
+        next[stage_idx[r.producer.as_str()]].push(stage_idx[r.consumer.as_str()]);
+    }
+    for (i, u) in ports.iter().enumerate() {
+        if let (PortKind::Mem(_), Some(tx), Some(rx)) = (&p.ports[i].kind, &u.tx_by, &u.rx_by) {
+            next[stage_idx[tx.as_str()]].push(stage_idx[rx.as_str()]);
+        }
+    }
+    if let Some(cycle) = find_cycle(&next) {
+        let names: Vec<&str> = cycle.iter().map(|&i| p.stages[i].name.as_str()).collect();
+        let first = &p.stages[cycle[0]];
+        sink.error(
+            first.span.clone(),
+            &format!("stage.{}", first.name),
+            None,
+            format!(
+                "stages {} form a cycle through rings and wires: packets would circulate forever",
+                names.join(" -> ")
+            ),
+            Some("a pipeline whose links run from sources to sinks".into()),
+        );
+    }
+    if !sink.diags.is_empty() {
+        return Err(Diagnostics(sink.diags));
+    }
+    let mut lcores: Vec<PlannedLcore> = Vec::new();
+    for &core in &p.lcores {
+        let stages: Vec<String> = p
+            .stages
+            .iter()
+            .filter(|s| s.lcore == core)
+            .map(|s| s.name.clone())
+            .collect();
+        if !stages.is_empty() {
+            lcores.push(PlannedLcore { core, stages });
+        }
+    }
+    Ok(Plan {
+        pipeline: p,
+        lcores,
+        rings,
+        ports,
+    })
+}
+
+fn find_cycle(next: &[Vec<usize>]) -> Option<Vec<usize>> {
+    // 0 = unseen, 1 = on the current path, 2 = done.
+    fn visit(
+        n: usize,
+        next: &[Vec<usize>],
+        state: &mut [u8],
+        path: &mut Vec<usize>,
+    ) -> Option<Vec<usize>> {
+        state[n] = 1;
+        path.push(n);
+        for &m in &next[n] {
+            if state[m] == 1 {
+                let start = path.iter().position(|&x| x == m).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(m);
+                return Some(cycle);
+            }
+            if state[m] == 0 {
+                if let Some(c) = visit(m, next, state, path) {
+                    return Some(c);
+                }
+            }
+        }
+        path.pop();
+        state[n] = 2;
+        None
+    }
+    let mut state = vec![0u8; next.len()];
+    for n in 0..next.len() {
+        if state[n] == 0 {
+            if let Some(c) = visit(n, next, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+fn describe_port(kind: &PortKind) -> String {
+    match kind {
+        PortKind::Mem(c) => {
+            let mut parts = Vec::new();
+            match c.capacity {
+                Some(Capacity::Pps(p)) => {
+                    parts.push(format!("capacity {}pps, queue {}", si(p), c.queue))
+                }
+                Some(Capacity::L2Bps(b)) => {
+                    parts.push(format!("capacity {}bps, queue {}", si(b), c.queue))
+                }
+                Some(Capacity::L1Bps(b)) => {
+                    parts.push(format!("capacity {}bps L1, queue {}", si(b), c.queue))
+                }
+                None => parts.push("ideal".into()),
+            }
+            for (name, v) in [
+                ("loss", c.loss),
+                ("duplicate", c.duplicate),
+                ("reorder", c.reorder),
+            ] {
+                if v > 0.0 {
+                    parts.push(format!("{name} {}%", v * 100.0));
+                }
+            }
+            if !c.delay.is_zero() {
+                parts.push(format!("delay {:?}", c.delay));
+            }
+            if c.loss + c.duplicate + c.reorder > 0.0 {
+                parts.push(format!("seed {}", c.seed));
+            }
+            parts.join(", ")
+        }
+        PortKind::Udp(c) => {
+            let mut parts = Vec::new();
+            if let Some(b) = c.bind {
+                parts.push(format!("bind {b}"))
+            }
+            if let Some(d) = c.connect {
+                parts.push(format!("connect {d}"))
+            }
+            if let Some(g) = c.multicast {
+                parts.push(format!("multicast {g}"))
+            }
+            parts.join(", ")
+        }
+        PortKind::Pcap(c) => {
+            let mut parts = Vec::new();
+            if let Some(r) = &c.read {
+                parts.push(format!(
+                    "read {} ({:?}, repeat {})",
+                    r.display(),
+                    c.pace,
+                    c.repeat
+                ))
+            }
+            if let Some(w) = &c.write {
+                parts.push(format!("write {}", w.display()))
+            }
+            parts.join(", ")
+        }
+    }
+}
+
+fn describe_stage(kind: &StageKind) -> String {
+    match kind {
+        StageKind::Source(c) => {
+            let rate = c
+                .rate_pps
+                .map_or("as fast as possible".into(), |r| format!("{}pps", si(r)));
+            let count = c.count.map_or(String::new(), |n| format!(", {n} packets"));
+            format!(
+                "source, {}-byte frames, {rate}{count}, burst {}",
+                c.frame, c.burst
+            )
+        }
+        StageKind::Forward(c) => format!("forward, burst {}", c.burst),
+        StageKind::Sink(c) => format!("sink, burst {}", c.burst),
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.pipeline;
+        writeln!(f, "pipeline `{}` ({})", p.name, p.file.display())?;
+        let mem = match p.pool.hugepages {
+            crate::buf::HugepageMode::Off => "anonymous memory",
+            crate::buf::HugepageMode::Auto => "hugepages if available",
+            crate::buf::HugepageMode::Required => "hugepages",
+        };
+        writeln!(
+            f,
+            "  pool: {} buffers x {} bytes (headroom {}), {mem}",
+            p.pool.count, p.pool.buf_size, p.pool.headroom
+        )?;
+        writeln!(
+            f,
+            "  lcores ({}):",
+            if p.pin { "pinned" } else { "unpinned" }
+        )?;
+        for l in &self.lcores {
+            writeln!(f, "    lcore {}:", l.core)?;
+            for name in &l.stages {
+                let s = p
+                    .stages
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .ok_or(fmt::Error)?;
+                let rx =
+                    s.rx.as_deref()
+                        .map(|r| format!(" rx={r}"))
+                        .unwrap_or_default();
+                let tx =
+                    s.tx.as_deref()
+                        .map(|t| format!(" tx={t}"))
+                        .unwrap_or_default();
+                writeln!(f, "      {name}:{rx}{tx}  ({})", describe_stage(&s.kind))?;
+            }
+        }
+        writeln!(f, "  ports:")?;
+        if self.ports.is_empty() {
+            writeln!(f, "    (none)")?;
+        }
+        for (u, spec) in self.ports.iter().zip(&p.ports) {
+            let tx = u.tx_by.as_deref().unwrap_or("-");
+            let rx = u.rx_by.as_deref().unwrap_or("-");
+            writeln!(
+                f,
+                "    {} ({}): {}; tx from {tx}, rx to {rx}",
+                u.name,
+                u.kind,
+                describe_port(&spec.kind)
+            )?;
+        }
+        writeln!(f, "  rings:")?;
+        if self.rings.is_empty() {
+            writeln!(f, "    (none)")?;
+        }
+        for r in &self.rings {
+            writeln!(
+                f,
+                "    {} ({} slots): {} -> {}",
+                r.name, r.size, r.producer, r.consumer
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Plan {
+    /// The pipeline as a Graphviz graph (`linerate check --dot`).
+    pub fn dot(&self) -> String {
+        let mut out = format!("digraph \"{}\" {{\n  rankdir=LR;\n", self.pipeline.name);
+        for l in &self.lcores {
+            out += &format!(
+                "  subgraph cluster_lcore{0} {{ label=\"lcore {0}\";",
+                l.core
+            );
+            for s in &l.stages {
+                out += &format!(" \"{s}\";");
+            }
+            out += " }\n";
+        }
+        for u in &self.ports {
+            out += &format!(
+                "  \"port:{0}\" [shape=box, label=\"{0} ({1})\"];\n",
+                u.name, u.kind
+            );
+            if let Some(t) = &u.tx_by {
+                out += &format!("  \"{t}\" -> \"port:{}\";\n", u.name);
+            }
+            if let Some(r) = &u.rx_by {
+                out += &format!("  \"port:{}\" -> \"{r}\";\n", u.name);
+            }
+        }
+        for r in &self.rings {
+            out += &format!(
+                "  \"{}\" -> \"{}\" [label=\"{} ({})\"];\n",
+                r.producer, r.consumer, r.name, r.size
+            );
+        }
+        out + "}\n"
+    }
+}

@@ -1,0 +1,749 @@
+//! The file schema: sections, their keys, and what each kind of port and stage
+//! accepts. Parsing goes on after an error so every problem is reported.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use toml::de::{DeTable, DeValue};
+
+use super::diag::{suggest, Diagnostics, Sink};
+use super::table::{as_int, Span, Table};
+use super::Pipeline;
+use crate::buf::{HugepageMode, PoolConfig, BURST_MAX};
+use crate::port::mem::{Capacity, MemConfig};
+use crate::port::pcap::{Pace, PcapConfig};
+use crate::port::udp::UdpConfig;
+use crate::units::{parse_core_list, Rate};
+
+/// The pool section, as written.
+pub type PoolSpec = PoolConfig;
+
+/// A port as declared.
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    /// Its name.
+    pub name: String,
+    /// Its kind and configuration.
+    pub kind: PortKind,
+}
+
+/// The kinds of port.
+#[derive(Debug, Clone)]
+pub enum PortKind {
+    /// In-process wire with impairments.
+    Mem(MemConfig),
+    /// Kernel UDP socket.
+    Udp(UdpConfig),
+    /// Capture file.
+    Pcap(PcapConfig),
+}
+
+impl PortKind {
+    /// The kind's name in files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            PortKind::Mem(_) => "mem",
+            PortKind::Udp(_) => "udp",
+            PortKind::Pcap(_) => "pcap",
+        }
+    }
+
+    /// Whether the port can receive, and if not, why.
+    pub(crate) fn rx_missing(&self) -> Option<&'static str> {
+        match self {
+            PortKind::Pcap(c) if c.read.is_none() => {
+                Some("a pcap port receives only with `read = \"FILE\"`")
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the port can transmit, and if not, why.
+    pub(crate) fn tx_missing(&self) -> Option<&'static str> {
+        match self {
+            PortKind::Pcap(c) if c.write.is_none() => {
+                Some("a pcap port transmits only with `write = \"FILE\"`")
+            }
+            PortKind::Udp(c) if c.connect.is_none() => {
+                Some("a udp port transmits only with `connect = \"HOST:PORT\"`")
+            }
+            _ => None,
+        }
+    }
+
+    /// The port's line rate in L1 bits/s, when known.
+    pub fn line_rate_bps(&self) -> Option<f64> {
+        match self {
+            PortKind::Mem(c) => c.line_rate_bps,
+            _ => None,
+        }
+    }
+}
+
+/// A ring as declared.
+#[derive(Debug, Clone)]
+pub struct RingSpec {
+    /// Its name.
+    pub name: String,
+    /// Slots (a power of two).
+    pub size: usize,
+    pub(crate) span: Span,
+}
+
+/// A stage as declared.
+#[derive(Debug, Clone)]
+pub struct StageSpec {
+    /// Its name.
+    pub name: String,
+    /// The core of the lcore that polls it.
+    pub lcore: usize,
+    /// The port or ring it receives from.
+    pub rx: Option<String>,
+    /// The port or ring it transmits to.
+    pub tx: Option<String>,
+    /// Its kind and configuration.
+    pub kind: StageKind,
+    pub(crate) span: Span,
+    pub(crate) rx_span: Span,
+    pub(crate) tx_span: Span,
+}
+
+/// The kinds of stage.
+#[derive(Debug, Clone)]
+pub enum StageKind {
+    /// Emits a fixed template packet, as fast as possible or at a rate.
+    Source(SourceConfig),
+    /// Moves packets from rx to tx.
+    Forward(SinkConfig),
+    /// Counts and frees packets.
+    Sink(SinkConfig),
+}
+
+impl StageKind {
+    /// The kind's name in files.
+    pub fn name(&self) -> &'static str {
+        match self {
+            StageKind::Source(_) => "source",
+            StageKind::Forward(_) => "forward",
+            StageKind::Sink(_) => "sink",
+        }
+    }
+}
+
+/// A source stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceConfig {
+    /// The rate as written; `None` is as fast as possible.
+    pub rate: Option<Rate>,
+    /// The rate in packets/s, resolved by the plan against the tx port.
+    pub rate_pps: Option<f64>,
+    /// Frame size in bytes, FCS included (the packet holds 4 bytes fewer).
+    pub frame: usize,
+    /// Packets to send before finishing; `None` is forever.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+}
+
+/// Settings of stages that only move or count packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkConfig {
+    /// Packets per burst.
+    pub burst: usize,
+}
+
+const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage"];
+const PORT_KINDS: &[&str] = &["mem", "udp", "pcap", "dpdk", "ibverbs"];
+const STAGE_KINDS: &[&str] = &["source", "forward", "sink"];
+
+fn section<'t, 'i>(
+    sink: &mut Sink<'_>,
+    root: &'t DeTable<'i>,
+    key: &str,
+) -> Option<(Span, &'t DeTable<'i>)> {
+    let v = root.get(key)?;
+    match v.get_ref() {
+        DeValue::Table(t) => Some((v.span(), t)),
+        _ => {
+            sink.error(
+                v.span(),
+                "",
+                Some(key),
+                format!("`{key}` must be a table, like [{key}]"),
+                None,
+            );
+            None
+        }
+    }
+}
+
+/// Named sub-tables of a section: `[port.NAME]`.
+fn named<'t, 'i>(
+    sink: &mut Sink<'_>,
+    root: &'t DeTable<'i>,
+    key: &str,
+) -> Vec<(String, Span, &'t DeTable<'i>)> {
+    let Some((_, t)) = section(sink, root, key) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, v) in t.iter() {
+        match v.get_ref() {
+            DeValue::Table(inner) => out.push((name.get_ref().to_string(), v.span(), inner)),
+            _ => sink.error(
+                v.span(),
+                key,
+                Some(name.get_ref()),
+                format!("expected a table [{key}.{}]", name.get_ref()),
+                None,
+            ),
+        }
+    }
+    out
+}
+
+fn burst(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> usize {
+    t.int(sink, "burst", 1..BURST_MAX as i64 + 1)
+        .map_or(32, |(b, _)| b as usize)
+}
+
+fn socket_addr(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str) -> Option<SocketAddr> {
+    let (s, span) = t.string(sink, key)?;
+    match s.parse() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            sink.error(
+                span,
+                &t.path,
+                Some(key),
+                format!("`{s}` is not a socket address"),
+                Some("an IP address and port, like \"127.0.0.1:9000\" or \"[::1]:9000\"".into()),
+            );
+            None
+        }
+    }
+}
+
+fn ipv4(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str) -> Option<Ipv4Addr> {
+    let (s, span) = t.string(sink, key)?;
+    s.parse()
+        .map_err(|_| {
+            sink.error(
+                span,
+                &t.path,
+                Some(key),
+                format!("`{s}` is not an IPv4 address"),
+                None,
+            )
+        })
+        .ok()
+}
+
+fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) -> Option<PortSpec> {
+    let mut t = Table::new(format!("port.{name}"), span.clone(), map);
+    let (kind, kind_span) = t.required_string(sink, "kind", &PORT_KINDS.join(", "))?;
+    let kind = match kind.as_str() {
+        "mem" => {
+            let mut c = MemConfig::default();
+            let line = t.rate(sink, "line_rate");
+            c.line_rate_bps = match line {
+                Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b),
+                Some((_, s)) => {
+                    sink.error(
+                        s,
+                        &t.path,
+                        Some("line_rate"),
+                        "a line rate is in bits/s",
+                        Some("\"10 Gbps\"".into()),
+                    );
+                    None
+                }
+                None => None,
+            };
+            if let Some((r, s)) = t.rate(sink, "capacity") {
+                c.capacity = match r {
+                    Rate::Pps(p) => Some(Capacity::Pps(p)),
+                    Rate::L2Bps(b) => Some(Capacity::L2Bps(b)),
+                    Rate::L1Bps(b) => Some(Capacity::L1Bps(b)),
+                    Rate::Percent(p) => match c.line_rate_bps {
+                        Some(l) => Some(Capacity::L1Bps(l * p / 100.0)),
+                        None => {
+                            sink.error(
+                                s,
+                                &t.path,
+                                Some("capacity"),
+                                "a capacity in percent needs `line_rate` on this port",
+                                None,
+                            );
+                            None
+                        }
+                    },
+                };
+                if matches!(r, Rate::Pps(x) | Rate::L2Bps(x) | Rate::L1Bps(x) if x <= 0.0) {
+                    sink.error(
+                        t.span_of("capacity"),
+                        &t.path,
+                        Some("capacity"),
+                        "a capacity must be above zero",
+                        None,
+                    );
+                }
+            }
+            if let Some((q, _)) = t.int(sink, "queue", 1..1 << 24) {
+                c.queue = q as u32;
+            }
+            c.loss = t.float(sink, "loss", 0.0, 1.0).unwrap_or(0.0);
+            c.duplicate = t.float(sink, "duplicate", 0.0, 1.0).unwrap_or(0.0);
+            c.reorder = t.float(sink, "reorder", 0.0, 1.0).unwrap_or(0.0);
+            c.delay = t.duration(sink, "delay").unwrap_or_default();
+            if let Some((s, _)) = t.int(sink, "seed", 0..i64::MAX) {
+                c.seed = s as u64;
+            }
+            if let Some(r) = ring_size(&mut t, sink, "ring") {
+                c.ring = r;
+            }
+            t.finish(
+                sink,
+                "a mem port",
+                &[
+                    "kind",
+                    "capacity",
+                    "queue",
+                    "loss",
+                    "duplicate",
+                    "reorder",
+                    "delay",
+                    "seed",
+                    "ring",
+                    "line_rate",
+                ],
+            );
+            PortKind::Mem(c)
+        }
+        "udp" => {
+            let c = UdpConfig {
+                bind: socket_addr(&mut t, sink, "bind"),
+                connect: socket_addr(&mut t, sink, "connect"),
+                multicast: ipv4(&mut t, sink, "multicast"),
+                interface: ipv4(&mut t, sink, "interface").unwrap_or(Ipv4Addr::UNSPECIFIED),
+                rcvbuf: t.size(sink, "rcvbuf").map(|(s, _)| s as usize),
+                sndbuf: t.size(sink, "sndbuf").map(|(s, _)| s as usize),
+            };
+            if c.bind.is_none() && c.connect.is_none() {
+                sink.error(
+                    span.clone(),
+                    &t.path,
+                    None,
+                    "a udp port needs `bind` (to receive) or `connect` (to send), or both",
+                    None,
+                );
+            }
+            t.finish(
+                sink,
+                "a udp port",
+                &[
+                    "kind",
+                    "bind",
+                    "connect",
+                    "multicast",
+                    "interface",
+                    "rcvbuf",
+                    "sndbuf",
+                ],
+            );
+            PortKind::Udp(c)
+        }
+        "pcap" => {
+            let mut c = PcapConfig {
+                read: t.string(sink, "read").map(|(s, _)| PathBuf::from(s)),
+                write: t.string(sink, "write").map(|(s, _)| PathBuf::from(s)),
+                repeat: t
+                    .int(sink, "repeat", 0..u32::MAX as i64)
+                    .map_or(1, |(r, _)| r as u32),
+                ..PcapConfig::default()
+            };
+            if let Some((p, s)) = t.string(sink, "pace") {
+                c.pace = match p.as_str() {
+                    "fast" => Pace::Fast,
+                    "recorded" => Pace::Recorded,
+                    _ => {
+                        sink.error(
+                            s,
+                            &t.path,
+                            Some("pace"),
+                            format!("unknown pace `{p}`"),
+                            Some("\"fast\" or \"recorded\"".into()),
+                        );
+                        Pace::Fast
+                    }
+                };
+            }
+            if c.read.is_none() && c.write.is_none() {
+                sink.error(span.clone(), &t.path, None, "a pcap port needs `read` (a capture to replay) or `write` (a capture to record), or both", None);
+            }
+            t.finish(
+                sink,
+                "a pcap port",
+                &["kind", "read", "write", "pace", "repeat"],
+            );
+            PortKind::Pcap(c)
+        }
+        "dpdk" | "ibverbs" => {
+            sink.error(
+                kind_span,
+                &t.path,
+                Some("kind"),
+                format!("port kind `{kind}` is not available in this build: it needs the `{kind}` cargo feature and its system packages (build with `cargo build --release --features {kind}`; scripts/test installs the packages)"),
+                None,
+            );
+            return None;
+        }
+        other => {
+            let hint = suggest(other, PORT_KINDS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            sink.error(
+                kind_span,
+                &t.path,
+                Some("kind"),
+                format!("unknown port kind `{other}`{hint}"),
+                Some(PORT_KINDS.join(", ")),
+            );
+            return None;
+        }
+    };
+    Some(PortSpec {
+        name: name.to_string(),
+        kind,
+    })
+}
+
+fn ring_size(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str) -> Option<usize> {
+    let (n, span) = t.int(sink, key, 2..(1 << 24) + 1)?;
+    if !(n as u64).is_power_of_two() {
+        let n = n as u64;
+        sink.error(
+            span,
+            &t.path,
+            Some(key),
+            format!("{n} is not a power of two"),
+            Some(format!(
+                "a power of two from 2 to 16777216, such as {} or {}",
+                n.next_power_of_two() / 2,
+                n.next_power_of_two()
+            )),
+        );
+        return None;
+    }
+    Some(n as usize)
+}
+
+fn parse_stage(
+    sink: &mut Sink<'_>,
+    name: &str,
+    span: Span,
+    map: &DeTable<'_>,
+    lcores: &[usize],
+) -> Option<StageSpec> {
+    let mut t = Table::new(format!("stage.{name}"), span.clone(), map);
+    let (kind, kind_span) = t.required_string(sink, "kind", &STAGE_KINDS.join(", "))?;
+    let lcore = match t.int(sink, "lcore", 0..4096) {
+        Some((l, s)) => {
+            let l = l as usize;
+            if !lcores.contains(&l) {
+                sink.error(
+                    s,
+                    &t.path,
+                    Some("lcore"),
+                    format!("lcore {l} is not among the pipeline's lcores"),
+                    Some(format!("one of {:?} (from `lcores` in [pipeline])", lcores)),
+                );
+            }
+            l
+        }
+        None => lcores.first().copied().unwrap_or(0),
+    };
+    let rx_span = t.span_of("rx");
+    let tx_span = t.span_of("tx");
+    let help_rx = "the name of a port or ring to receive from";
+    let help_tx = "the name of a port or ring to transmit to";
+    let (kind, rx, tx) = match kind.as_str() {
+        "source" => {
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let frame = match t.int(sink, "frame", 64..9019) {
+                Some((f, _)) => f as usize,
+                None => 64,
+            };
+            let c = SourceConfig {
+                rate: t.rate(sink, "rate").map(|x| x.0),
+                rate_pps: None,
+                frame,
+                count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
+                burst: burst(&mut t, sink),
+            };
+            t.finish(
+                sink,
+                "a source stage",
+                &["kind", "lcore", "tx", "rate", "frame", "count", "burst"],
+            );
+            (StageKind::Source(c), None, tx)
+        }
+        "forward" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let c = SinkConfig {
+                burst: burst(&mut t, sink),
+            };
+            t.finish(
+                sink,
+                "a forward stage",
+                &["kind", "lcore", "rx", "tx", "burst"],
+            );
+            (StageKind::Forward(c), rx, tx)
+        }
+        "sink" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let c = SinkConfig {
+                burst: burst(&mut t, sink),
+            };
+            t.finish(sink, "a sink stage", &["kind", "lcore", "rx", "burst"]);
+            (StageKind::Sink(c), rx, None)
+        }
+        other => {
+            let hint = suggest(other, STAGE_KINDS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            sink.error(
+                kind_span,
+                &t.path,
+                Some("kind"),
+                format!("unknown stage kind `{other}`{hint}"),
+                Some(STAGE_KINDS.join(", ")),
+            );
+            return None;
+        }
+    };
+    Some(StageSpec {
+        name: name.to_string(),
+        lcore,
+        rx,
+        tx,
+        kind,
+        span,
+        rx_span,
+        tx_span,
+    })
+}
+
+fn parse_lcores(
+    sink: &mut Sink<'_>,
+    t: &mut Table<'_, '_>,
+    pin: bool,
+    cores: &[usize],
+) -> Vec<usize> {
+    let span = t.span_of("lcores");
+    let bad = |sink: &mut Sink<'_>, msg: String| {
+        sink.error(
+            span.clone(),
+            "pipeline",
+            Some("lcores"),
+            msg,
+            Some("a core list like \"0-1,3\", a core id, or an array of core ids".into()),
+        );
+        vec![0]
+    };
+    t.mark_used("lcores");
+    let list = match t.raw("lcores") {
+        Some(DeValue::String(s)) => match parse_core_list(s) {
+            Ok(l) => l,
+            Err(e) => return bad(sink, e.to_string()),
+        },
+        Some(DeValue::Integer(_)) => match t.raw("lcores").and_then(as_int) {
+            Some(i @ 0..=4095) => vec![i as usize],
+            _ => return bad(sink, "a core id must be from 0 to 4095".into()),
+        },
+        Some(DeValue::Array(a)) => {
+            let ids: Option<Vec<usize>> = a
+                .iter()
+                .map(|v| {
+                    as_int(v.get_ref())
+                        .filter(|i| (0..4096).contains(i))
+                        .map(|i| i as usize)
+                })
+                .collect();
+            match ids {
+                Some(mut l) if !l.is_empty() => {
+                    l.sort_unstable();
+                    l.dedup();
+                    l
+                }
+                _ => {
+                    return bad(
+                        sink,
+                        "every element must be a core id from 0 to 4095".into(),
+                    )
+                }
+            }
+        }
+        Some(_) => return bad(sink, "expected a core list".into()),
+        None => vec![cores.first().copied().unwrap_or(0)],
+    };
+    if pin {
+        let missing: Vec<usize> = list
+            .iter()
+            .copied()
+            .filter(|c| !cores.contains(c))
+            .collect();
+        if !missing.is_empty() {
+            sink.error(
+                span,
+                &t.path,
+                Some("lcores"),
+                format!(
+                    "lcore(s) {missing:?} are not on this machine, which has {} core(s) available to this process: {cores:?}",
+                    cores.len()
+                ),
+                Some(format!(
+                    "cores from {cores:?}; or set `pin = false` to run the lcores as unpinned threads (they then share the cores)"
+                )),
+            );
+        }
+    }
+    list
+}
+
+/// Parses a whole file into a [`Pipeline`], or every problem found.
+pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline, Diagnostics> {
+    let mut sink = Sink::new(path, src);
+    let root = match DeTable::parse(src) {
+        Ok(r) => r,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().to_string();
+            sink.error(
+                span,
+                "",
+                None,
+                format!("this is not valid TOML: {msg}"),
+                None,
+            );
+            return Err(Diagnostics(sink.diags));
+        }
+    };
+    let root = root.get_ref();
+    for (key, _) in root.iter() {
+        if !TOP_KEYS.contains(&key.get_ref().as_ref()) {
+            let hint = suggest(key.get_ref(), TOP_KEYS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            sink.error(
+                key.span(),
+                "",
+                Some(key.get_ref()),
+                format!("unknown section{hint}"),
+                Some("[pipeline], [pool], [port.NAME], [ring.NAME], [stage.NAME]".into()),
+            );
+        }
+    }
+    let stem = path
+        .file_stem()
+        .map_or("pipeline".into(), |s| s.to_string_lossy().into_owned());
+    let empty = DeTable::default();
+    let (pspan, ptable) = section(&mut sink, root, "pipeline").unwrap_or((0..0, &empty));
+    let mut t = Table::new("pipeline", pspan, ptable);
+    let name = t.string(&mut sink, "name").map_or(stem, |x| x.0);
+    let pin = t.boolean(&mut sink, "pin").unwrap_or(true);
+    let lcores = parse_lcores(&mut sink, &mut t, pin, cores);
+    t.finish(&mut sink, "[pipeline]", &["name", "lcores", "pin"]);
+
+    let mut pool = PoolConfig::default();
+    if let Some((span, map)) = section(&mut sink, root, "pool") {
+        let mut t = Table::new("pool", span, map);
+        if let Some((n, _)) = t.int(&mut sink, "buffers", 64..1 << 26) {
+            pool.count = n as u32;
+        }
+        if let Some((s, span)) = t.size(&mut sink, "size") {
+            if !(256..=65536 + 128).contains(&s) {
+                sink.error(
+                    span,
+                    "pool",
+                    Some("size"),
+                    format!("{s} bytes is out of range"),
+                    Some("from 256 to 65664 bytes per buffer, headroom included".into()),
+                );
+            }
+            pool.buf_size = s as u32;
+        }
+        if let Some((h, _)) = t.int(&mut sink, "headroom", 0..1025) {
+            pool.headroom = h as u16;
+        }
+        let span = t.span_of("hugepages");
+        if t.has("hugepages") {
+            pool.hugepages = match map.get("hugepages").map(|v| v.get_ref()) {
+                Some(DeValue::Boolean(true)) => HugepageMode::Required,
+                Some(DeValue::Boolean(false)) => HugepageMode::Off,
+                Some(DeValue::String(s)) if s == "auto" => HugepageMode::Auto,
+                _ => {
+                    sink.error(
+                        span,
+                        "pool",
+                        Some("hugepages"),
+                        "expected true, false or \"auto\"",
+                        None,
+                    );
+                    HugepageMode::Off
+                }
+            };
+            t.mark_used("hugepages");
+        }
+        t.finish(
+            &mut sink,
+            "[pool]",
+            &["buffers", "size", "headroom", "hugepages"],
+        );
+    }
+
+    let ports: Vec<PortSpec> = named(&mut sink, root, "port")
+        .into_iter()
+        .filter_map(|(n, s, m)| parse_port(&mut sink, &n, s, m))
+        .collect();
+    let mut rings = Vec::new();
+    for (name, span, map) in named(&mut sink, root, "ring") {
+        let mut t = Table::new(format!("ring.{name}"), span.clone(), map);
+        let size = if t.has("size") {
+            ring_size(&mut t, &mut sink, "size")
+        } else {
+            Some(1024)
+        };
+        t.finish(&mut sink, "a ring", &["size"]);
+        if let Some(size) = size {
+            rings.push(RingSpec { name, size, span });
+        }
+    }
+    let stages: Vec<StageSpec> = named(&mut sink, root, "stage")
+        .into_iter()
+        .filter_map(|(n, s, m)| parse_stage(&mut sink, &n, s, m, &lcores))
+        .collect();
+    if stages.is_empty() && sink.diags.is_empty() {
+        sink.error(
+            0..0,
+            "",
+            None,
+            "the pipeline has no stage",
+            Some("at least one [stage.NAME] with a `kind`".into()),
+        );
+    }
+    if !sink.diags.is_empty() {
+        return Err(Diagnostics(sink.diags));
+    }
+    Ok(Pipeline {
+        name,
+        file: path.to_path_buf(),
+        lcores,
+        pin,
+        pool,
+        ports,
+        rings,
+        stages,
+    })
+}

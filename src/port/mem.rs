@@ -1,0 +1,416 @@
+//! The mem wire: an in-process link from a tx side to an rx side, with seeded,
+//! reproducible impairments. It is the simulated link and the simulated device
+//! under test of every later test and search.
+//!
+//! What happens to a packet handed to the tx side, in this order:
+//! 1. random loss (`loss`, a probability);
+//! 2. the device model (`capacity`, in pps or bps, with a queue of `queue`
+//!    packets): the packet departs when the device has served everything before
+//!    it; a packet that finds `queue` packets already waiting is tail-dropped;
+//! 3. duplication (`duplicate`): a copy follows the packet;
+//! 4. reordering (`reorder`): the packet is held back and sent after the next
+//!    one (or after [`REORDER_HOLD`] if no next one comes);
+//! 5. fixed delay (`delay`): the rx side releases it `delay` after departure.
+//!
+//! Every decision draws from one seeded generator in a fixed order, so a run
+//! with the same seed and packet sequence makes the same decisions; every
+//! packet the wire does not deliver is counted by cause, and the counts
+//! reconcile exactly: `accepted + duplicated = delivered + lost + queue_dropped
+//! + overflow + in_flight`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::buf::{ring, Burst, Consumer, Packet, Producer, BURST_MAX};
+use crate::rng::SplitMix64;
+use crate::runtime::counter::{CacheAligned, Counter};
+use crate::time::{duration_nanos, Instant};
+use crate::units::ETHERNET_L1_OVERHEAD;
+
+use super::{OpenPort, PortCounters, PortReport, PortStats, RxQueue, TxQueue};
+
+/// How long a packet chosen for reordering waits for a successor to overtake it.
+pub const REORDER_HOLD: Duration = Duration::from_micros(50);
+
+/// Bytes of FCS that a packet buffer does not hold but the wire carries.
+const FCS: u64 = 4;
+
+/// The device model's service rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Capacity {
+    /// Packets per second, whatever their size.
+    Pps(f64),
+    /// Layer-2 bits per second (frame plus FCS).
+    L2Bps(f64),
+    /// Layer-1 bits per second (plus preamble and inter-frame gap).
+    L1Bps(f64),
+}
+
+/// A mem wire's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemConfig {
+    /// Service rate of the simulated device; `None` is an ideal wire.
+    pub capacity: Option<Capacity>,
+    /// Packets that may wait in the device before tail drop (with a capacity).
+    pub queue: u32,
+    /// Probability that a packet is lost.
+    pub loss: f64,
+    /// Probability that a packet is duplicated.
+    pub duplicate: f64,
+    /// Probability that a packet is held back and overtaken by the next one.
+    pub reorder: f64,
+    /// Fixed one-way delay.
+    pub delay: Duration,
+    /// Seed of the impairment decisions.
+    pub seed: u64,
+    /// Slots of the ring carrying packets to the rx side; a full ring drops
+    /// (counted as `overflow`: the receiver did not keep up).
+    pub ring: usize,
+    /// The wire's line rate in L1 bits/s, for rates given in percent.
+    pub line_rate_bps: Option<f64>,
+}
+
+impl Default for MemConfig {
+    fn default() -> Self {
+        MemConfig {
+            capacity: None,
+            queue: 1024,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            delay: Duration::ZERO,
+            seed: 1,
+            ring: 4096,
+            line_rate_bps: None,
+        }
+    }
+}
+
+/// What the wire did, by cause. Written by the tx side only.
+#[derive(Debug, Default)]
+struct Impairments {
+    lost: Counter,
+    queue_dropped: Counter,
+    overflow: Counter,
+    duplicated: Counter,
+    duplicate_failed: Counter,
+    reordered: Counter,
+    delayed: Counter,
+}
+
+struct Stats {
+    common: PortCounters,
+    imp: CacheAligned<Impairments>,
+    ring: crate::buf::RingStatsHandle,
+    /// Incremented when a packet is held for reordering and again when it is
+    /// released, so it is odd exactly while one is held.
+    held: CacheAligned<Counter>,
+}
+
+impl PortStats for Stats {
+    fn report(&self) -> PortReport {
+        let mut r = self.common.report("mem");
+        let i = &self.imp;
+        r.dropped = i.lost.get() + i.queue_dropped.get() + i.overflow.get();
+        for (k, v) in [
+            ("lost", i.lost.get()),
+            ("queue_dropped", i.queue_dropped.get()),
+            ("overflow", i.overflow.get()),
+            ("duplicated", i.duplicated.get()),
+            ("duplicate_failed", i.duplicate_failed.get()),
+            ("reordered", i.reordered.get()),
+            ("delayed", i.delayed.get()),
+            ("in_flight", self.in_flight()),
+        ] {
+            r.detail.insert(k, v);
+        }
+        r
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.ring.in_flight() + self.held.get() % 2
+    }
+}
+
+/// Opens a mem wire: its tx side, its rx side and its counters.
+pub fn open(config: &MemConfig) -> OpenPort {
+    let (producer, consumer) = ring::<(Packet, Instant)>(config.ring);
+    let stats = Arc::new(Stats {
+        common: PortCounters::default(),
+        imp: CacheAligned::default(),
+        ring: producer.stats_handle(),
+        held: CacheAligned::default(),
+    });
+    let timed = config.capacity.is_some() || !config.delay.is_zero();
+    let tx = MemTx {
+        config: config.clone(),
+        rng: SplitMix64::new(config.seed),
+        producer,
+        staged: Vec::with_capacity(BURST_MAX * 2 + 1),
+        held: None,
+        last_departure: 0,
+        stats: stats.clone(),
+    };
+    let rx = MemRx {
+        consumer,
+        timed,
+        stats: stats.clone(),
+    };
+    OpenPort {
+        rx: Some(Box::new(rx)),
+        tx: Some(Box::new(tx)),
+        stats,
+        warnings: Vec::new(),
+    }
+}
+
+struct MemTx {
+    config: MemConfig,
+    rng: SplitMix64,
+    producer: Producer<(Packet, Instant)>,
+    staged: Vec<(Packet, Instant)>,
+    held: Option<(Packet, Instant, Instant)>,
+    /// Nanoseconds at which the device finishes serving what it has accepted.
+    last_departure: u64,
+    stats: Arc<Stats>,
+}
+
+impl MemTx {
+    fn service_nanos(&self, cap: Capacity, len: usize) -> f64 {
+        let bits = |extra: u64| (len as u64 + FCS + extra) as f64 * 8.0;
+        match cap {
+            Capacity::Pps(p) => 1e9 / p,
+            Capacity::L2Bps(b) => bits(0) * 1e9 / b,
+            Capacity::L1Bps(b) => bits(ETHERNET_L1_OVERHEAD) * 1e9 / b,
+        }
+    }
+
+    /// Runs the device model; returns the release time or `None` for a tail drop.
+    fn admit(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        let delay = duration_nanos(self.config.delay);
+        let Some(cap) = self.config.capacity else {
+            return Some(Instant::from_nanos(now.as_nanos() + delay));
+        };
+        let service = self.service_nanos(cap, len);
+        let now_ns = now.as_nanos();
+        let backlog = self.last_departure.saturating_sub(now_ns) as f64;
+        if backlog >= service * f64::from(self.config.queue) {
+            return None;
+        }
+        let departure = self.last_departure.max(now_ns) + service.round() as u64;
+        self.last_departure = departure;
+        Some(Instant::from_nanos(departure + delay))
+    }
+
+    fn stage(&mut self, pkt: Packet, release: Instant) {
+        self.staged.push((pkt, release));
+    }
+
+    fn release_held(&mut self) {
+        if let Some((pkt, release, _)) = self.held.take() {
+            self.staged.push((pkt, release));
+            self.stats.held.add(1);
+        }
+    }
+
+    fn push_staged(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        self.producer.push_bulk(&mut self.staged);
+        let n = self.staged.len() as u64;
+        if n > 0 {
+            self.stats.imp.overflow.add(n);
+            self.producer.count_dropped(n);
+            self.staged.clear();
+        }
+    }
+}
+
+impl TxQueue for MemTx {
+    fn tx_burst(&mut self, now: Instant, pkts: &mut Burst) -> usize {
+        let taken = pkts.len();
+        let c = &self.config;
+        let (loss, dup, reorder, delayed) = (c.loss, c.duplicate, c.reorder, !c.delay.is_zero());
+        let mut bytes = 0;
+        for pkt in pkts.drain() {
+            bytes += pkt.len() as u64;
+            if loss > 0.0 && self.rng.chance(loss) {
+                self.stats.imp.lost.add(1);
+                continue;
+            }
+            let Some(release) = self.admit(now, pkt.len()) else {
+                self.stats.imp.queue_dropped.add(1);
+                continue;
+            };
+            if delayed {
+                self.stats.imp.delayed.add(1);
+            }
+            let copy = if dup > 0.0 && self.rng.chance(dup) {
+                match pkt.try_clone() {
+                    Some(c) => {
+                        self.stats.imp.duplicated.add(1);
+                        Some(c)
+                    }
+                    None => {
+                        self.stats.imp.duplicate_failed.add(1);
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            if reorder > 0.0 && self.held.is_none() && self.rng.chance(reorder) {
+                // Held until the next packet has gone ahead of it.
+                self.stats.held.add(1);
+                self.held = Some((pkt, release, now));
+            } else {
+                self.stage(pkt, release);
+                if self.held.is_some() {
+                    self.stats.imp.reordered.add(1);
+                    self.release_held();
+                }
+            }
+            if let Some(c) = copy {
+                self.stage(c, release);
+            }
+        }
+        let counters = &self.stats.common.tx;
+        counters.packets.add(taken as u64);
+        counters.bytes.add(bytes);
+        self.push_staged();
+        taken
+    }
+
+    fn flush(&mut self, now: Instant) {
+        if let Some((_, _, since)) = &self.held {
+            if now.saturating_duration_since(*since) >= REORDER_HOLD {
+                self.release_held();
+                self.push_staged();
+            }
+        }
+    }
+}
+
+struct MemRx {
+    consumer: Consumer<(Packet, Instant)>,
+    timed: bool,
+    stats: Arc<Stats>,
+}
+
+impl RxQueue for MemRx {
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize {
+        let mut n = 0;
+        let mut bytes = 0;
+        if self.timed {
+            while n < out.room() {
+                match self.consumer.peek() {
+                    Some((_, release)) if *release <= now => {}
+                    _ => break,
+                }
+                if let Some((pkt, _)) = self.consumer.pop() {
+                    bytes += pkt.len() as u64;
+                    let _ = out.push(pkt);
+                    n += 1;
+                }
+            }
+        } else {
+            n = self.consumer.pop_bulk(out.room(), |(pkt, _)| {
+                bytes += pkt.len() as u64;
+                let _ = out.push(pkt);
+            });
+        }
+        let c = &self.stats.common.rx;
+        c.packets.add(n as u64);
+        c.bytes.add(bytes);
+        n
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+
+    fn run(config: MemConfig, n: usize, step_ns: u64) -> (Vec<u32>, PortReport) {
+        let pool = Pool::new(&PoolConfig {
+            count: 4096,
+            ..PoolConfig::default()
+        })
+        .unwrap();
+        let port = open(&config);
+        let (mut tx, mut rx) = (port.tx.unwrap(), port.rx.unwrap());
+        let mut cache = pool.cache();
+        let mut got = Vec::new();
+        let mut now = Instant::ZERO;
+        let mut sent = 0u32;
+        let mut out = Burst::new();
+        while (sent as usize) < n {
+            let mut b = Burst::new();
+            let k = cache.alloc_bulk(&mut b, 8.min(n - sent as usize));
+            for p in b.iter_mut() {
+                p.set_data(&sent.to_be_bytes()).unwrap();
+                sent += 1;
+            }
+            assert_eq!(tx.tx_burst(now, &mut b), k);
+            now += Duration::from_nanos(step_ns);
+            tx.flush(now);
+            rx.rx_burst(now, &mut out);
+            for p in out.drain() {
+                got.push(u32::from_be_bytes(p.data().try_into().unwrap()));
+            }
+        }
+        for _ in 0..100 {
+            now += Duration::from_millis(1);
+            tx.flush(now);
+            rx.rx_burst(now, &mut out);
+            for p in out.drain() {
+                got.push(u32::from_be_bytes(p.data().try_into().unwrap()));
+            }
+        }
+        (got, port.stats.report())
+    }
+
+    #[test]
+    fn ideal_wire_delivers_in_order() {
+        let (got, r) = run(MemConfig::default(), 1000, 100);
+        assert_eq!(got, (0..1000).collect::<Vec<_>>());
+        assert_eq!((r.tx_packets, r.rx_packets, r.dropped), (1000, 1000, 0));
+    }
+
+    #[test]
+    fn impairments_reconcile_and_are_reproducible() {
+        let config = MemConfig {
+            loss: 0.05,
+            duplicate: 0.03,
+            reorder: 0.04,
+            delay: Duration::from_micros(20),
+            seed: 42,
+            ..MemConfig::default()
+        };
+        let (got, r) = run(config.clone(), 3000, 100);
+        let d = |k| r.detail[k];
+        assert!(d("lost") > 0 && d("duplicated") > 0 && d("reordered") > 0);
+        assert_eq!(d("in_flight"), 0);
+        assert_eq!(r.tx_packets + d("duplicated"), r.rx_packets + d("lost"));
+        assert_eq!(got.len() as u64, r.rx_packets);
+        assert!(got.windows(2).any(|w| w[0] > w[1]), "nothing was reordered");
+        let (again, _) = run(config, 3000, 100);
+        assert_eq!(got, again);
+    }
+
+    #[test]
+    fn capacity_tail_drops_beyond_the_queue() {
+        // 1 Mpps device, offered 8 packets every 2 us (4 Mpps), queue 16.
+        let config = MemConfig {
+            capacity: Some(Capacity::Pps(1e6)),
+            queue: 16,
+            ..MemConfig::default()
+        };
+        let (got, r) = run(config, 4000, 2000);
+        let dropped = r.detail["queue_dropped"];
+        assert!(dropped > 2000, "{dropped}");
+        assert_eq!(r.rx_packets + dropped, 4000);
+        assert!(got.windows(2).all(|w| w[0] < w[1]));
+    }
+}

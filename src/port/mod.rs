@@ -1,0 +1,145 @@
+//! Ports: where packets enter and leave a pipeline, all behind one burst
+//! interface (spead2's lesson: the same receiver runs on any transport).
+//!
+//! A port opens into an optional receive side ([`RxQueue`]) and an optional
+//! transmit side ([`TxQueue`]), each owned by one stage on one lcore, plus a
+//! [`PortStats`] that any thread reads while the pipeline runs.
+
+pub mod mem;
+pub mod pcap;
+pub mod udp;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::buf::Burst;
+use crate::runtime::counter::{CacheAligned, Counter};
+use crate::time::Instant;
+
+/// The receive side of a port.
+pub trait RxQueue: Send {
+    /// Appends up to `out.room()` received packets to `out`; returns how many.
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize;
+
+    /// Whether this side will never produce another packet (a capture read to
+    /// its end). Live ports are never finished.
+    fn is_finished(&self) -> bool {
+        false
+    }
+
+    /// Whether this side can finish at all (a capture replayed a set number of
+    /// times); the pipeline stops by itself when every finite input finished.
+    fn is_finite(&self) -> bool {
+        false
+    }
+}
+
+/// The transmit side of a port.
+pub trait TxQueue: Send {
+    /// Takes packets from the front of `pkts` for transmission; returns how many
+    /// it took. Packets it did not take stay in `pkts` for the caller to retry or
+    /// drop (and count).
+    fn tx_burst(&mut self, now: Instant, pkts: &mut Burst) -> usize;
+
+    /// Called when the owning stage has nothing to send, so the port can release
+    /// what it holds back (buffered writes, a packet held for reordering).
+    fn flush(&mut self, _now: Instant) {}
+
+    /// Called once when the pipeline stops; reports a late failure (a capture
+    /// file that could not be written completely).
+    fn finish(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+/// The counters every port has, by direction. Each side is written only by the
+/// lcore that owns it.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Receive side.
+    pub rx: CacheAligned<DirCounters>,
+    /// Transmit side.
+    pub tx: CacheAligned<DirCounters>,
+}
+
+/// Packets, bytes and drops in one direction.
+#[derive(Debug, Default)]
+pub struct DirCounters {
+    /// Packets passed.
+    pub packets: Counter,
+    /// Bytes passed.
+    pub bytes: Counter,
+    /// Packets the port had to drop in this direction (no buffer, send refused,
+    /// truncated datagram, ...).
+    pub dropped: Counter,
+}
+
+/// What a port reports.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PortReport {
+    /// The port kind.
+    pub kind: &'static str,
+    /// Packets received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Packets transmitted (taken by the port).
+    pub tx_packets: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Packets dropped by the port, all causes.
+    pub dropped: u64,
+    /// Kind-specific counters (the mem wire's impairments by cause, ...).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub detail: BTreeMap<&'static str, u64>,
+}
+
+impl PortCounters {
+    /// A report with the common counters filled in.
+    pub fn report(&self, kind: &'static str) -> PortReport {
+        PortReport {
+            kind,
+            rx_packets: self.rx.packets.get(),
+            rx_bytes: self.rx.bytes.get(),
+            tx_packets: self.tx.packets.get(),
+            tx_bytes: self.tx.bytes.get(),
+            dropped: self.rx.dropped.get() + self.tx.dropped.get(),
+            detail: BTreeMap::new(),
+        }
+    }
+}
+
+/// Reads a port's counters from any thread.
+pub trait PortStats: Send + Sync {
+    /// Current counters.
+    fn report(&self) -> PortReport;
+
+    /// Packets inside the port on their way from its tx side to its rx side (a
+    /// mem wire's queue); the runtime drains until this is zero.
+    fn in_flight(&self) -> u64 {
+        0
+    }
+}
+
+/// An opened port.
+pub struct OpenPort {
+    /// The receive side, if the port has one.
+    pub rx: Option<Box<dyn RxQueue>>,
+    /// The transmit side, if the port has one.
+    pub tx: Option<Box<dyn TxQueue>>,
+    /// Its counters.
+    pub stats: Arc<dyn PortStats>,
+    /// Things the user should know (a socket buffer the kernel capped, ...).
+    pub warnings: Vec<String>,
+}
+
+/// A port could not be opened or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// The configuration or the environment is wrong: the user can fix it.
+    #[error("{0}")]
+    Input(String),
+    /// Something failed while running.
+    #[error("{0}")]
+    Runtime(String),
+}

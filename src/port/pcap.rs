@@ -1,0 +1,290 @@
+//! The pcap port: a capture file read as a source and written as a sink,
+//! readable by tcpdump and tshark (classic pcap, Ethernet link type).
+//!
+//! A capture to read is loaded and checked whole when the port opens, so a
+//! truncated or foreign file is a clear error before anything runs, and reading
+//! costs no I/O on the hot path. (Captures larger than memory are out of scope
+//! for now.) Writes go through a buffered writer and are flushed at stop.
+
+use std::fs::File;
+use std::io::{BufWriter, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
+use pcap_file::{DataLink, TsResolution};
+
+use crate::buf::{Burst, Pool, PoolCache};
+use crate::time::Instant;
+
+use super::{OpenPort, PortCounters, PortError, PortReport, PortStats, RxQueue, TxQueue};
+
+/// How a capture is replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pace {
+    /// As fast as the pipeline takes it.
+    #[default]
+    Fast,
+    /// At the pace recorded in the capture's timestamps.
+    Recorded,
+}
+
+/// A pcap port's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PcapConfig {
+    /// Capture to replay on the rx side.
+    pub read: Option<PathBuf>,
+    /// Capture to write from the tx side.
+    pub write: Option<PathBuf>,
+    /// Replay pace.
+    pub pace: Pace,
+    /// Times to replay the capture (0 = forever).
+    pub repeat: u32,
+}
+
+/// A capture loaded into memory.
+#[derive(Debug, Default)]
+pub struct Capture {
+    data: Vec<u8>,
+    /// (offset into data, length, timestamp since the first packet)
+    records: Vec<(usize, usize, Duration)>,
+}
+
+impl Capture {
+    /// Loads and checks a whole capture.
+    pub fn load(path: &Path) -> Result<Capture, PortError> {
+        let bad = |why: String| PortError::Input(format!("{}: {why}", path.display()));
+        let mut file = File::open(path).map_err(|e| bad(format!("cannot open: {e}")))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| bad(format!("cannot read: {e}")))?;
+        if bytes.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+            return Err(bad(
+                "is a pcapng capture; convert it with `editcap -F pcap IN OUT`".into(),
+            ));
+        }
+        let mut reader = PcapReader::new(&bytes[..]).map_err(|e| {
+            bad(format!(
+                "is not a pcap capture ({e}); a pcap file starts with the magic a1b2c3d4 or a1b23c4d"
+            ))
+        })?;
+        let mut cap = Capture::default();
+        let mut first = None;
+        let mut index = 0usize;
+        while let Some(pkt) = reader.next_packet() {
+            let pkt = pkt.map_err(|e| {
+                bad(format!(
+                    "record {index} is damaged or cut short ({e}); the file is truncated"
+                ))
+            })?;
+            let t0 = *first.get_or_insert(pkt.timestamp);
+            cap.records.push((
+                cap.data.len(),
+                pkt.data.len(),
+                pkt.timestamp.saturating_sub(t0),
+            ));
+            cap.data.extend_from_slice(&pkt.data);
+            index += 1;
+        }
+        Ok(cap)
+    }
+
+    /// Number of packets.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether the capture has no packet.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Packet `i`'s bytes.
+    pub fn packet(&self, i: usize) -> &[u8] {
+        let (off, len, _) = self.records[i];
+        &self.data[off..off + len]
+    }
+}
+
+struct Stats {
+    common: PortCounters,
+}
+
+impl PortStats for Stats {
+    fn report(&self) -> PortReport {
+        self.common.report("pcap")
+    }
+}
+
+/// Opens a pcap port; `pool` supplies the buffers replayed packets are copied into.
+pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
+    let stats = Arc::new(Stats {
+        common: PortCounters::default(),
+    });
+    let mut warnings = Vec::new();
+    let rx: Option<Box<dyn RxQueue>> = match &config.read {
+        Some(path) => {
+            let capture = Capture::load(path)?;
+            if capture.is_empty() {
+                warnings.push(format!("{} holds no packet", path.display()));
+            }
+            if let Some(big) = capture.records.iter().find(|r| r.1 > pool.data_room()) {
+                return Err(PortError::Input(format!(
+                    "{} holds a {}-byte packet but pool buffers hold {} bytes; raise `size` in [pool]",
+                    path.display(),
+                    big.1,
+                    pool.data_room()
+                )));
+            }
+            Some(Box::new(PcapRx {
+                capture,
+                next: 0,
+                round: 0,
+                config: config.clone(),
+                start: None,
+                cache: pool.cache(),
+                stats: stats.clone(),
+            }))
+        }
+        None => None,
+    };
+    let tx: Option<Box<dyn TxQueue>> = match &config.write {
+        Some(path) => {
+            let file = File::create(path)
+                .map_err(|e| PortError::Input(format!("{}: cannot create: {e}", path.display())))?;
+            let header = PcapHeader {
+                datalink: DataLink::ETHERNET,
+                ts_resolution: TsResolution::NanoSecond,
+                ..PcapHeader::default()
+            };
+            let writer = PcapWriter::with_header(BufWriter::with_capacity(1 << 20, file), header)
+                .map_err(|e| PortError::Input(format!("{}: {e}", path.display())))?;
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default();
+            Some(Box::new(PcapTx {
+                writer: Some(writer),
+                path: path.clone(),
+                wall,
+                error: None,
+                stats: stats.clone(),
+            }))
+        }
+        None => None,
+    };
+    Ok(OpenPort {
+        rx,
+        tx,
+        stats,
+        warnings,
+    })
+}
+
+struct PcapRx {
+    capture: Capture,
+    next: usize,
+    round: u32,
+    config: PcapConfig,
+    /// When replay started, and the capture time of that moment, for pacing.
+    start: Option<Instant>,
+    cache: PoolCache,
+    stats: Arc<Stats>,
+}
+
+impl RxQueue for PcapRx {
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize {
+        if self.is_finished() || self.capture.is_empty() {
+            return 0;
+        }
+        let start = *self.start.get_or_insert(now);
+        let span = self.capture.records.last().map_or(Duration::ZERO, |r| r.2);
+        let mut n = 0;
+        let mut bytes = 0;
+        while out.room() > 0 && !self.is_finished() {
+            let (_, len, ts) = self.capture.records[self.next];
+            if self.config.pace == Pace::Recorded {
+                // Each round starts where the previous one's span ended.
+                let due = start + span * self.round + ts;
+                if due > now {
+                    break;
+                }
+            }
+            let Some(mut pkt) = self.cache.alloc() else {
+                self.stats.common.rx.dropped.add(1);
+                break;
+            };
+            // Cannot fail: open() checked every packet fits a buffer.
+            let _ = pkt.set_data(self.capture.packet(self.next));
+            bytes += len as u64;
+            let _ = out.push(pkt);
+            n += 1;
+            self.next += 1;
+            if self.next == self.capture.len() {
+                self.next = 0;
+                self.round += 1;
+            }
+        }
+        self.stats.common.rx.packets.add(n as u64);
+        self.stats.common.rx.bytes.add(bytes);
+        n
+    }
+
+    fn is_finished(&self) -> bool {
+        self.capture.is_empty() || (self.config.repeat != 0 && self.round >= self.config.repeat)
+    }
+
+    fn is_finite(&self) -> bool {
+        self.config.repeat != 0 || self.capture.is_empty()
+    }
+}
+
+struct PcapTx {
+    writer: Option<PcapWriter<BufWriter<File>>>,
+    path: PathBuf,
+    wall: Duration,
+    error: Option<String>,
+    stats: Arc<Stats>,
+}
+
+impl TxQueue for PcapTx {
+    fn tx_burst(&mut self, now: Instant, pkts: &mut Burst) -> usize {
+        let n = pkts.len();
+        let ts = self.wall + Duration::from_nanos(now.as_nanos());
+        let mut bytes = 0;
+        for pkt in pkts.drain() {
+            let Some(w) = self.writer.as_mut() else {
+                self.stats.common.tx.dropped.add(1);
+                continue;
+            };
+            let rec = PcapPacket::new(ts, pkt.len() as u32, pkt.data());
+            match w.write_packet(&rec) {
+                Ok(_) => bytes += pkt.len() as u64,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    self.writer = None;
+                    self.stats.common.tx.dropped.add(1);
+                }
+            }
+        }
+        self.stats.common.tx.packets.add(n as u64);
+        self.stats.common.tx.bytes.add(bytes);
+        n
+    }
+
+    fn finish(&mut self) -> Result<(), PortError> {
+        if let Some(w) = self.writer.take() {
+            use std::io::Write;
+            if let Err(e) = w.into_writer().flush() {
+                self.error = Some(e.to_string());
+            }
+        }
+        match &self.error {
+            Some(e) => Err(PortError::Runtime(format!(
+                "writing {} failed: {e}",
+                self.path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! The udp port: kernel UDP sockets, batched with `recvmmsg`/`sendmmsg` so one
+//! system call moves a whole burst. A packet's data is the datagram payload.
+//!
+//! Received datagrams land directly in pool buffers (no copy after the
+//! kernel's); a datagram larger than a buffer is counted as dropped.
+
+use std::io;
+use std::mem::zeroed;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use crate::buf::{Burst, Pool, PoolCache, BURST_MAX};
+use crate::time::Instant;
+
+use super::{OpenPort, PortCounters, PortError, PortReport, PortStats, RxQueue, TxQueue};
+
+/// A udp port's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpConfig {
+    /// Local address to bind (receive side, and source address of sends).
+    pub bind: Option<SocketAddr>,
+    /// Destination of sends; the socket is connected to it.
+    pub connect: Option<SocketAddr>,
+    /// IPv4 multicast group to join on `interface`.
+    pub multicast: Option<Ipv4Addr>,
+    /// Interface address for the multicast join.
+    pub interface: Ipv4Addr,
+    /// Receive buffer size to ask the kernel for.
+    pub rcvbuf: Option<usize>,
+    /// Send buffer size to ask the kernel for.
+    pub sndbuf: Option<usize>,
+}
+
+impl Default for UdpConfig {
+    fn default() -> Self {
+        UdpConfig {
+            bind: None,
+            connect: None,
+            multicast: None,
+            interface: Ipv4Addr::UNSPECIFIED,
+            rcvbuf: None,
+            sndbuf: None,
+        }
+    }
+}
+
+struct Stats {
+    common: PortCounters,
+}
+
+impl PortStats for Stats {
+    fn report(&self) -> PortReport {
+        self.common.report("udp")
+    }
+}
+
+/// Sets a socket buffer size, forcing past the sysctl cap when we may (root),
+/// and says so when the kernel still gave less than asked.
+fn size_buffer(
+    sock: &UdpSocket,
+    opt: libc::c_int,
+    force: libc::c_int,
+    want: usize,
+    name: &str,
+    sysctl: &str,
+) -> Option<String> {
+    let fd = sock.as_raw_fd();
+    let val = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
+    let set = |o: libc::c_int| {
+        // SAFETY: fd is a valid socket for the life of `sock`; the option value is
+        // a c_int on our stack with its true size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                o,
+                (&val as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    let get = || {
+        let mut got: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: as above; `got` and `len` are valid for writes of their sizes.
+        unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&mut got as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        // Linux reports twice the usable size (it counts its bookkeeping).
+        got as usize / 2
+    };
+    if set(force) != 0 {
+        set(opt);
+    }
+    let got = get();
+    (got < want).then(|| {
+        format!(
+            "the kernel capped the {name} buffer at {got} bytes (asked for {want}); raise it with `sysctl -w {sysctl}={want}` or run as root"
+        )
+    })
+}
+
+/// Opens a udp port. Errors binding or connecting are the user's to fix.
+pub fn open(config: &UdpConfig, pool: &Pool) -> Result<OpenPort, PortError> {
+    let bind = config.bind.unwrap_or_else(|| match config.connect {
+        Some(SocketAddr::V6(_)) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+        _ => SocketAddr::from(([0, 0, 0, 0], 0)),
+    });
+    let sock = UdpSocket::bind(bind)
+        .map_err(|e| PortError::Input(format!("cannot bind UDP address {bind}: {e}")))?;
+    if let Some(dest) = config.connect {
+        sock.connect(dest)
+            .map_err(|e| PortError::Input(format!("cannot connect UDP socket to {dest}: {e}")))?;
+    }
+    if let Some(group) = config.multicast {
+        sock.join_multicast_v4(&group, &config.interface)
+            .map_err(|e| {
+                PortError::Input(format!(
+                    "cannot join multicast group {group} on {}: {e}",
+                    config.interface
+                ))
+            })?;
+    }
+    sock.set_nonblocking(true)
+        .map_err(|e| PortError::Runtime(format!("cannot make the UDP socket non-blocking: {e}")))?;
+    let mut warnings = Vec::new();
+    if let Some(n) = config.rcvbuf {
+        warnings.extend(size_buffer(
+            &sock,
+            libc::SO_RCVBUF,
+            libc::SO_RCVBUFFORCE,
+            n,
+            "receive",
+            "net.core.rmem_max",
+        ));
+    }
+    if let Some(n) = config.sndbuf {
+        warnings.extend(size_buffer(
+            &sock,
+            libc::SO_SNDBUF,
+            libc::SO_SNDBUFFORCE,
+            n,
+            "send",
+            "net.core.wmem_max",
+        ));
+    }
+    let tx_sock = sock
+        .try_clone()
+        .map_err(|e| PortError::Runtime(format!("cannot duplicate the UDP socket: {e}")))?;
+    let stats = Arc::new(Stats {
+        common: PortCounters::default(),
+    });
+    let rx = UdpRx {
+        sock,
+        cache: pool.cache(),
+        spare: Burst::new(),
+        // SAFETY: mmsghdr and iovec are plain C structs for which all-zero is a
+        // valid (empty) value.
+        msgs: unsafe { zeroed() },
+        iov: unsafe { zeroed() },
+        stats: stats.clone(),
+    };
+    let tx = UdpTx {
+        sock: tx_sock,
+        connected: config.connect.is_some(),
+        // SAFETY: as above.
+        msgs: unsafe { zeroed() },
+        iov: unsafe { zeroed() },
+        stats: stats.clone(),
+    };
+    Ok(OpenPort {
+        rx: Some(Box::new(rx)),
+        tx: (config.connect.is_some()).then(|| Box::new(tx) as Box<dyn TxQueue>),
+        stats,
+        warnings,
+    })
+}
+
+struct UdpRx {
+    sock: UdpSocket,
+    cache: PoolCache,
+    /// Empty packets kept ready to receive into.
+    spare: Burst,
+    msgs: [libc::mmsghdr; BURST_MAX],
+    iov: [libc::iovec; BURST_MAX],
+    stats: Arc<Stats>,
+}
+
+// SAFETY: the raw pointers inside `msgs`/`iov` are rebuilt before every call and
+// point only into buffers this queue owns; nothing else aliases them.
+unsafe impl Send for UdpRx {}
+
+impl RxQueue for UdpRx {
+    fn rx_burst(&mut self, _now: Instant, out: &mut Burst) -> usize {
+        let want = out.room();
+        if self.spare.len() < want {
+            let need = want - self.spare.len();
+            self.cache.alloc_bulk(&mut self.spare, need);
+        }
+        let n = want.min(self.spare.len());
+        if n == 0 {
+            return 0;
+        }
+        for (i, pkt) in self.spare.iter_mut().take(n).enumerate() {
+            let room = pkt.spare_capacity();
+            self.iov[i] = libc::iovec {
+                iov_base: room.as_mut_ptr().cast(),
+                iov_len: room.len(),
+            };
+            self.msgs[i].msg_hdr.msg_iov = &mut self.iov[i];
+            self.msgs[i].msg_hdr.msg_iovlen = 1;
+            self.msgs[i].msg_hdr.msg_name = std::ptr::null_mut();
+            self.msgs[i].msg_hdr.msg_namelen = 0;
+            self.msgs[i].msg_hdr.msg_flags = 0;
+        }
+        // SAFETY: msgs[..n] point at iovecs that point into n distinct packet
+        // buffers owned by `self.spare`, each valid for writes of iov_len bytes.
+        let got = unsafe {
+            libc::recvmmsg(
+                self.sock.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got <= 0 {
+            return 0;
+        }
+        let got = got as usize;
+        let mut delivered = 0;
+        let mut bytes = 0;
+        for (i, mut pkt) in self.spare.drain_front(got).enumerate() {
+            let m = &self.msgs[i];
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0
+                || pkt.set_len(m.msg_len as usize).is_err()
+            {
+                self.stats.common.rx.dropped.add(1);
+                continue;
+            }
+            bytes += u64::from(m.msg_len);
+            let _ = out.push(pkt);
+            delivered += 1;
+        }
+        self.stats.common.rx.packets.add(delivered as u64);
+        self.stats.common.rx.bytes.add(bytes);
+        delivered
+    }
+}
+
+struct UdpTx {
+    sock: UdpSocket,
+    connected: bool,
+    msgs: [libc::mmsghdr; BURST_MAX],
+    iov: [libc::iovec; BURST_MAX],
+    stats: Arc<Stats>,
+}
+
+// SAFETY: as for UdpRx: the pointers are rebuilt per call from packets we hold.
+unsafe impl Send for UdpTx {}
+
+impl TxQueue for UdpTx {
+    fn tx_burst(&mut self, _now: Instant, pkts: &mut Burst) -> usize {
+        let n = pkts.len();
+        if n == 0 || !self.connected {
+            return 0;
+        }
+        for (i, pkt) in pkts.iter().enumerate() {
+            let data = pkt.data();
+            self.iov[i] = libc::iovec {
+                iov_base: data.as_ptr() as *mut libc::c_void,
+                iov_len: data.len(),
+            };
+            self.msgs[i].msg_hdr.msg_iov = &mut self.iov[i];
+            self.msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        // SAFETY: msgs[..n] point at iovecs over the data of packets held in
+        // `pkts`, alive and unmodified for the duration of the call; the kernel
+        // only reads them.
+        let sent = unsafe {
+            libc::sendmmsg(
+                self.sock.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if sent < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::WouldBlock {
+                // ECONNREFUSED from an ICMP port-unreachable and the like: the
+                // datagram is gone; count it rather than retry forever.
+                let first = pkts.drain_front(1).count();
+                self.stats.common.tx.dropped.add(first as u64);
+                return first;
+            }
+            return 0;
+        }
+        let sent = sent as usize;
+        let bytes: u64 = pkts.drain_front(sent).map(|p| p.len() as u64).sum();
+        self.stats.common.tx.packets.add(sent as u64);
+        self.stats.common.tx.bytes.add(bytes);
+        sent
+    }
+}

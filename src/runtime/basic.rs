@@ -1,0 +1,376 @@
+//! The basic stages (Snabb's `basic_apps`): source, forward, sink, and the
+//! [`Input`]/[`Output`] ends that let any stage read or write a port or a ring.
+
+use std::sync::Arc;
+
+use crate::buf::{Burst, Consumer, Packet, PoolCache, Producer};
+use crate::port::{RxQueue, TxQueue};
+use crate::time::Instant;
+
+use super::counter::CacheAligned;
+use super::{Context, Poll, Stage, StageCounters};
+
+/// Where a stage receives from.
+pub enum Input {
+    /// A port's receive side.
+    Port(Box<dyn RxQueue>),
+    /// A ring's consumer end.
+    Ring(Consumer<Packet>),
+}
+
+impl Input {
+    /// Receives up to `max` packets (and at most the burst's room) into `out`.
+    #[inline]
+    pub fn recv(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize {
+        match self {
+            Input::Port(p) => {
+                if out.room() > max {
+                    // Ports fill the whole room; give them a burst sized to `max`.
+                    let mut n = 0;
+                    let mut tmp = Burst::new();
+                    while n < max {
+                        let k = p.rx_burst(now, &mut tmp);
+                        if k == 0 {
+                            break;
+                        }
+                        for pkt in tmp.drain() {
+                            let _ = out.push(pkt);
+                        }
+                        n += k;
+                    }
+                    n
+                } else {
+                    p.rx_burst(now, out)
+                }
+            }
+            Input::Ring(c) => c.pop_bulk(max.min(out.room()), |p| {
+                let _ = out.push(p);
+            }),
+        }
+    }
+
+    /// Whether no packet will ever come again.
+    pub fn is_finished(&self) -> bool {
+        match self {
+            Input::Port(p) => p.is_finished(),
+            Input::Ring(_) => false,
+        }
+    }
+
+    /// Whether the input can end by itself.
+    pub fn is_finite(&self) -> bool {
+        matches!(self, Input::Port(p) if p.is_finite())
+    }
+}
+
+/// Where a stage transmits to.
+pub enum Output {
+    /// A port's transmit side.
+    Port(Box<dyn TxQueue>),
+    /// A ring's producer end.
+    Ring(Producer<Packet>),
+}
+
+impl Output {
+    /// Sends the burst; packets not taken stay in it.
+    #[inline]
+    pub fn send(&mut self, now: Instant, burst: &mut Burst) -> usize {
+        match self {
+            Output::Port(p) => p.tx_burst(now, burst),
+            Output::Ring(r) => r.push_bulk(burst.vec_mut()),
+        }
+    }
+
+    /// Sends the burst and drops (counting) whatever was not taken; returns
+    /// (sent, dropped).
+    #[inline]
+    pub fn send_or_drop(&mut self, now: Instant, burst: &mut Burst) -> (usize, usize) {
+        let sent = self.send(now, burst);
+        let dropped = burst.len();
+        if dropped > 0 {
+            if let Output::Ring(r) = self {
+                r.count_dropped(dropped as u64);
+            }
+            burst.clear();
+        }
+        (sent, dropped)
+    }
+
+    /// Lets the port release what it holds back.
+    #[inline]
+    pub fn flush(&mut self, now: Instant) {
+        if let Output::Port(p) = self {
+            p.flush(now);
+        }
+    }
+
+    /// Final flush at stop.
+    pub fn finish(&mut self) -> Result<(), String> {
+        match self {
+            Output::Port(p) => p.finish().map_err(|e| e.to_string()),
+            Output::Ring(_) => Ok(()),
+        }
+    }
+}
+
+/// A minimal valid Ethernet/IPv4/UDP frame of `frame` bytes (FCS included, so
+/// the packet holds `frame - 4`): 02:00:00:00:00:01 -> 02:00:00:00:00:02,
+/// 10.0.0.1:1024 -> 10.0.0.2:1024, IPv4 header checksum set, UDP checksum 0.
+pub fn udp_template(frame: usize) -> Vec<u8> {
+    let len = frame.saturating_sub(4).max(42);
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let ip_len = (len - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40; // don't fragment
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    let sum = ipv4_checksum(ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let udp = &mut f[34..42];
+    udp[0..2].copy_from_slice(&1024u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&1024u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
+    f
+}
+
+/// The Internet checksum of an IPv4 header (with its checksum field zero).
+pub fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// Emits a fixed template packet, as fast as possible or paced at a rate, for
+/// ever or for a count.
+pub struct Source {
+    out: Output,
+    cache: PoolCache,
+    template: Vec<u8>,
+    rate_pps: Option<f64>,
+    count: Option<u64>,
+    burst_size: usize,
+    /// Packets attempted so far (sent, refused or without a buffer).
+    attempted: u64,
+    start: Option<Instant>,
+    burst: Burst,
+    counters: Arc<CacheAligned<StageCounters>>,
+}
+
+impl Source {
+    /// A source sending `template` copies to `out`.
+    pub fn new(
+        out: Output,
+        cache: PoolCache,
+        template: Vec<u8>,
+        rate_pps: Option<f64>,
+        count: Option<u64>,
+        burst_size: usize,
+        counters: Arc<CacheAligned<StageCounters>>,
+    ) -> Self {
+        Source {
+            out,
+            cache,
+            template,
+            rate_pps,
+            count,
+            burst_size,
+            attempted: 0,
+            start: None,
+            burst: Burst::new(),
+            counters,
+        }
+    }
+
+    fn budget(&mut self, now: Instant) -> u64 {
+        let mut budget = self.burst_size as u64;
+        if let Some(rate) = self.rate_pps {
+            let start = *self.start.get_or_insert(now);
+            let due = (rate * (now - start).as_secs_f64()) as u64;
+            budget = budget.min(due.saturating_sub(self.attempted));
+        }
+        if let Some(count) = self.count {
+            budget = budget.min(count - self.attempted);
+        }
+        budget
+    }
+}
+
+impl Stage for Source {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        if self.count.is_some_and(|c| self.attempted >= c) {
+            self.out.flush(cx.now);
+            return Poll::Finished;
+        }
+        if cx.draining {
+            self.out.flush(cx.now);
+            return Poll::Idle;
+        }
+        let budget = self.budget(cx.now) as usize;
+        if budget == 0 {
+            self.out.flush(cx.now);
+            return Poll::Idle;
+        }
+        let got = self.cache.alloc_bulk(&mut self.burst, budget);
+        for pkt in self.burst.iter_mut() {
+            // Cannot fail: the plan checked the frame fits a buffer.
+            let _ = pkt.set_data(&self.template);
+        }
+        let bytes = got as u64 * self.template.len() as u64;
+        let (sent, dropped) = self.out.send_or_drop(cx.now, &mut self.burst);
+        self.attempted += budget as u64;
+        let c = &self.counters;
+        c.packets_out.add(sent as u64);
+        c.bytes_out.add(bytes * sent as u64 / got.max(1) as u64);
+        c.dropped.add((dropped + budget - got) as u64);
+        Poll::Busy
+    }
+
+    fn is_finite(&self) -> bool {
+        self.count.is_some()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.out.finish()
+    }
+}
+
+/// Moves packets from its input to its output; drops (counted) what the
+/// output refuses.
+pub struct Forward {
+    input: Input,
+    out: Output,
+    burst_size: usize,
+    burst: Burst,
+    counters: Arc<CacheAligned<StageCounters>>,
+}
+
+impl Forward {
+    /// A forwarder from `input` to `out`.
+    pub fn new(
+        input: Input,
+        out: Output,
+        burst_size: usize,
+        counters: Arc<CacheAligned<StageCounters>>,
+    ) -> Self {
+        Forward {
+            input,
+            out,
+            burst_size,
+            burst: Burst::new(),
+            counters,
+        }
+    }
+}
+
+impl Stage for Forward {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        let n = self.input.recv(cx.now, &mut self.burst, self.burst_size);
+        if n == 0 {
+            self.out.flush(cx.now);
+            return if self.input.is_finished() {
+                Poll::Finished
+            } else {
+                Poll::Idle
+            };
+        }
+        let bytes = self.burst.bytes();
+        let (sent, dropped) = self.out.send_or_drop(cx.now, &mut self.burst);
+        let c = &self.counters;
+        c.packets_in.add(n as u64);
+        c.bytes_in.add(bytes);
+        c.packets_out.add(sent as u64);
+        c.bytes_out.add(if dropped == 0 {
+            bytes
+        } else {
+            bytes * sent as u64 / n as u64
+        });
+        c.dropped.add(dropped as u64);
+        Poll::Busy
+    }
+
+    fn is_finite(&self) -> bool {
+        self.input.is_finite()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.out.finish()
+    }
+}
+
+/// Counts and frees packets, returning buffers to its lcore's cache in bulk.
+pub struct Sink {
+    input: Input,
+    cache: PoolCache,
+    burst_size: usize,
+    burst: Burst,
+    counters: Arc<CacheAligned<StageCounters>>,
+}
+
+impl Sink {
+    /// A sink draining `input`.
+    pub fn new(
+        input: Input,
+        cache: PoolCache,
+        burst_size: usize,
+        counters: Arc<CacheAligned<StageCounters>>,
+    ) -> Self {
+        Sink {
+            input,
+            cache,
+            burst_size,
+            burst: Burst::new(),
+            counters,
+        }
+    }
+}
+
+impl Stage for Sink {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        let n = self.input.recv(cx.now, &mut self.burst, self.burst_size);
+        if n == 0 {
+            return if self.input.is_finished() {
+                Poll::Finished
+            } else {
+                Poll::Idle
+            };
+        }
+        self.counters.packets_in.add(n as u64);
+        self.counters.bytes_in.add(self.burst.bytes());
+        self.cache.free_bulk(&mut self.burst);
+        Poll::Busy
+    }
+
+    fn is_finite(&self) -> bool {
+        self.input.is_finite()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn template_is_a_valid_udp_frame() {
+        let f = udp_template(64);
+        assert_eq!(f.len(), 60);
+        assert_eq!(
+            ipv4_checksum(&f[14..34]),
+            0,
+            "checksum over a valid header is zero"
+        );
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 46);
+        assert_eq!(u16::from_be_bytes([f[38], f[39]]), 26);
+    }
+}

@@ -1,0 +1,189 @@
+//! Builds what a plan describes: the pool, the ports, the rings and the
+//! stages, grouped by lcore, with a handle on every counter.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::buf::{ring, Packet, Pool, PoolError, RingStatsHandle};
+use crate::pipeline::{Plan, PortKind, StageKind};
+use crate::port::{self, PortError, PortStats, RxQueue, TxQueue};
+
+use super::basic::{udp_template, Forward, Input, Output, Sink, Source};
+use super::counter::CacheAligned;
+use super::{LcoreSpec, Stage, StageCounters, StageSlot};
+
+/// Everything a run needs, built and not yet started.
+pub struct Built {
+    /// The pipeline's name.
+    pub name: String,
+    /// Lcores with their stages.
+    pub lcores: Vec<LcoreSpec>,
+    /// Port counters by name.
+    pub ports: Vec<(String, Arc<dyn PortStats>)>,
+    /// Ring counters by name.
+    pub rings: Vec<(String, RingStatsHandle)>,
+    /// Stage counters: (name, kind, lcore, counters).
+    pub stages: Vec<(
+        String,
+        &'static str,
+        usize,
+        Arc<CacheAligned<StageCounters>>,
+    )>,
+    /// The buffer pool.
+    pub pool: Pool,
+    /// Things the user should know.
+    pub warnings: Vec<String>,
+}
+
+/// A plan could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The user's configuration or environment is at fault (exit status 2).
+    #[error("{0}")]
+    Input(String),
+    /// Something else failed (exit status 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl From<PoolError> for BuildError {
+    fn from(e: PoolError) -> Self {
+        match e {
+            PoolError::Map(..) => BuildError::Runtime(e.to_string()),
+            _ => BuildError::Input(e.to_string()),
+        }
+    }
+}
+
+/// Builds a plan.
+pub fn build(plan: &Plan) -> Result<Built, BuildError> {
+    let p = &plan.pipeline;
+    let pool = Pool::new(&p.pool).map_err(|e| match BuildError::from(e) {
+        BuildError::Input(m) => BuildError::Input(format!("{}: [pool]: {m}", p.file.display())),
+        other => other,
+    })?;
+    let mut warnings = Vec::new();
+    let mut rx_sides: BTreeMap<String, Box<dyn RxQueue>> = BTreeMap::new();
+    let mut tx_sides: BTreeMap<String, Box<dyn TxQueue>> = BTreeMap::new();
+    let mut ports = Vec::new();
+    for spec in &p.ports {
+        let opened = match &spec.kind {
+            PortKind::Mem(c) => Ok(port::mem::open(c)),
+            PortKind::Udp(c) => port::udp::open(c, &pool),
+            PortKind::Pcap(c) => port::pcap::open(c, &pool),
+        }
+        .map_err(|e| {
+            let file = p.file.display();
+            match e {
+                PortError::Input(m) => {
+                    BuildError::Input(format!("{file}: [port.{}]: {m}", spec.name))
+                }
+                PortError::Runtime(m) => {
+                    BuildError::Runtime(format!("{file}: [port.{}]: {m}", spec.name))
+                }
+            }
+        })?;
+        warnings.extend(
+            opened
+                .warnings
+                .into_iter()
+                .map(|w| format!("port `{}`: {w}", spec.name)),
+        );
+        if let Some(rx) = opened.rx {
+            rx_sides.insert(spec.name.clone(), rx);
+        }
+        if let Some(tx) = opened.tx {
+            tx_sides.insert(spec.name.clone(), tx);
+        }
+        ports.push((spec.name.clone(), opened.stats));
+    }
+    let mut producers = BTreeMap::new();
+    let mut consumers = BTreeMap::new();
+    let mut rings = Vec::new();
+    for r in &plan.rings {
+        let (prod, cons) = ring::<Packet>(r.size);
+        rings.push((r.name.clone(), prod.stats_handle()));
+        producers.insert(r.name.clone(), prod);
+        consumers.insert(r.name.clone(), cons);
+    }
+    let missing = |what: &str, name: &str| {
+        BuildError::Runtime(format!(
+            "internal: the plan's {what} `{name}` was not built"
+        ))
+    };
+    let mut input = |name: &str| -> Result<Input, BuildError> {
+        if let Some(rx) = rx_sides.remove(name) {
+            return Ok(Input::Port(rx));
+        }
+        consumers
+            .remove(name)
+            .map(Input::Ring)
+            .ok_or_else(|| missing("input", name))
+    };
+    let mut output = |name: &str| -> Result<Output, BuildError> {
+        if let Some(tx) = tx_sides.remove(name) {
+            return Ok(Output::Port(tx));
+        }
+        producers
+            .remove(name)
+            .map(Output::Ring)
+            .ok_or_else(|| missing("output", name))
+    };
+    let mut slots: BTreeMap<String, StageSlot> = BTreeMap::new();
+    let mut stages = Vec::new();
+    for s in &p.stages {
+        let counters = Arc::new(CacheAligned::<StageCounters>::default());
+        let rx = s.rx.as_deref().map(&mut input).transpose()?;
+        let tx = s.tx.as_deref().map(&mut output).transpose()?;
+        let stage: Box<dyn Stage> = match (&s.kind, rx, tx) {
+            (StageKind::Source(c), None, Some(out)) => Box::new(Source::new(
+                out,
+                pool.cache(),
+                udp_template(c.frame),
+                c.rate_pps,
+                c.count,
+                c.burst,
+                counters.clone(),
+            )),
+            (StageKind::Forward(c), Some(i), Some(out)) => {
+                Box::new(Forward::new(i, out, c.burst, counters.clone()))
+            }
+            (StageKind::Sink(c), Some(i), None) => {
+                Box::new(Sink::new(i, pool.cache(), c.burst, counters.clone()))
+            }
+            _ => {
+                return Err(BuildError::Runtime(format!(
+                    "internal: stage `{}` was planned without its rx/tx",
+                    s.name
+                )))
+            }
+        };
+        stages.push((s.name.clone(), s.kind.name(), s.lcore, counters.clone()));
+        slots.insert(
+            s.name.clone(),
+            StageSlot {
+                name: s.name.clone(),
+                stage,
+                counters,
+            },
+        );
+    }
+    let lcores = plan
+        .lcores
+        .iter()
+        .map(|l| LcoreSpec {
+            core: l.core,
+            pin: p.pin,
+            stages: l.stages.iter().filter_map(|n| slots.remove(n)).collect(),
+        })
+        .collect();
+    Ok(Built {
+        name: p.name.clone(),
+        lcores,
+        ports,
+        rings,
+        stages,
+        pool,
+        warnings,
+    })
+}

@@ -1,0 +1,280 @@
+//! The runtime: lcores (pinned threads) polling their stages run-to-completion,
+//! with start, drain and stop under one controller.
+//!
+//! Each lcore runs the loop in [`lcore_loop`]: read the clock once, poll every
+//! stage once, repeat until told to stop. Stopping is two-phase: on `--duration`,
+//! Ctrl-C or when every finite stage has finished, the controller asks stages to
+//! drain (sources stop producing, everything else keeps moving packets); once
+//! nothing is in flight in any ring or port and every lcore has made two more
+//! passes, it stops them, and each stage's `finish` runs on its own lcore.
+
+pub mod basic;
+pub mod build;
+pub mod counter;
+pub mod run;
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::time::{Clock, Instant};
+use counter::{CacheAligned, Counter};
+
+/// What one poll of a stage amounted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    /// It moved packets.
+    Busy,
+    /// It found nothing to do.
+    Idle,
+    /// It will never have anything to do again (a source that sent its count,
+    /// a capture read to its end).
+    Finished,
+}
+
+/// What a stage sees of the world during one poll.
+#[derive(Debug, Clone, Copy)]
+pub struct Context {
+    /// The time, read once per pass over the lcore's stages.
+    pub now: Instant,
+    /// The pipeline is stopping: sources must not start anything new.
+    pub draining: bool,
+}
+
+/// A stage: a unit of work polled by an lcore. Stages own their ports' queues
+/// and ring ends and count what they do in their [`StageCounters`].
+pub trait Stage: Send {
+    /// Does at most one burst of work.
+    fn poll(&mut self, cx: &Context) -> Poll;
+
+    /// Whether this stage can finish by itself (then the pipeline stops when all
+    /// such stages have). A stage that polls forever is not finite.
+    fn is_finite(&self) -> bool {
+        false
+    }
+
+    /// Runs once on the stage's lcore after the last poll (flush files, return
+    /// buffers). An error is a runtime failure of the pipeline.
+    fn finish(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Per-stage counters, written by the stage's lcore, read by anyone.
+#[derive(Debug, Default)]
+pub struct StageCounters {
+    /// Packets taken in.
+    pub packets_in: Counter,
+    /// Bytes taken in.
+    pub bytes_in: Counter,
+    /// Packets passed on.
+    pub packets_out: Counter,
+    /// Bytes passed on.
+    pub bytes_out: Counter,
+    /// Packets dropped by this stage (its output refused them, no buffer, ...).
+    pub dropped: Counter,
+    /// Polls that moved packets.
+    pub busy_polls: Counter,
+    /// Polls that found nothing.
+    pub idle_polls: Counter,
+}
+
+/// A stage placed on an lcore.
+pub struct StageSlot {
+    /// The stage's name in the pipeline.
+    pub name: String,
+    /// The stage.
+    pub stage: Box<dyn Stage>,
+    /// Its counters (the stage holds a clone and counts its packets; the loop
+    /// counts polls).
+    pub counters: Arc<CacheAligned<StageCounters>>,
+}
+
+/// One lcore: a core id and the stages it polls in order.
+pub struct LcoreSpec {
+    /// The core to pin the thread to.
+    pub core: usize,
+    /// Whether to pin (false: run as an ordinary thread).
+    pub pin: bool,
+    /// The stages, polled in this order.
+    pub stages: Vec<StageSlot>,
+}
+
+const RUNNING: u8 = 0;
+const DRAINING: u8 = 1;
+const STOPPED: u8 = 2;
+
+/// Shared between the controller and the lcores.
+struct Control {
+    state: AtomicU8,
+    /// Finite stages that have finished.
+    finished: AtomicUsize,
+    /// Passes over its stages, per lcore.
+    passes: Vec<CacheAligned<Counter>>,
+}
+
+/// The loop each lcore runs. Everything that can happen once happened before.
+fn lcore_loop(
+    me: usize,
+    control: &Control,
+    clock: Clock,
+    stages: &mut [StageSlot],
+    done: &mut [bool],
+    pinned: bool,
+) {
+    loop {
+        let state = control.state.load(Ordering::Acquire);
+        if state == STOPPED {
+            break;
+        }
+        let cx = Context {
+            now: clock.now(),
+            draining: state == DRAINING,
+        };
+        let mut busy = false;
+        for (slot, done) in stages.iter_mut().zip(done.iter_mut()) {
+            match slot.stage.poll(&cx) {
+                Poll::Busy => {
+                    busy = true;
+                    slot.counters.busy_polls.add(1);
+                }
+                Poll::Idle => slot.counters.idle_polls.add(1),
+                Poll::Finished => {
+                    slot.counters.idle_polls.add(1);
+                    if !*done {
+                        *done = true;
+                        control.finished.fetch_add(1, Ordering::Release);
+                    }
+                }
+            }
+        }
+        control.passes[me].add(1);
+        // Unpinned lcores share cores with each other: give the core away after
+        // an idle pass instead of spinning against a thread that has work.
+        if !pinned && !busy {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// What an lcore thread returns: each stage's `finish` result.
+type LcoreResult = Vec<(String, Result<(), String>)>;
+
+/// Running lcores.
+pub struct Runtime {
+    control: Arc<Control>,
+    threads: Vec<JoinHandle<LcoreResult>>,
+    finite: usize,
+}
+
+/// The runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Pinning to a core failed.
+    #[error("cannot pin lcore {0} to its core: the core is not available to this process (check `taskset -p $$` and cgroup cpusets), or set `pin = false` in [pipeline]")]
+    Pin(usize),
+    /// A thread could not be spawned.
+    #[error("cannot start lcore {0}: {1}")]
+    Spawn(usize, String),
+}
+
+impl Runtime {
+    /// Starts one thread per lcore.
+    pub fn start(lcores: Vec<LcoreSpec>, clock: Clock) -> Result<Runtime, StartError> {
+        let control = Arc::new(Control {
+            state: AtomicU8::new(RUNNING),
+            finished: AtomicUsize::new(0),
+            passes: (0..lcores.len()).map(|_| CacheAligned::default()).collect(),
+        });
+        let finite = lcores
+            .iter()
+            .flat_map(|l| &l.stages)
+            .filter(|s| s.stage.is_finite())
+            .count();
+        let mut threads = Vec::new();
+        for (me, mut lcore) in lcores.into_iter().enumerate() {
+            let control2 = control.clone();
+            let (pin_tx, pin_rx) = std::sync::mpsc::channel();
+            let core = lcore.core;
+            let handle = std::thread::Builder::new()
+                .name(format!("lcore-{core}"))
+                .spawn(move || {
+                    let pinned = !lcore.pin
+                        || core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                    let _ = pin_tx.send(pinned);
+                    if !pinned {
+                        return Vec::new();
+                    }
+                    let mut done = vec![false; lcore.stages.len()];
+                    lcore_loop(
+                        me,
+                        &control2,
+                        clock,
+                        &mut lcore.stages,
+                        &mut done,
+                        lcore.pin,
+                    );
+                    lcore
+                        .stages
+                        .iter_mut()
+                        .map(|s| (s.name.clone(), s.stage.finish()))
+                        .collect()
+                })
+                .map_err(|e| StartError::Spawn(core, e.to_string()))?;
+            let pinned = pin_rx.recv().unwrap_or(false);
+            threads.push(handle);
+            if !pinned {
+                let rt = Runtime {
+                    control,
+                    threads,
+                    finite,
+                };
+                let _ = rt.stop();
+                return Err(StartError::Pin(core));
+            }
+        }
+        Ok(Runtime {
+            control,
+            threads,
+            finite,
+        })
+    }
+
+    /// Whether the pipeline has finite stages and all of them have finished.
+    pub fn sources_finished(&self) -> bool {
+        self.finite > 0 && self.control.finished.load(Ordering::Acquire) >= self.finite
+    }
+
+    /// Asks stages to drain.
+    pub fn begin_drain(&self) {
+        let _ = self.control.state.compare_exchange(
+            RUNNING,
+            DRAINING,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+
+    /// Passes each lcore has made so far.
+    pub fn passes(&self) -> Vec<u64> {
+        self.control.passes.iter().map(|c| c.get()).collect()
+    }
+
+    /// Stops every lcore, runs each stage's `finish` on it, and returns the
+    /// failures as (stage, message).
+    pub fn stop(self) -> Vec<(String, String)> {
+        self.control.state.store(STOPPED, Ordering::Release);
+        let mut failures = Vec::new();
+        for t in self.threads {
+            match t.join() {
+                Ok(results) => failures.extend(
+                    results
+                        .into_iter()
+                        .filter_map(|(n, r)| r.err().map(|e| (n, e))),
+                ),
+                Err(_) => failures.push(("lcore".into(), "an lcore thread panicked".into())),
+            }
+        }
+        failures
+    }
+}

@@ -1,0 +1,199 @@
+//! Running a built pipeline: start the lcores, watch the clock and the stop
+//! conditions, report live, drain, stop, and report.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::buf::{PoolStats, RingStats};
+use crate::port::PortReport;
+use crate::time::Clock;
+
+use super::build::Built;
+use super::{Runtime, StartError};
+
+/// How to run.
+pub struct RunOptions<'a> {
+    /// Stop after this long; `None` runs until interrupted or every finite
+    /// stage has finished.
+    pub duration: Option<Duration>,
+    /// Set (by a Ctrl-C handler) to stop.
+    pub interrupt: &'a AtomicBool,
+    /// Longest wait for in-flight packets to arrive once stopping.
+    pub drain_timeout: Duration,
+    /// Called about once a second with the counters so far.
+    pub on_tick: Option<&'a mut dyn FnMut(&RunReport)>,
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// `--duration` elapsed.
+    Duration,
+    /// Ctrl-C.
+    Interrupt,
+    /// Every finite stage finished.
+    Finished,
+}
+
+/// One stage's counters.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StageReport {
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its lcore.
+    pub lcore: usize,
+    /// Packets taken in.
+    pub packets_in: u64,
+    /// Packets passed on.
+    pub packets_out: u64,
+    /// Bytes taken in.
+    pub bytes_in: u64,
+    /// Bytes passed on.
+    pub bytes_out: u64,
+    /// Packets dropped.
+    pub dropped: u64,
+    /// Polls that did work.
+    pub busy_polls: u64,
+    /// Polls that found nothing.
+    pub idle_polls: u64,
+}
+
+/// A run's result (and, while running, a live snapshot).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    /// The pipeline's name.
+    pub pipeline: String,
+    /// Seconds from start until stopping began (the measured interval).
+    pub duration_s: f64,
+    /// Ports by name.
+    pub ports: BTreeMap<String, PortReport>,
+    /// Stages by name.
+    pub stages: BTreeMap<String, StageReport>,
+    /// Rings by name.
+    pub rings: BTreeMap<String, RingStats>,
+    /// The buffer pool.
+    pub pool: PoolStats,
+    /// Why it stopped (absent in live snapshots).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<StopReason>,
+    /// Packets still in rings or wires when the drain timed out.
+    pub left_in_flight: u64,
+}
+
+/// A run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The lcores could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Stages reported failures when stopping; the report is still complete.
+    #[error("{}", .failures.join("; "))]
+    Stages {
+        /// The report.
+        report: Box<RunReport>,
+        /// "stage: message" for each failure.
+        failures: Vec<String>,
+    },
+}
+
+fn snapshot(b: &Built, elapsed: f64) -> RunReport {
+    RunReport {
+        pipeline: b.name.clone(),
+        duration_s: elapsed,
+        ports: b
+            .ports
+            .iter()
+            .map(|(n, s)| (n.clone(), s.report()))
+            .collect(),
+        stages: b
+            .stages
+            .iter()
+            .map(|(n, kind, lcore, c)| {
+                (
+                    n.clone(),
+                    StageReport {
+                        kind,
+                        lcore: *lcore,
+                        packets_in: c.packets_in.get(),
+                        packets_out: c.packets_out.get(),
+                        bytes_in: c.bytes_in.get(),
+                        bytes_out: c.bytes_out.get(),
+                        dropped: c.dropped.get(),
+                        busy_polls: c.busy_polls.get(),
+                        idle_polls: c.idle_polls.get(),
+                    },
+                )
+            })
+            .collect(),
+        rings: b.rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
+        pool: b.pool.stats(),
+        stopped_by: None,
+        left_in_flight: in_flight(b),
+    }
+}
+
+fn in_flight(b: &Built) -> u64 {
+    b.rings.iter().map(|(_, h)| h.in_flight()).sum::<u64>()
+        + b.ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>()
+}
+
+/// Runs a built pipeline to its end.
+pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunError> {
+    let clock = Clock::new();
+    let lcores = std::mem::take(&mut built.lcores);
+    let rt = Runtime::start(lcores, clock)?;
+    let mut next_tick = Duration::from_secs(1);
+    let reason = loop {
+        std::thread::sleep(Duration::from_millis(1));
+        let elapsed = clock.now() - crate::time::Instant::ZERO;
+        if opts.interrupt.load(Ordering::Relaxed) {
+            break StopReason::Interrupt;
+        }
+        if opts.duration.is_some_and(|d| elapsed >= d) {
+            break StopReason::Duration;
+        }
+        if rt.sources_finished() {
+            break StopReason::Finished;
+        }
+        if elapsed >= next_tick {
+            next_tick += Duration::from_secs(1);
+            if let Some(f) = opts.on_tick.as_mut() {
+                f(&snapshot(&built, elapsed.as_secs_f64()));
+            }
+        }
+    };
+    let active = (clock.now() - crate::time::Instant::ZERO).as_secs_f64();
+    rt.begin_drain();
+    let drain_start = clock.now();
+    let mut settled_at: Option<Vec<u64>> = None;
+    while clock.now() - drain_start < opts.drain_timeout {
+        std::thread::sleep(Duration::from_micros(200));
+        if in_flight(&built) > 0 {
+            settled_at = None;
+            continue;
+        }
+        // Nothing in flight: two more full passes per lcore flush stage-local state.
+        let passes = rt.passes();
+        match &settled_at {
+            None => settled_at = Some(passes),
+            Some(then) if passes.iter().zip(then).all(|(now, then)| *now >= then + 2) => break,
+            Some(_) => {}
+        }
+    }
+    let failures = rt.stop();
+    let mut report = snapshot(&built, active);
+    report.stopped_by = Some(reason);
+    if failures.is_empty() {
+        Ok(report)
+    } else {
+        Err(RunError::Stages {
+            report: Box::new(report),
+            failures: failures
+                .into_iter()
+                .map(|(s, m)| format!("stage `{s}`: {m}"))
+                .collect(),
+        })
+    }
+}

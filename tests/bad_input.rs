@@ -1,0 +1,267 @@
+//! Every class of bad input gives exit status 2 and one clear message that
+//! names the file, line and key: never a panic or a backtrace.
+
+mod util;
+
+use std::path::Path;
+
+const GOOD_TAIL: &str = r#"
+[port.wire]
+kind = "mem"
+
+[stage.src]
+kind = "source"
+tx = "wire"
+
+[stage.rx]
+kind = "sink"
+rx = "wire"
+"#;
+
+/// Runs `linerate check` (and `run` when `run` is set) on `text`; returns stderr.
+fn bad(name: &str, text: &str, run: bool) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = util::write(dir.path(), name, text);
+    let mut cmd = util::bin();
+    if run {
+        cmd.args(["run", "--duration", "1s", "--quiet"]);
+    } else {
+        cmd.arg("check");
+    }
+    let out = cmd.arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{name}: expected exit 2, stderr:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("RUST_BACKTRACE"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(name),
+        "{name}: the message must name the file:\n{stderr}"
+    );
+    stderr
+}
+
+fn assert_has(stderr: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(stderr.contains(p), "missing `{p}` in:\n{stderr}");
+    }
+}
+
+#[test]
+fn malformed_toml() {
+    let e = bad("syntax.toml", "[pipeline\nname = 1\n", false);
+    assert_has(&e, &["syntax.toml:1:", "not valid TOML"]);
+}
+
+#[test]
+fn wrong_type() {
+    let e = bad(
+        "types.toml",
+        &format!("[pipeline]\nname = 5\n{GOOD_TAIL}"),
+        false,
+    );
+    assert_has(
+        &e,
+        &[
+            "types.toml:2:8",
+            "`name`",
+            "expected a string, found an integer",
+        ],
+    );
+}
+
+#[test]
+fn unknown_key_suggests() {
+    let text = GOOD_TAIL.replace("tx = \"wire\"", "tx = \"wire\"\nrat = \"1 Mpps\"");
+    let e = bad("keys.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "keys.toml:8:1",
+            "[stage.src] `rat`",
+            "did you mean `rate`",
+            "valid: kind, lcore, tx, rate",
+        ],
+    );
+}
+
+#[test]
+fn unknown_kinds() {
+    let text = GOOD_TAIL
+        .replace("kind = \"sink\"", "kind = \"snk\"")
+        .replace("kind = \"mem\"", "kind = \"carrier-pigeon\"");
+    let e = bad("kinds.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "unknown stage kind `snk` (did you mean `sink`?)",
+            "unknown port kind `carrier-pigeon`",
+            "valid: mem, udp, pcap",
+        ],
+    );
+}
+
+#[test]
+fn missing_port() {
+    let text = GOOD_TAIL.replace("rx = \"wire\"", "rx = \"wier\"");
+    let e = bad("missing.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "missing.toml:11:6",
+            "[stage.rx] `rx`",
+            "no port or ring is named `wier`",
+            "port `wire`",
+        ],
+    );
+}
+
+#[test]
+fn dangling_and_doubly_fed_rings() {
+    let text = r#"
+[ring.a]
+size = 64
+[ring.b]
+size = 64
+[port.p]
+kind = "mem"
+[stage.s1]
+kind = "source"
+tx = "b"
+[stage.s2]
+kind = "source"
+tx = "b"
+[stage.k]
+kind = "sink"
+rx = "b"
+"#;
+    let e = bad("rings.toml", text, false);
+    assert_has(
+        &e,
+        &[
+            "ring `a` is dangling: no stage transmits to it",
+            "ring `b` is fed by several stages (s1, s2)",
+        ],
+    );
+}
+
+#[test]
+fn doubly_used_port_side() {
+    let text = format!("{GOOD_TAIL}\n[stage.rx2]\nkind = \"sink\"\nrx = \"wire\"\n");
+    let e = bad("twice.toml", &text, false);
+    assert_has(
+        &e,
+        &["the rx side of port `wire` is already used by stage `rx`"],
+    );
+}
+
+#[test]
+fn cycle() {
+    let text = r#"
+[ring.a]
+[ring.b]
+[stage.x]
+kind = "forward"
+rx = "a"
+tx = "b"
+[stage.y]
+kind = "forward"
+rx = "b"
+tx = "a"
+"#;
+    let e = bad("cycle.toml", text, false);
+    assert_has(&e, &["form a cycle", "x -> y -> x"]);
+}
+
+#[test]
+fn lcore_out_of_range() {
+    let e = bad(
+        "lcores.toml",
+        &format!("[pipeline]\nlcores = \"0-4000\"\n{GOOD_TAIL}"),
+        false,
+    );
+    assert_has(
+        &e,
+        &["lcores.toml:2:10", "are not on this machine", "pin = false"],
+    );
+    let text = GOOD_TAIL.replace("kind = \"sink\"", "kind = \"sink\"\nlcore = 3");
+    let e = bad("stage-lcore.toml", &text, false);
+    assert_has(&e, &["lcore 3 is not among the pipeline's lcores"]);
+}
+
+#[test]
+fn ring_size_not_power_of_two() {
+    let text = GOOD_TAIL.replace("kind = \"mem\"", "kind = \"mem\"\nring = 1000");
+    let e = bad("pow2.toml", &text, false);
+    assert_has(&e, &["1000 is not a power of two", "such as 512 or 1024"]);
+}
+
+#[test]
+fn rate_that_does_not_parse() {
+    let text = GOOD_TAIL.replace("tx = \"wire\"", "tx = \"wire\"\nrate = \"fast\"");
+    let e = bad("rate.toml", &text, false);
+    assert_has(&e, &["rate.toml:8:8", "rate `fast` is not valid", "Mpps"]);
+    let text = GOOD_TAIL.replace("tx = \"wire\"", "tx = \"wire\"\nrate = \"50%\"");
+    let e = bad("percent.toml", &text, false);
+    assert_has(&e, &["needs a port with a known line rate"]);
+}
+
+#[test]
+fn truncated_and_foreign_pcap() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.pcap");
+    {
+        let f = std::fs::File::create(&good).unwrap();
+        let mut w = pcap_file::pcap::PcapWriter::new(f).unwrap();
+        let pkt = pcap_file::pcap::PcapPacket::new(std::time::Duration::ZERO, 60, &[0u8; 60]);
+        w.write_packet(&pkt).unwrap();
+        w.write_packet(&pkt).unwrap();
+    }
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = util::write(dir.path(), "cut.pcap", "");
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let foreign = util::write(
+        dir.path(),
+        "foreign.pcap",
+        "this is not a capture at all, just text",
+    );
+    for (file, expect) in [(&cut, "truncated"), (&foreign, "is not a pcap capture")] {
+        let text = format!(
+            "[port.cap]\nkind = \"pcap\"\nread = \"{}\"\n[stage.k]\nkind = \"sink\"\nrx = \"cap\"\n",
+            file.display()
+        );
+        let e = bad("pcap.toml", &text, true);
+        assert_has(&e, &[expect, file.file_name().unwrap().to_str().unwrap()]);
+    }
+}
+
+#[test]
+fn udp_address_that_cannot_be_bound() {
+    // 192.0.2.1 (TEST-NET-1) is not an address of this host: bind fails at once.
+    let text = "[port.u]\nkind = \"udp\"\nbind = \"192.0.2.1:9\"\n[stage.k]\nkind = \"sink\"\nrx = \"u\"\n";
+    let e = bad("bind.toml", text, true);
+    assert_has(&e, &["cannot bind UDP address 192.0.2.1:9"]);
+}
+
+#[test]
+fn missing_file_and_bad_arguments() {
+    let out = util::bin()
+        .args(["check", "/nonexistent/p.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("cannot read pipeline file /nonexistent/p.toml"));
+    let out = util::bin()
+        .args(["run", "x.toml", "--duration", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("duration `soon` is not valid"));
+    let _ = Path::new("");
+}
