@@ -79,7 +79,7 @@ pub(crate) fn print_summary(r: &RunReport) {
     let secs = r.duration_s.max(1e-9);
     let _ = writeln!(
         out,
-        "pipeline `{}`: {:.3} s, stopped by {:?}",
+        "pipeline `{}`: {:.3} s, stopped by {}",
         r.pipeline,
         r.duration_s,
         r.stopped_by

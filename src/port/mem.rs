@@ -299,11 +299,12 @@ struct MemRx {
 }
 
 impl RxQueue for MemRx {
-    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize {
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize {
+        let max = max.min(out.room());
         let mut n = 0;
         let mut bytes = 0;
         if self.timed {
-            while n < out.room() {
+            while n < max {
                 match self.consumer.peek() {
                     Some((_, release)) if *release <= now => {}
                     _ => break,
@@ -315,7 +316,7 @@ impl RxQueue for MemRx {
                 }
             }
         } else {
-            n = self.consumer.pop_bulk(out.room(), |(pkt, _)| {
+            n = self.consumer.pop_bulk(max, |(pkt, _)| {
                 bytes += pkt.len() as u64;
                 let _ = out.push(pkt);
             });
@@ -355,7 +356,7 @@ mod test {
             assert_eq!(tx.tx_burst(now, &mut b), k);
             now += Duration::from_nanos(step_ns);
             tx.flush(now);
-            rx.rx_burst(now, &mut out);
+            rx.rx_burst(now, &mut out, 64);
             for p in out.drain() {
                 got.push(u32::from_be_bytes(p.data().try_into().unwrap()));
             }
@@ -363,7 +364,7 @@ mod test {
         for _ in 0..100 {
             now += Duration::from_millis(1);
             tx.flush(now);
-            rx.rx_burst(now, &mut out);
+            rx.rx_burst(now, &mut out, 64);
             for p in out.drain() {
                 got.push(u32::from_be_bytes(p.data().try_into().unwrap()));
             }

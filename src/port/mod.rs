@@ -18,8 +18,9 @@ use crate::time::Instant;
 
 /// The receive side of a port.
 pub trait RxQueue: Send {
-    /// Appends up to `out.room()` received packets to `out`; returns how many.
-    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize;
+    /// Appends up to `max` received packets (never more than `out.room()`) to
+    /// `out`; returns how many.
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize;
 
     /// Whether this side will never produce another packet (a capture read to
     /// its end). Live ports are never finished.

@@ -193,7 +193,7 @@ struct PcapRx {
 }
 
 impl RxQueue for PcapRx {
-    fn rx_burst(&mut self, now: Instant, out: &mut Burst) -> usize {
+    fn rx_burst(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize {
         if self.is_finished() || self.capture.is_empty() {
             return 0;
         }
@@ -201,7 +201,8 @@ impl RxQueue for PcapRx {
         let span = self.capture.records.last().map_or(Duration::ZERO, |r| r.2);
         let mut n = 0;
         let mut bytes = 0;
-        while out.room() > 0 && !self.is_finished() {
+        let max = max.min(out.room());
+        while n < max && !self.is_finished() {
             let (_, len, ts) = self.capture.records[self.next];
             if self.config.pace == Pace::Recorded {
                 // Each round starts where the previous one's span ended.

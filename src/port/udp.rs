@@ -198,8 +198,8 @@ struct UdpRx {
 unsafe impl Send for UdpRx {}
 
 impl RxQueue for UdpRx {
-    fn rx_burst(&mut self, _now: Instant, out: &mut Burst) -> usize {
-        let want = out.room();
+    fn rx_burst(&mut self, _now: Instant, out: &mut Burst, max: usize) -> usize {
+        let want = max.min(out.room());
         if self.spare.len() < want {
             let need = want - self.spare.len();
             self.cache.alloc_bulk(&mut self.spare, need);

@@ -23,26 +23,7 @@ impl Input {
     #[inline]
     pub fn recv(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize {
         match self {
-            Input::Port(p) => {
-                if out.room() > max {
-                    // Ports fill the whole room; give them a burst sized to `max`.
-                    let mut n = 0;
-                    let mut tmp = Burst::new();
-                    while n < max {
-                        let k = p.rx_burst(now, &mut tmp);
-                        if k == 0 {
-                            break;
-                        }
-                        for pkt in tmp.drain() {
-                            let _ = out.push(pkt);
-                        }
-                        n += k;
-                    }
-                    n
-                } else {
-                    p.rx_burst(now, out)
-                }
-            }
+            Input::Port(p) => p.rx_burst(now, out, max),
             Input::Ring(c) => c.pop_bulk(max.min(out.room()), |p| {
                 let _ = out.push(p);
             }),
