@@ -41,7 +41,10 @@ fn check(text: &str) {
         Err(LoadError::Invalid(d)) => {
             let lines = text.lines().count().max(1);
             for diag in &d.0 {
-                assert!(diag.line >= 1 && diag.line <= lines + 1, "{diag} (file has {lines} lines)");
+                assert!(
+                    diag.line >= 1 && diag.line <= lines + 1,
+                    "{diag} (file has {lines} lines)"
+                );
                 assert!(!diag.message.is_empty());
             }
             assert!(!d.0.is_empty());
