@@ -9,9 +9,11 @@
 
 pub mod buf;
 pub mod cli;
+pub mod latency;
 pub mod pipeline;
 pub mod port;
 pub mod rng;
 pub mod runtime;
 pub mod time;
+pub mod traffic;
 pub mod units;

@@ -94,31 +94,37 @@ impl fmt::Display for Instant {
     }
 }
 
-/// The runtime's clock: CLOCK_MONOTONIC, read through `std::time::Instant`
-/// (never CLOCK_REALTIME, which steps under NTP). Only ports, stages and the
-/// runtime read it; protocol cores receive its [`Instant`]s.
-#[derive(Clone, Copy, Debug)]
-pub struct Clock {
-    origin: std::time::Instant,
+/// Reads CLOCK_MONOTONIC as an absolute [`Instant`] (nanoseconds since boot).
+///
+/// Absolute, so stamps written by one process are comparable by another on the
+/// same host; monotonic, never CLOCK_REALTIME (which steps under NTP). The
+/// vDSO makes it a few tens of nanoseconds: the runtime reads it once per pass
+/// over an lcore's stages, never per packet.
+pub fn monotonic_now() -> Instant {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists
+    // on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    Instant::from_nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
+
+/// The runtime's clock: CLOCK_MONOTONIC (see [`monotonic_now`]). Only ports,
+/// stages and the runtime read it; protocol cores receive its [`Instant`]s.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Clock;
 
 impl Clock {
-    /// A clock whose origin is now.
+    /// The clock.
     pub fn new() -> Self {
-        Clock {
-            origin: std::time::Instant::now(),
-        }
+        Clock
     }
 
-    /// The current instant relative to this clock's origin.
+    /// The current instant.
     pub fn now(&self) -> Instant {
-        Instant::from_nanos(duration_nanos(self.origin.elapsed()))
-    }
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Clock::new()
+        monotonic_now()
     }
 }
 

@@ -142,12 +142,13 @@ fn in_flight(b: &Built) -> u64 {
 /// Runs a built pipeline to its end.
 pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunError> {
     let clock = Clock::new();
+    let start = clock.now();
     let lcores = std::mem::take(&mut built.lcores);
     let rt = Runtime::start(lcores, clock)?;
     let mut next_tick = Duration::from_secs(1);
     let reason = loop {
         std::thread::sleep(Duration::from_millis(1));
-        let elapsed = clock.now() - crate::time::Instant::ZERO;
+        let elapsed = clock.now() - start;
         if opts.interrupt.load(Ordering::Relaxed) {
             break StopReason::Interrupt;
         }
@@ -164,7 +165,7 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
             }
         }
     };
-    let active = (clock.now() - crate::time::Instant::ZERO).as_secs_f64();
+    let active = (clock.now() - start).as_secs_f64();
     rt.begin_drain();
     let drain_start = clock.now();
     let mut settled_at: Option<Vec<u64>> = None;
