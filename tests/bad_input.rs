@@ -265,3 +265,58 @@ fn missing_file_and_bad_arguments() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("duration `soon` is not valid"));
     let _ = Path::new("");
 }
+
+const TRIAL: &str = r#"
+[port.dut]
+kind = "mem"
+line_rate = "10 Gbps"
+[stage.gen]
+kind = "generator"
+tx = "dut"
+[stage.ana]
+kind = "analyzer"
+rx = "dut"
+"#;
+
+#[test]
+fn trial_rates_that_do_not_parse_or_exceed_line_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = util::write(dir.path(), "trial.toml", TRIAL);
+    for (rate, expect) in [
+        ("fast", "rate `fast` is not valid"),
+        ("20 Mpps", "exceeds the generators' line rate"),
+        ("101%", "percentage"),
+    ] {
+        let out = util::bin()
+            .args(["trial", "--duration", "1s", "--rate", rate])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{rate}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expect), "{rate}: {err}");
+    }
+}
+
+#[test]
+fn frame_sizes_and_imix_weights() {
+    let text = TRIAL.replace("tx = \"dut\"", "tx = \"dut\"\nframe = 63");
+    let e = bad("frame.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "[stage.gen] `frame`",
+            "63 is out of range",
+            "from 64 to 9018",
+        ],
+    );
+    let text = TRIAL.replace(
+        "tx = \"dut\"",
+        "tx = \"dut\"\nframe = \"imix\"\nimix = \"64:0,1518:0\"",
+    );
+    let e = bad("imix.toml", &text, false);
+    assert_has(&e, &["the IMIX weights sum to 0"]);
+    let text = TRIAL.replace("tx = \"dut\"", "tx = \"dut\"\nframe = 9000");
+    let e = bad("room.toml", &text, false);
+    assert_has(&e, &["does not fit a pool buffer"]);
+}

@@ -2,7 +2,9 @@
 //! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
 
 mod check;
+mod latency;
 mod run;
+mod trial;
 
 use std::process::ExitCode;
 
@@ -23,6 +25,10 @@ enum Command {
     Check(check::CheckArgs),
     /// Run a pipeline: live stats on stderr, a summary on stdout, JSON on request.
     Run(run::RunArgs),
+    /// Run one generator trial at a rate for a duration and report exact counts.
+    Trial(trial::TrialArgs),
+    /// Latency stats files: merge them exactly.
+    Latency(latency::LatencyArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -62,6 +68,8 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(a) => check::run(&a),
         Command::Run(a) => run::run(&a),
+        Command::Trial(a) => trial::run(&a),
+        Command::Latency(a) => latency::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

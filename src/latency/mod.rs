@@ -98,7 +98,9 @@ pub fn decode(text: &str) -> Result<Histogram<u64>, String> {
         .map_err(|e| format!("the histogram is not valid base64 ({e})"))?;
     Deserializer::new()
         .deserialize(&mut &bytes[..])
-        .map_err(|e| format!("the histogram does not decode ({e:?}); the file is damaged or truncated"))
+        .map_err(|e| {
+            format!("the histogram does not decode ({e:?}); the file is damaged or truncated")
+        })
 }
 
 /// A stats file: Collie's keys, our context keys, and the histogram.
@@ -170,7 +172,9 @@ impl StatsFile {
             None => return Err(bad("is not a linerate latency stats file (no `latency_histogram_v2_deflate_base64` line); it may be truncated".into())),
         };
         if context.get(TOOL_KEY).map(String::as_str) != Some("linerate") {
-            return Err(bad("was not written by linerate (no `tool: linerate` line)".into()));
+            return Err(bad(
+                "was not written by linerate (no `tool: linerate` line)".into(),
+            ));
         }
         if samples != Some(histogram.len()) {
             return Err(bad(format!(
@@ -184,7 +188,8 @@ impl StatsFile {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<StatsFile, StatsError> {
-        let text = std::fs::read_to_string(path).map_err(|e| StatsError::Io(path.to_path_buf(), e))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| StatsError::Io(path.to_path_buf(), e))?;
         StatsFile::parse(path, &text)
     }
 }
@@ -214,14 +219,22 @@ mod test {
         for &s in samples {
             h.saturating_record(s);
         }
-        StatsFile { context: BTreeMap::from([("host".into(), "a".into())]), histogram: h }
+        StatsFile {
+            context: BTreeMap::from([("host".into(), "a".into())]),
+            histogram: h,
+        }
     }
 
     #[test]
     fn render_parse_round_trip_keeps_collie_keys() {
         let f = file(&[100, 200, 300, 400, 10_000]);
         let text = f.render();
-        for k in ["latency_samples: 5", "latency_min_ns: 100", "latency_median_ns: 300", "latency_max_ns: 10007"] {
+        for k in [
+            "latency_samples: 5",
+            "latency_min_ns: 100",
+            "latency_median_ns: 300",
+            "latency_max_ns: 10007",
+        ] {
             assert!(text.contains(k), "{k} in {text}");
         }
         let back = StatsFile::parse(Path::new("x"), &text).unwrap();
@@ -235,7 +248,9 @@ mod test {
         let cut = &text[..text.len() - 20];
         assert!(StatsFile::parse(Path::new("x"), cut).is_err());
         let collie = "latency_samples: 15\nlatency_min_ns: 1\nlatency_median_ns: 5\n";
-        let e = StatsFile::parse(Path::new("c"), collie).unwrap_err().to_string();
+        let e = StatsFile::parse(Path::new("c"), collie)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Collie"), "{e}");
         assert!(StatsFile::parse(Path::new("j"), "{\"json\": true}").is_err());
     }

@@ -35,7 +35,8 @@ use std::path::{Path, PathBuf};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
-    PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec,
+    AnalyzerSpec, GeneratorSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig,
+    StageKind, StageSpec,
 };
 
 use crate::buf::PoolConfig;

@@ -214,7 +214,67 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
     }
     // Rates and frame sizes, against the tx port and the pool.
     let room = (p.pool.buf_size - u32::from(p.pool.headroom)) as usize;
+    let max_streams = p
+        .stages
+        .iter()
+        .filter_map(|s| match &s.kind {
+            StageKind::Analyzer(a) => Some(a.streams),
+            _ => None,
+        })
+        .max();
+    let mut streams: BTreeMap<u16, String> = BTreeMap::new();
     for s in p.stages.iter_mut() {
+        if let StageKind::Generator(g) = &mut s.kind {
+            let section = format!("stage.{}", s.name);
+            if let Some(other) = streams.insert(g.stream, s.name.clone()) {
+                sink.error(s.span.clone(), &section, Some("stream"), format!("stream {} is also sent by generator `{other}`; each generator needs its own stream id", g.stream), Some("distinct `stream` ids, 0..=255".into()));
+            }
+            if let Some(m) = max_streams {
+                if usize::from(g.stream) >= m {
+                    sink.error(
+                        s.span.clone(),
+                        &section,
+                        Some("stream"),
+                        format!(
+                            "stream {} is beyond what the analyzers track (ids below {m})",
+                            g.stream
+                        ),
+                        Some("a smaller `stream`, or a larger `streams` on the analyzer".into()),
+                    );
+                }
+            }
+            let line =
+                s.tx.as_deref()
+                    .and_then(|t| port_idx.get(t))
+                    .and_then(|&i| p.ports[i].kind.line_rate_bps());
+            let avg = g.frames.sizes.average();
+            if let Some(rate) = g.rate {
+                match rate.to_pps(avg, line) {
+                    Ok(pps) if pps > 0.0 && pps.is_finite() => g.rate_pps = Some(pps),
+                    Ok(_) => sink.error(
+                        s.span.clone(),
+                        &section,
+                        Some("rate"),
+                        "the rate must be above zero",
+                        None,
+                    ),
+                    Err(e) => {
+                        sink.error(s.span.clone(), &section, Some("rate"), e.to_string(), None)
+                    }
+                }
+                if let (Some(pps), Some(line)) = (g.rate_pps, line) {
+                    let max = line / ((avg + 20.0) * 8.0);
+                    if pps > max * 1.000_001 {
+                        sink.error(s.span.clone(), &section, Some("rate"), format!("{}pps exceeds the port's line rate ({}pps at {avg:.0}-byte frames)", si(pps), si(max)), None);
+                    }
+                }
+            }
+            let biggest = g.frames.sizes.max();
+            if biggest - 4 > room {
+                sink.error(s.span.clone(), &section, Some("frame"), format!("a {biggest}-byte frame does not fit a pool buffer ({room} bytes after headroom)"), Some("a larger `size` in [pool]".into()));
+            }
+        }
+
         if let StageKind::Source(c) = &mut s.kind {
             let section = format!("stage.{}", s.name);
             let line =
@@ -435,6 +495,32 @@ fn describe_stage(kind: &StageKind) -> String {
             )
         }
         StageKind::Forward(c) => format!("forward, burst {}", c.burst),
+        StageKind::Generator(g) => {
+            let sizes = match &g.frames.sizes {
+                crate::traffic::template::Sizes::Fixed(f) => format!("{f}-byte frames"),
+                crate::traffic::template::Sizes::Imix(v) => format!(
+                    "IMIX {}",
+                    v.iter()
+                        .map(|(s, w)| format!("{s}:{w}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            };
+            let rate = g.rate_pps.map_or("rate set by each trial".into(), |r| {
+                format!("{}pps when run", si(r))
+            });
+            format!(
+                "generator, stream {}, {sizes}, {} flow(s), {rate}, burst {}",
+                g.stream,
+                g.frames.flows(),
+                g.burst
+            )
+        }
+        StageKind::Analyzer(a) => format!(
+            "analyzer, latency per {:?}, streams 0..{}, burst {}",
+            a.latency, a.streams, a.burst
+        )
+        .to_lowercase(),
         StageKind::Sink(c) => format!("sink, burst {}", c.burst),
     }
 }
@@ -508,6 +594,52 @@ impl fmt::Display for Plan {
 }
 
 impl Plan {
+    /// Turns a trial's aggregate rate into packets/s using the generators'
+    /// frame sizes and their ports' line rates, and refuses a rate above the
+    /// aggregate line rate.
+    pub fn trial_rate_pps(&self, rate: crate::units::Rate) -> Result<f64, String> {
+        let p = &self.pipeline;
+        let gens: Vec<(&super::GeneratorSpec, Option<f64>)> = p
+            .stages
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StageKind::Generator(g) => {
+                    let line =
+                        s.tx.as_deref()
+                            .and_then(|t| p.ports.iter().find(|x| x.name == t))
+                            .and_then(|x| x.kind.line_rate_bps());
+                    Some((g, line))
+                }
+                _ => None,
+            })
+            .collect();
+        if gens.is_empty() {
+            return Err("the pipeline has no generator stage".into());
+        }
+        let share: f64 = gens.iter().map(|g| g.0.share).sum();
+        let avg = gens
+            .iter()
+            .map(|g| g.0.frames.sizes.average() * g.0.share)
+            .sum::<f64>()
+            / share;
+        let lines: Option<f64> = gens.iter().map(|g| g.1).sum();
+        let pps = rate.to_pps(avg, lines).map_err(|e| e.to_string())?;
+        if !(pps > 0.0 && pps.is_finite()) {
+            return Err(format!("the rate {rate} is not above zero"));
+        }
+        if let Some(line) = lines {
+            let max = line / ((avg + 20.0) * 8.0);
+            if pps > max * 1.000_001 {
+                return Err(format!(
+                    "{}pps exceeds the generators' line rate ({}pps at {avg:.0}-byte frames)",
+                    si(pps),
+                    si(max)
+                ));
+            }
+        }
+        Ok(pps)
+    }
+
     /// The pipeline as a Graphviz graph (`linerate check --dot`).
     pub fn dot(&self) -> String {
         let mut out = format!("digraph \"{}\" {{\n  rankdir=LR;\n", self.pipeline.name);

@@ -13,6 +13,10 @@ use crate::buf::{HugepageMode, PoolConfig, BURST_MAX};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::udp::UdpConfig;
+use crate::traffic::analyzer::LatencyMode;
+use crate::traffic::template::{
+    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, MAX_FRAME, MIN_FRAME,
+};
 use crate::units::{parse_core_list, Rate};
 
 /// The pool section, as written.
@@ -113,6 +117,10 @@ pub struct StageSpec {
 pub enum StageKind {
     /// Emits a fixed template packet, as fast as possible or at a rate.
     Source(SourceConfig),
+    /// Stamped traffic for trials.
+    Generator(GeneratorSpec),
+    /// Per-stream counts and latency of stamped traffic.
+    Analyzer(AnalyzerSpec),
     /// Moves packets from rx to tx.
     Forward(SinkConfig),
     /// Counts and frees packets.
@@ -124,6 +132,8 @@ impl StageKind {
     pub fn name(&self) -> &'static str {
         match self {
             StageKind::Source(_) => "source",
+            StageKind::Generator(_) => "generator",
+            StageKind::Analyzer(_) => "analyzer",
             StageKind::Forward(_) => "forward",
             StageKind::Sink(_) => "sink",
         }
@@ -145,6 +155,37 @@ pub struct SourceConfig {
     pub burst: usize,
 }
 
+/// A generator stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorSpec {
+    /// Frames, flows and sizes.
+    pub frames: FrameSpec,
+    /// Stream id (0..=255) written in every stamp.
+    pub stream: u16,
+    /// The free-running rate as written (`linerate run`); trials set their own.
+    pub rate: Option<Rate>,
+    /// That rate in packets/s, resolved by the plan.
+    pub rate_pps: Option<f64>,
+    /// Packets to send when free-running; `None` is until stopped.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// This generator's share of a trial's aggregate rate (weights are
+    /// normalised over all generators).
+    pub share: f64,
+}
+
+/// An analyzer stage's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalyzerSpec {
+    /// Which packets give latency samples.
+    pub latency: LatencyMode,
+    /// Streams tracked: ids 0..streams.
+    pub streams: usize,
+    /// Packets per burst.
+    pub burst: usize,
+}
+
 /// Settings of stages that only move or count packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SinkConfig {
@@ -154,7 +195,11 @@ pub struct SinkConfig {
 
 const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage"];
 const PORT_KINDS: &[&str] = &["mem", "udp", "pcap", "dpdk", "ibverbs"];
-const STAGE_KINDS: &[&str] = &["source", "forward", "sink"];
+const STAGE_KINDS: &[&str] = &["source", "forward", "sink", "generator", "analyzer"];
+const GENERATOR_KEYS: &[&str] = &[
+    "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
+    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share",
+];
 
 fn section<'t, 'i>(
     sink: &mut Sink<'_>,
@@ -501,6 +546,47 @@ fn parse_stage(
             );
             (StageKind::Forward(c), rx, tx)
         }
+        "generator" => {
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let g = parse_generator(&mut t, sink);
+            t.finish(sink, "a generator stage", GENERATOR_KEYS);
+            (StageKind::Generator(g), None, tx)
+        }
+        "analyzer" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let latency = match t.string(sink, "latency") {
+                None => LatencyMode::Packet,
+                Some((m, span)) => match m.as_str() {
+                    "packet" => LatencyMode::Packet,
+                    "batch" => LatencyMode::Batch,
+                    "off" => LatencyMode::Off,
+                    _ => {
+                        sink.error(
+                            span,
+                            &t.path,
+                            Some("latency"),
+                            format!("unknown latency mode `{m}`"),
+                            Some("\"packet\", \"batch\" or \"off\"".into()),
+                        );
+                        LatencyMode::Packet
+                    }
+                },
+            };
+            let streams = t
+                .int(sink, "streams", 1..257)
+                .map_or(16, |(n, _)| n as usize);
+            let c = AnalyzerSpec {
+                latency,
+                streams,
+                burst: burst(&mut t, sink),
+            };
+            t.finish(
+                sink,
+                "an analyzer stage",
+                &["kind", "lcore", "rx", "latency", "streams", "burst"],
+            );
+            (StageKind::Analyzer(c), rx, None)
+        }
         "sink" => {
             let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
             let c = SinkConfig {
@@ -533,6 +619,175 @@ fn parse_stage(
         rx_span,
         tx_span,
     })
+}
+
+fn mac(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str, default: [u8; 6]) -> [u8; 6] {
+    let Some((s, span)) = t.string(sink, key) else {
+        return default;
+    };
+    let parts: Vec<Option<u8>> = s
+        .split(':')
+        .map(|p| u8::from_str_radix(p, 16).ok())
+        .collect();
+    if parts.len() == 6 && parts.iter().all(Option::is_some) {
+        let mut m = [0u8; 6];
+        for (d, p) in m.iter_mut().zip(parts) {
+            *d = p.unwrap_or(0);
+        }
+        return m;
+    }
+    sink.error(
+        span,
+        &t.path,
+        Some(key),
+        format!("`{s}` is not a MAC address"),
+        Some("six hex bytes like \"02:00:00:00:00:01\"".into()),
+    );
+    default
+}
+
+fn range<T>(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    key: &str,
+    parse: fn(&str) -> Result<T, String>,
+    default: T,
+) -> T {
+    let text = match t.raw(key) {
+        Some(DeValue::Integer(_)) => t.int(sink, key, 0..65536).map(|(i, _)| i.to_string()),
+        _ => t.string(sink, key).map(|x| x.0),
+    };
+    let Some(text) = text else { return default };
+    match parse(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            sink.error(t.span_of(key), &t.path, Some(key), e, None);
+            default
+        }
+    }
+}
+
+fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec {
+    let d = FrameSpec::default();
+    let frame_span = t.span_of("frame");
+    let sizes = match t.raw("frame") {
+        Some(DeValue::String(s)) if s == "imix" => {
+            t.mark_used("frame");
+            match t.string(sink, "imix") {
+                None => Sizes::default_imix(),
+                Some((text, span)) => match parse_imix(&text) {
+                    Ok(v) => Sizes::Imix(v),
+                    Err(e) => {
+                        sink.error(
+                            span,
+                            &t.path,
+                            Some("imix"),
+                            e,
+                            Some("size:weight pairs like \"64:7,570:4,1518:1\"".into()),
+                        );
+                        Sizes::default_imix()
+                    }
+                },
+            }
+        }
+        Some(DeValue::String(s)) => {
+            t.mark_used("frame");
+            sink.error(
+                frame_span,
+                &t.path,
+                Some("frame"),
+                format!("`{s}` is not a frame size"),
+                Some(format!(
+                    "a size in bytes from {MIN_FRAME} to {MAX_FRAME}, or \"imix\""
+                )),
+            );
+            Sizes::Fixed(64)
+        }
+        _ => Sizes::Fixed(
+            t.int(sink, "frame", MIN_FRAME as i64..MAX_FRAME as i64 + 1)
+                .map_or(64, |(f, _)| f as usize),
+        ),
+    };
+    if !matches!(sizes, Sizes::Imix(_)) && t.has("imix") {
+        sink.error(
+            t.span_of("imix"),
+            &t.path,
+            Some("imix"),
+            "`imix` needs `frame = \"imix\"`",
+            None,
+        );
+        t.mark_used("imix");
+    }
+    let order = match t.string(sink, "flows") {
+        None => FlowOrder::RoundRobin,
+        Some((o, span)) => match o.as_str() {
+            "round-robin" => FlowOrder::RoundRobin,
+            "random" => FlowOrder::Random,
+            _ => {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("flows"),
+                    format!("unknown flow order `{o}`"),
+                    Some("\"round-robin\" or \"random\"".into()),
+                );
+                FlowOrder::RoundRobin
+            }
+        },
+    };
+    let frames = FrameSpec {
+        src_mac: mac(t, sink, "src_mac", d.src_mac),
+        dst_mac: mac(t, sink, "dst_mac", d.dst_mac),
+        src_ip: range(t, sink, "src_ip", AddrRange::parse, d.src_ip),
+        dst_ip: range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip),
+        src_port: range(t, sink, "src_port", PortRange::parse, d.src_port),
+        dst_port: range(t, sink, "dst_port", PortRange::parse, d.dst_port),
+        order,
+        sizes,
+        seed: t
+            .int(sink, "seed", 0..i64::MAX)
+            .map_or(1, |(s, _)| s as u64),
+    };
+    GeneratorSpec {
+        frames,
+        stream: t.int(sink, "stream", 0..256).map_or(0, |(s, _)| s as u16),
+        rate: t.rate(sink, "rate").map(|x| x.0),
+        rate_pps: None,
+        count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
+        burst: burst(t, sink),
+        share: t.float(sink, "share", 1e-9, 1e9).unwrap_or(1.0),
+    }
+}
+
+/// Parses `"64:7,570:4,1518:1"`.
+pub(crate) fn parse_imix(text: &str) -> Result<Vec<(usize, u32)>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (size, weight) = part
+            .split_once(':')
+            .ok_or_else(|| format!("`{part}` is not size:weight"))?;
+        let size: usize = size
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{size}` is not a frame size"))?;
+        let weight: u32 = weight
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{weight}` is not a whole weight"))?;
+        if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
+            return Err(format!(
+                "frame size {size} is outside {MIN_FRAME}..={MAX_FRAME}"
+            ));
+        }
+        if weight > 1000 {
+            return Err(format!("weight {weight} is above 1000"));
+        }
+        out.push((size, weight));
+    }
+    if out.iter().map(|x| x.1).sum::<u32>() == 0 {
+        return Err("the IMIX weights sum to 0".into());
+    }
+    Ok(out.into_iter().filter(|x| x.1 > 0).collect())
 }
 
 fn parse_lcores(

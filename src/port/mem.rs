@@ -8,7 +8,8 @@
 //!    packets): the packet departs when the device has served everything before
 //!    it; a packet that finds `queue` packets already waiting is tail-dropped;
 //! 3. duplication (`duplicate`): a copy follows the packet;
-//! 4. reordering (`reorder`): the packet is held back and sent after the next
+//! 4. reordering (`reorder`): the packet (and its copy, if duplicated) is held
+//!    back and sent after the next
 //!    one (or after [`REORDER_HOLD`] if no next one comes);
 //! 5. fixed delay (`delay`): the rx side releases it `delay` after departure.
 //!
@@ -102,9 +103,8 @@ struct Stats {
     common: PortCounters,
     imp: CacheAligned<Impairments>,
     ring: crate::buf::RingStatsHandle,
-    /// Incremented when a packet is held for reordering and again when it is
-    /// released, so it is odd exactly while one is held.
-    held: CacheAligned<Counter>,
+    /// Packets held back for reordering right now (the packet and its copy).
+    held: CacheAligned<std::sync::atomic::AtomicU64>,
 }
 
 impl PortStats for Stats {
@@ -128,7 +128,7 @@ impl PortStats for Stats {
     }
 
     fn in_flight(&self) -> u64 {
-        self.ring.in_flight() + self.held.get() % 2
+        self.ring.in_flight() + self.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -169,7 +169,8 @@ struct MemTx {
     rng: SplitMix64,
     producer: Producer<(Packet, Instant)>,
     staged: Vec<(Packet, Instant)>,
-    held: Option<(Packet, Instant, Instant)>,
+    /// A packet held for reordering: (packet, its duplicate, release, held since).
+    held: Option<(Packet, Option<Packet>, Instant, Instant)>,
     /// Nanoseconds at which the device finishes serving what it has accepted.
     last_departure: u64,
     stats: Arc<Stats>,
@@ -207,9 +208,14 @@ impl MemTx {
     }
 
     fn release_held(&mut self) {
-        if let Some((pkt, release, _)) = self.held.take() {
+        if let Some((pkt, copy, release, _)) = self.held.take() {
             self.staged.push((pkt, release));
-            self.stats.held.add(1);
+            if let Some(c) = copy {
+                self.staged.push((c, release));
+            }
+            self.stats
+                .held
+                .store(0, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -261,18 +267,21 @@ impl TxQueue for MemTx {
                 None
             };
             if reorder > 0.0 && self.held.is_none() && self.rng.chance(reorder) {
-                // Held until the next packet has gone ahead of it.
-                self.stats.held.add(1);
-                self.held = Some((pkt, release, now));
-            } else {
-                self.stage(pkt, release);
-                if self.held.is_some() {
-                    self.stats.imp.reordered.add(1);
-                    self.release_held();
-                }
+                // Held, with its copy, until the next packet has gone ahead of it.
+                let n = 1 + u64::from(copy.is_some());
+                self.stats
+                    .held
+                    .store(n, std::sync::atomic::Ordering::Relaxed);
+                self.held = Some((pkt, copy, release, now));
+                continue;
             }
+            self.stage(pkt, release);
             if let Some(c) = copy {
                 self.stage(c, release);
+            }
+            if self.held.is_some() {
+                self.stats.imp.reordered.add(1);
+                self.release_held();
             }
         }
         let counters = &self.stats.common.tx;
@@ -283,7 +292,7 @@ impl TxQueue for MemTx {
     }
 
     fn flush(&mut self, now: Instant) {
-        if let Some((_, _, since)) = &self.held {
+        if let Some((_, _, _, since)) = &self.held {
             if now.saturating_duration_since(*since) >= REORDER_HOLD {
                 self.release_held();
                 self.push_staged();

@@ -11,6 +11,8 @@ use crate::port::{self, PortError, PortStats, RxQueue, TxQueue};
 use super::basic::{udp_template, Forward, Input, Output, Sink, Source};
 use super::counter::CacheAligned;
 use super::{LcoreSpec, Stage, StageCounters, StageSlot};
+use crate::traffic::analyzer::{AnaControl, Analyzer};
+use crate::traffic::generator::{GenConfig, GenControl, Generator};
 
 /// Everything a run needs, built and not yet started.
 pub struct Built {
@@ -33,6 +35,19 @@ pub struct Built {
     pub pool: Pool,
     /// Things the user should know.
     pub warnings: Vec<String>,
+    /// Generators: (name, control, share of a trial's rate).
+    pub generators: Vec<(String, Arc<GenControl>, f64)>,
+    /// Analyzers: (name, control).
+    pub analyzers: Vec<(String, Arc<AnaControl>)>,
+}
+
+/// How generators start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// At once, at their configured rate (`linerate run`).
+    FreeRun,
+    /// Idle until a trial starts them (`linerate trial`, `linerate search`).
+    Trials,
 }
 
 /// A plan could not be built.
@@ -55,8 +70,13 @@ impl From<PoolError> for BuildError {
     }
 }
 
-/// Builds a plan.
+/// Builds a plan for `linerate run`.
 pub fn build(plan: &Plan) -> Result<Built, BuildError> {
+    build_with(plan, Mode::FreeRun)
+}
+
+/// Builds a plan, with generators started or idle.
+pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
     let p = &plan.pipeline;
     let pool = Pool::new(&p.pool).map_err(|e| match BuildError::from(e) {
         BuildError::Input(m) => BuildError::Input(format!("{}: [pool]: {m}", p.file.display())),
@@ -131,6 +151,8 @@ pub fn build(plan: &Plan) -> Result<Built, BuildError> {
     };
     let mut slots: BTreeMap<String, StageSlot> = BTreeMap::new();
     let mut stages = Vec::new();
+    let mut generators = Vec::new();
+    let mut analyzers = Vec::new();
     for s in &p.stages {
         let counters = Arc::new(CacheAligned::<StageCounters>::default());
         let rx = s.rx.as_deref().map(&mut input).transpose()?;
@@ -150,6 +172,43 @@ pub fn build(plan: &Plan) -> Result<Built, BuildError> {
             }
             (StageKind::Sink(c), Some(i), None) => {
                 Box::new(Sink::new(i, pool.cache(), c.burst, counters.clone()))
+            }
+            (StageKind::Generator(g), None, Some(out)) => {
+                let control = Arc::new(GenControl::default());
+                if mode == Mode::FreeRun {
+                    control.start(1, g.rate_pps, None, g.count);
+                }
+                generators.push((s.name.clone(), control.clone(), g.share));
+                let config = GenConfig {
+                    frames: g.frames.clone(),
+                    stream: g.stream,
+                    burst: g.burst,
+                };
+                let finite = mode == Mode::FreeRun && g.count.is_some();
+                Box::new(Generator::new(
+                    out,
+                    pool.cache(),
+                    config,
+                    control,
+                    counters.clone(),
+                    finite,
+                ))
+            }
+            (StageKind::Analyzer(a), Some(i), None) => {
+                let control = Arc::new(AnaControl::default());
+                if mode == Mode::FreeRun {
+                    control.epoch.store(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                analyzers.push((s.name.clone(), control.clone()));
+                Box::new(Analyzer::new(
+                    i,
+                    pool.cache(),
+                    a.latency,
+                    a.streams,
+                    a.burst,
+                    control,
+                    counters.clone(),
+                ))
             }
             _ => {
                 return Err(BuildError::Runtime(format!(
@@ -185,5 +244,7 @@ pub fn build(plan: &Plan) -> Result<Built, BuildError> {
         stages,
         pool,
         warnings,
+        generators,
+        analyzers,
     })
 }

@@ -58,6 +58,12 @@ pub trait Stage: Send {
     fn finish(&mut self) -> Result<(), String> {
         Ok(())
     }
+
+    /// A final report of what the stage saw beyond its counters (an analyzer's
+    /// per-stream latency), taken on its lcore after `finish`.
+    fn detail(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Per-stage counters, written by the stage's lcore, read by anyone.
@@ -157,8 +163,11 @@ fn lcore_loop(
     }
 }
 
-/// What an lcore thread returns: each stage's `finish` result.
-type LcoreResult = Vec<(String, Result<(), String>)>;
+/// What an lcore thread returns: each stage's `finish` result and detail.
+type LcoreResult = Vec<(String, Result<(), String>, Option<serde_json::Value>)>;
+
+/// What stopping returns: failures as (stage, message), details by stage.
+pub type StopResult = (Vec<(String, String)>, Vec<(String, serde_json::Value)>);
 
 /// Running lcores.
 pub struct Runtime {
@@ -217,7 +226,10 @@ impl Runtime {
                     lcore
                         .stages
                         .iter_mut()
-                        .map(|s| (s.name.clone(), s.stage.finish()))
+                        .map(|s| {
+                            let r = s.stage.finish();
+                            (s.name.clone(), r, s.stage.detail())
+                        })
                         .collect()
                 })
                 .map_err(|e| StartError::Spawn(core, e.to_string()))?;
@@ -261,20 +273,26 @@ impl Runtime {
     }
 
     /// Stops every lcore, runs each stage's `finish` on it, and returns the
-    /// failures as (stage, message).
-    pub fn stop(self) -> Vec<(String, String)> {
+    /// failures as (stage, message) and the stages' details.
+    pub fn stop(self) -> StopResult {
         self.control.state.store(STOPPED, Ordering::Release);
         let mut failures = Vec::new();
+        let mut details = Vec::new();
         for t in self.threads {
             match t.join() {
-                Ok(results) => failures.extend(
-                    results
-                        .into_iter()
-                        .filter_map(|(n, r)| r.err().map(|e| (n, e))),
-                ),
+                Ok(results) => {
+                    for (name, r, d) in results {
+                        if let Err(e) = r {
+                            failures.push((name.clone(), e));
+                        }
+                        if let Some(d) = d {
+                            details.push((name, d));
+                        }
+                    }
+                }
                 Err(_) => failures.push(("lcore".into(), "an lcore thread panicked".into())),
             }
         }
-        failures
+        (failures, details)
     }
 }

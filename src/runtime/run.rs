@@ -58,6 +58,10 @@ pub struct StageReport {
     pub busy_polls: u64,
     /// Polls that found nothing.
     pub idle_polls: u64,
+    /// What the stage reported beyond its counters (generators' and
+    /// analyzers' per-stream results).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
 }
 
 /// A run's result (and, while running, a live snapshot).
@@ -98,7 +102,8 @@ pub enum RunError {
     },
 }
 
-fn snapshot(b: &Built, elapsed: f64) -> RunReport {
+/// The counters of a built pipeline now.
+pub fn snapshot(b: &Built, elapsed: f64) -> RunReport {
     RunReport {
         pipeline: b.name.clone(),
         duration_s: elapsed,
@@ -123,6 +128,7 @@ fn snapshot(b: &Built, elapsed: f64) -> RunReport {
                         dropped: c.dropped.get(),
                         busy_polls: c.busy_polls.get(),
                         idle_polls: c.idle_polls.get(),
+                        detail: None,
                     },
                 )
             })
@@ -183,9 +189,14 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
             Some(_) => {}
         }
     }
-    let failures = rt.stop();
+    let (failures, details) = rt.stop();
     let mut report = snapshot(&built, active);
     report.stopped_by = Some(reason);
+    for (name, d) in details {
+        if let Some(s) = report.stages.get_mut(&name) {
+            s.detail = Some(d);
+        }
+    }
     if failures.is_empty() {
         Ok(report)
     } else {

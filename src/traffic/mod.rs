@@ -1,5 +1,8 @@
-//! Traffic: frame templates, stamps, pacing; the generator and analyzer stages;
-//! trials.
+//! Traffic: frame templates, stamps and pacing; the generator and analyzer
+//! stages; trials.
 
+pub mod analyzer;
+pub mod generator;
 pub mod stamp;
 pub mod template;
+pub mod trial;

@@ -238,7 +238,16 @@ mod test {
     #[test]
     fn parse_and_emit() {
         let r = Repr::parse(&Stamp::new_unchecked(&BYTES[..])).unwrap();
-        assert_eq!(r, Repr { stream: 7, seq: 0x0102, tx_ns: 0xdead_beef, epoch: 3, flags: 1 });
+        assert_eq!(
+            r,
+            Repr {
+                stream: 7,
+                seq: 0x0102,
+                tx_ns: 0xdead_beef,
+                epoch: 3,
+                flags: 1
+            }
+        );
         let mut buf = [0u8; 18];
         r.emit(&mut Stamp::new_unchecked(&mut buf[..]));
         assert_eq!(buf, BYTES);
@@ -246,7 +255,10 @@ mod test {
 
     #[test]
     fn impossible_lengths_and_foreign_bytes() {
-        assert_eq!(Stamp::new_checked(&BYTES[..17]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Stamp::new_checked(&BYTES[..17]).unwrap_err(),
+            Error::Truncated
+        );
         let mut other = BYTES;
         other[0] = 0;
         assert_eq!(Stamp::new_checked(&other[..]).unwrap_err(), Error::BadMagic);

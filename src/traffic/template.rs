@@ -39,7 +39,10 @@ impl AddrRange {
         if y < x {
             return Err(bad());
         }
-        Ok(AddrRange { first: a, count: y - x + 1 })
+        Ok(AddrRange {
+            first: a,
+            count: y - x + 1,
+        })
     }
 
     fn nth(&self, i: u32) -> u32 {
@@ -66,7 +69,10 @@ impl PortRange {
         if b < a {
             return Err(bad());
         }
-        Ok(PortRange { first: a, count: u32::from(b - a) + 1 })
+        Ok(PortRange {
+            first: a,
+            count: u32::from(b - a) + 1,
+        })
     }
 }
 
@@ -143,10 +149,22 @@ impl Default for FrameSpec {
         FrameSpec {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
-            src_ip: AddrRange { first: Ipv4Addr::new(10, 0, 0, 1), count: 1 },
-            dst_ip: AddrRange { first: Ipv4Addr::new(10, 0, 0, 2), count: 1 },
-            src_port: PortRange { first: 1024, count: 1 },
-            dst_port: PortRange { first: 1024, count: 1 },
+            src_ip: AddrRange {
+                first: Ipv4Addr::new(10, 0, 0, 1),
+                count: 1,
+            },
+            dst_ip: AddrRange {
+                first: Ipv4Addr::new(10, 0, 0, 2),
+                count: 1,
+            },
+            src_port: PortRange {
+                first: 1024,
+                count: 1,
+            },
+            dst_port: PortRange {
+                first: 1024,
+                count: 1,
+            },
             order: FlowOrder::RoundRobin,
             sizes: Sizes::Fixed(64),
             seed: 1,
@@ -157,10 +175,15 @@ impl Default for FrameSpec {
 impl FrameSpec {
     /// Number of distinct flows (the product of the four ranges).
     pub fn flows(&self) -> u64 {
-        [self.src_ip.count, self.dst_ip.count, self.src_port.count, self.dst_port.count]
-            .iter()
-            .map(|&c| u64::from(c))
-            .product()
+        [
+            self.src_ip.count,
+            self.dst_ip.count,
+            self.src_port.count,
+            self.dst_port.count,
+        ]
+        .iter()
+        .map(|&c| u64::from(c))
+        .product()
     }
 }
 
@@ -225,7 +248,11 @@ impl Template {
         let ip_base = sum_words(0, &f[14..34]);
         // Pseudo-header: protocol and UDP length; then the UDP length field itself.
         let udp_base = 17 + u32::from(udp_len) * 2;
-        Template { frame: f, ip_base, udp_base }
+        Template {
+            frame: f,
+            ip_base,
+            udp_base,
+        }
     }
 }
 
@@ -256,7 +283,13 @@ impl FrameBuilder {
                     let (i, _) = v
                         .iter()
                         .enumerate()
-                        .map(|(i, x)| (i, f64::from(x.1) * f64::from(slot) / f64::from(total) - f64::from(given[i])))
+                        .map(|(i, x)| {
+                            (
+                                i,
+                                f64::from(x.1) * f64::from(slot) / f64::from(total)
+                                    - f64::from(given[i]),
+                            )
+                        })
                         .fold((0, f64::MIN), |best, c| if c.1 > best.1 { c } else { best });
                     given[i] += 1;
                     cycle.push(i as u8);
@@ -277,7 +310,10 @@ impl FrameBuilder {
 
     /// The size (FCS included) of the next frame [`FrameBuilder::write`] writes.
     pub fn next_frame_len(&self) -> usize {
-        self.templates[self.cycle[self.next_size] as usize].frame.len() + FCS
+        self.templates[self.cycle[self.next_size] as usize]
+            .frame
+            .len()
+            + FCS
     }
 
     /// Writes the next frame into `buf` (which must hold the largest frame) and
@@ -320,7 +356,9 @@ impl FrameBuilder {
         f[24..26].copy_from_slice(&ip_sum.to_be_bytes());
         f[34..36].copy_from_slice(&(sport as u16).to_be_bytes());
         f[36..38].copy_from_slice(&(dport as u16).to_be_bytes());
-        stamp.emit(&mut Stamp::new_unchecked(&mut f[HEADERS..HEADERS + STAMP_LEN]));
+        stamp.emit(&mut Stamp::new_unchecked(
+            &mut f[HEADERS..HEADERS + STAMP_LEN],
+        ));
         let mut udp = add32(add32(t.udp_base, sip), dip) + sport + dport;
         udp = sum_words(udp, &f[HEADERS..HEADERS + STAMP_LEN]);
         let mut udp_sum = !fold(udp);
@@ -362,7 +400,13 @@ mod test {
         let mut b = FrameBuilder::new(&spec);
         let mut buf = vec![0u8; 9014];
         for seq in 0..500u64 {
-            let st = StampRepr { stream: 3, seq: seq * 0x0123_4567_89ab, tx_ns: seq * 7_777_777, epoch: seq as u8, flags: 1 };
+            let st = StampRepr {
+                stream: 3,
+                seq: seq * 0x0123_4567_89ab,
+                tx_ns: seq * 7_777_777,
+                epoch: seq as u8,
+                flags: 1,
+            };
             let n = b.write(&mut buf, &st);
             verify(&buf[..n]);
             let r = StampRepr::parse(&Stamp::new_unchecked(&buf[HEADERS..n])).unwrap();
@@ -390,11 +434,17 @@ mod test {
 
     #[test]
     fn imix_cycle_has_the_weights_interleaved() {
-        let b = FrameBuilder::new(&FrameSpec { sizes: Sizes::default_imix(), ..FrameSpec::default() });
+        let b = FrameBuilder::new(&FrameSpec {
+            sizes: Sizes::default_imix(),
+            ..FrameSpec::default()
+        });
         assert_eq!(b.cycle.len(), 12);
         let count = |i| b.cycle.iter().filter(|&&c| c == i).count();
         assert_eq!((count(0), count(1), count(2)), (7, 4, 1));
-        assert!(b.cycle.windows(3).all(|w| !(w[0] == w[1] && w[1] == w[2] && w[0] != 0)));
+        assert!(b
+            .cycle
+            .windows(3)
+            .all(|w| !(w[0] == w[1] && w[1] == w[2] && w[0] != 0)));
         assert!((Sizes::default_imix().average() - 353.83).abs() < 0.01);
     }
 }

@@ -1,0 +1,210 @@
+//! `linerate trial PIPELINE --rate R --duration S [--json PATH]`: one
+//! generator trial (or several with --repeat), with result files and a
+//! periodic latency stats file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::run::{interrupt_flag, write_json};
+use super::Failure;
+use crate::latency::{encode, StatsFile};
+use crate::traffic::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
+use crate::units::{parse_duration, si, Rate};
+
+/// Arguments of `linerate trial`.
+#[derive(Debug, clap::Args)]
+pub struct TrialArgs {
+    /// The pipeline file (with generator and analyzer stages).
+    pipeline: PathBuf,
+    /// Aggregate rate of all generators: "10 Mpps", "5 Gbps", "40%".
+    #[arg(long)]
+    rate: Rate,
+    /// Trial duration.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Duration,
+    /// Wait after the generators stop for packets still on their way.
+    #[arg(long, value_parser = parse_duration, default_value = "200ms")]
+    drain: Duration,
+    /// Run the trial this many times back to back (one runtime).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Write the result(s) as JSON ("-" for stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write one result file per trial into this directory (N.json: the
+    /// trial's configuration, port counters and latency together).
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// Write a latency stats file (Collie's key: value format plus the full
+    /// histogram) every second and at the end of each trial; `{pid}` in the
+    /// path is replaced by the process id.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or("unknown".into(), |h| h.trim().to_string())
+}
+
+fn stats(
+    path: &Path,
+    pipeline: &str,
+    trial: u32,
+    rate: f64,
+    duration: Duration,
+    hist: &hdrhistogram::Histogram<u64>,
+) -> Result<(), Failure> {
+    let context = [
+        ("host", hostname()),
+        ("pid", std::process::id().to_string()),
+        ("pipeline", pipeline.to_string()),
+        ("trial", trial.to_string()),
+        ("rate_pps", format!("{rate:.0}")),
+        ("duration_s", format!("{}", duration.as_secs_f64())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    StatsFile {
+        context,
+        histogram: hist.clone(),
+    }
+    .write(path)
+    .map_err(|e| Failure::Runtime(e.to_string()))
+}
+
+fn next_result_path(dir: &Path) -> Result<PathBuf, Failure> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::Input(format!("cannot create {}: {e}", dir.display())))?;
+    let mut n = 0u64;
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| Failure::Input(format!("cannot read {}: {e}", dir.display())))?
+        .flatten()
+    {
+        if let Some(k) = e
+            .path()
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            n = n.max(k + 1);
+        }
+    }
+    Ok(dir.join(format!("{n}.json")))
+}
+
+fn print_result(r: &TrialResult) {
+    let mut out = std::io::stdout().lock();
+    let l = &r.latency_ns;
+    let _ = writeln!(
+        out,
+        "trial {}: {}pps for {:.3} s",
+        r.trial,
+        si(r.rate_pps),
+        r.duration_s
+    );
+    let _ = writeln!(
+        out,
+        "  offered {}  sent {}  unsent {}  received {}  lost {}  loss ratio {:.6}",
+        r.offered, r.sent, r.unsent, r.received, r.lost, r.loss_ratio
+    );
+    let _ = writeln!(
+        out,
+        "  tx {}pps  rx {}pps  duplicates {}  reordered {}  stale {}",
+        si(r.tx_pps),
+        si(r.rx_pps),
+        r.duplicates,
+        r.reordered,
+        r.stale
+    );
+    let _ = writeln!(
+        out,
+        "  latency ns: samples {}  min {}  avg {:.0}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        l.samples, l.min, l.avg, l.p50, l.p90, l.p99, l.p999, l.max
+    );
+}
+
+pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
+    let plan = crate::pipeline::load(&args.pipeline)?;
+    let rate_pps = plan
+        .trial_rate_pps(args.rate)
+        .map_err(|e| Failure::Input(format!("--rate: {e}")))?;
+    if args.duration.is_zero() {
+        return Err(Failure::Input("--duration must be above zero".into()));
+    }
+    let stats_path = args.stats_file.as_ref().map(|p| {
+        PathBuf::from(
+            p.to_string_lossy()
+                .replace("{pid}", &std::process::id().to_string()),
+        )
+    });
+    let options = TrialOptions {
+        drain: args.drain,
+        stats_interval: stats_path.as_ref().map(|_| Duration::from_secs(1)),
+    };
+    let mut runner = TrialRunner::start(&plan, options).map_err(|e| match e {
+        TrialError::Input(m) => Failure::Input(m),
+        TrialError::Build(crate::runtime::build::BuildError::Input(m)) => Failure::Input(m),
+        other => Failure::Runtime(other.to_string()),
+    })?;
+    for w in runner.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let interrupt = interrupt_flag();
+    let name = plan.pipeline.name.clone();
+    let mut results = Vec::new();
+    for _ in 0..args.repeat {
+        let bar = ProgressBar::new(1000);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} trial {msg} [{elapsed_precise}] {wide_bar} {percent}%",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("{}pps x {:?}", si(rate_pps), args.duration));
+        let trial_no = results.len() as u32 + 1;
+        let mut stats_err = None;
+        let r = runner.trial(rate_pps, args.duration, interrupt, &mut |f, hist| {
+            bar.set_position((f * 1000.0) as u64);
+            if let (Some(path), Some(h)) = (&stats_path, hist) {
+                if let Err(e) = stats(path, &name, trial_no, rate_pps, args.duration, h) {
+                    stats_err = Some(e);
+                }
+            }
+        });
+        bar.finish_and_clear();
+        let r = r.map_err(|e| Failure::Runtime(e.to_string()))?;
+        if let Some(e) = stats_err {
+            return Err(e);
+        }
+        if let Some(path) = &stats_path {
+            stats(path, &name, r.trial, rate_pps, args.duration, &r.histogram)?;
+        }
+        if let Some(dir) = &args.results {
+            let path = next_result_path(dir)?;
+            let doc = serde_json::json!({
+                "config": {"pipeline": name, "file": plan.pipeline.file, "rate_pps": rate_pps, "duration_s": args.duration.as_secs_f64(), "drain_s": args.drain.as_secs_f64()},
+                "result": &r,
+                "latency": {"summary": r.latency_ns, "histogram_v2_deflate_base64": encode(&r.histogram)},
+            });
+            write_json(&path, &doc)?;
+        }
+        if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+            print_result(&r);
+        }
+        results.push(r);
+    }
+    let _ = runner.finish();
+    if let Some(path) = &args.json {
+        if results.len() == 1 {
+            write_json(path, &results[0])?;
+        } else {
+            write_json(path, &results)?;
+        }
+    }
+    Ok(())
+}

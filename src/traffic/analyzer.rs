@@ -1,0 +1,425 @@
+//! The analyzer stage: per stream received packets and bytes, sequence gaps,
+//! duplicates, reordering, and latency from the stamp into an HdrHistogram.
+//!
+//! [`SeqTracker`] is the sans-IO core: it remembers which of the last
+//! [`WINDOW`] sequence numbers were seen, so a duplicate is told from a late
+//! (reordered) packet exactly, and `unique` counts each sequence number once.
+//! With the generator's `sent`, `lost = sent - unique` holds exactly.
+//!
+//! Recording allocates nothing: histograms are made when a stream is first
+//! seen and reset in place between trials.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
+use hdrhistogram::Histogram;
+
+use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
+use super::template::HEADERS;
+use crate::buf::{Burst, PoolCache};
+use crate::latency::new_histogram;
+use crate::runtime::basic::Input;
+use crate::runtime::counter::CacheAligned;
+use crate::runtime::{Context, Poll, Stage, StageCounters};
+
+/// Sequence numbers remembered per stream for telling duplicates from late packets.
+pub const WINDOW: u64 = 1 << 16;
+const WORDS: usize = (WINDOW / 64) as usize;
+
+/// Which packets give a latency sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyMode {
+    /// Every packet.
+    #[default]
+    Packet,
+    /// The last packet of each transmitted burst (Collie's per-batch mode: one
+    /// timestamp per posted burst, completion when its last packet is seen).
+    Batch,
+    /// None.
+    Off,
+}
+
+/// Exact sequence accounting for one stream (sans-IO).
+#[derive(Clone)]
+pub struct SeqTracker {
+    seen: Box<[u64; WORDS]>,
+    /// One past the highest sequence number seen.
+    next: u64,
+    started: bool,
+    /// Distinct sequence numbers seen.
+    pub unique: u64,
+    /// Packets whose sequence number was already seen.
+    pub duplicates: u64,
+    /// Packets that arrived after a higher sequence number.
+    pub reordered: u64,
+    /// Late packets older than the window (counted as unique; a duplicate
+    /// among them cannot be told apart).
+    pub beyond_window: u64,
+}
+
+impl Default for SeqTracker {
+    fn default() -> Self {
+        SeqTracker {
+            seen: Box::new([0; WORDS]),
+            next: 0,
+            started: false,
+            unique: 0,
+            duplicates: 0,
+            reordered: 0,
+            beyond_window: 0,
+        }
+    }
+}
+
+impl SeqTracker {
+    fn bit(seq: u64) -> (usize, u64) {
+        let slot = seq % WINDOW;
+        ((slot / 64) as usize, 1u64 << (slot % 64))
+    }
+
+    /// Accounts one packet.
+    #[inline]
+    pub fn record(&mut self, seq: u64) {
+        if !self.started {
+            self.started = true;
+            self.next = seq;
+        }
+        if seq >= self.next {
+            // Forget the slots the window moves over.
+            if seq - self.next >= WINDOW {
+                self.seen.fill(0);
+            } else {
+                for s in self.next..seq {
+                    let (w, b) = Self::bit(s);
+                    self.seen[w] &= !b;
+                }
+            }
+            let (w, b) = Self::bit(seq);
+            self.seen[w] |= b;
+            self.next = seq + 1;
+            self.unique += 1;
+        } else if self.next - seq > WINDOW {
+            self.beyond_window += 1;
+            self.reordered += 1;
+            self.unique += 1;
+        } else {
+            let (w, b) = Self::bit(seq);
+            if self.seen[w] & b != 0 {
+                self.duplicates += 1;
+            } else {
+                self.seen[w] |= b;
+                self.reordered += 1;
+                self.unique += 1;
+            }
+        }
+    }
+
+    /// Sequence numbers missing below the highest seen (gaps not filled yet).
+    pub fn gaps(&self, first: u64) -> u64 {
+        (self.next - first.min(self.next)).saturating_sub(self.unique)
+    }
+
+    /// Clears for a new trial.
+    pub fn reset(&mut self) {
+        self.seen.fill(0);
+        self.next = 0;
+        self.started = false;
+        self.unique = 0;
+        self.duplicates = 0;
+        self.reordered = 0;
+        self.beyond_window = 0;
+    }
+}
+
+struct StreamState {
+    tracker: SeqTracker,
+    first_seq: u64,
+    received: u64,
+    bytes: u64,
+    hist: Histogram<u64>,
+}
+
+/// One stream's counts in a report.
+#[derive(Clone, serde::Serialize)]
+pub struct StreamReport {
+    /// Stream id.
+    pub stream: u16,
+    /// Packets received (duplicates included).
+    pub received: u64,
+    /// Bytes received.
+    pub bytes: u64,
+    /// Distinct sequence numbers received.
+    pub unique: u64,
+    /// Duplicates.
+    pub duplicates: u64,
+    /// Reordered packets.
+    pub reordered: u64,
+    /// Sequence numbers below the highest seen that never arrived.
+    pub gaps: u64,
+    /// Latency samples (not serialized; see the summary).
+    #[serde(skip)]
+    pub histogram: Histogram<u64>,
+}
+
+impl std::fmt::Debug for StreamReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamReport{{stream: {}, received: {}, unique: {}, duplicates: {}, reordered: {}, gaps: {}, samples: {}}}", self.stream, self.received, self.unique, self.duplicates, self.reordered, self.gaps, self.histogram.len())
+    }
+}
+
+/// What an analyzer reports on request.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AnalyzerReport {
+    /// The trial epoch the counts belong to.
+    pub epoch: u32,
+    /// Per stream.
+    pub streams: Vec<StreamReport>,
+    /// Packets stamped for an earlier trial (arrived late), excluded.
+    pub stale: u64,
+    /// Packets without a stamp, or with a stream id out of range.
+    pub foreign: u64,
+}
+
+/// Requests in, reports out; shared by an analyzer and the controller.
+pub struct AnaControl {
+    /// The trial whose packets count (set before the generators start).
+    pub epoch: AtomicU32,
+    /// The epoch the analyzer has reset itself for.
+    pub ack_epoch: AtomicU32,
+    /// Bumped to ask for a report.
+    pub request: AtomicU64,
+    /// Reports, one per request.
+    pub reports: ArrayQueue<AnalyzerReport>,
+}
+
+impl Default for AnaControl {
+    fn default() -> Self {
+        AnaControl {
+            epoch: AtomicU32::new(0),
+            ack_epoch: AtomicU32::new(0),
+            request: AtomicU64::new(0),
+            reports: ArrayQueue::new(4),
+        }
+    }
+}
+
+/// The analyzer stage.
+pub struct Analyzer {
+    input: Input,
+    cache: PoolCache,
+    mode: LatencyMode,
+    streams: Vec<Option<StreamState>>,
+    control: Arc<AnaControl>,
+    epoch: u32,
+    served: u64,
+    stale: u64,
+    foreign: u64,
+    burst_size: usize,
+    burst: Burst,
+    counters: Arc<CacheAligned<StageCounters>>,
+}
+
+impl Analyzer {
+    /// An analyzer of streams `0..max_streams` arriving on `input`.
+    pub fn new(
+        input: Input,
+        cache: PoolCache,
+        mode: LatencyMode,
+        max_streams: usize,
+        burst_size: usize,
+        control: Arc<AnaControl>,
+        counters: Arc<CacheAligned<StageCounters>>,
+    ) -> Self {
+        Analyzer {
+            input,
+            cache,
+            mode,
+            streams: (0..max_streams).map(|_| None).collect(),
+            control,
+            epoch: 0,
+            served: 0,
+            stale: 0,
+            foreign: 0,
+            burst_size,
+            burst: Burst::new(),
+            counters,
+        }
+    }
+
+    fn reset(&mut self) {
+        for s in self.streams.iter_mut().flatten() {
+            s.tracker.reset();
+            s.received = 0;
+            s.bytes = 0;
+            s.hist.reset();
+        }
+        self.stale = 0;
+        self.foreign = 0;
+    }
+
+    /// The current counts (clones the histograms: called per request, not per packet).
+    pub fn report(&self) -> AnalyzerReport {
+        AnalyzerReport {
+            epoch: self.epoch,
+            streams: self
+                .streams
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.as_ref().map(|s| (i, s)))
+                .map(|(i, s)| StreamReport {
+                    stream: i as u16,
+                    received: s.received,
+                    bytes: s.bytes,
+                    unique: s.tracker.unique,
+                    duplicates: s.tracker.duplicates,
+                    reordered: s.tracker.reordered,
+                    gaps: s.tracker.gaps(s.first_seq),
+                    histogram: s.hist.clone(),
+                })
+                .collect(),
+            stale: self.stale,
+            foreign: self.foreign,
+        }
+    }
+}
+
+/// The UDP payload of an Ethernet/IPv4/UDP frame, if it is one.
+#[inline]
+fn udp_payload(f: &[u8]) -> Option<&[u8]> {
+    if f.len() < HEADERS || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 17 {
+        return None;
+    }
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    f.get(14 + ihl + 8..)
+}
+
+impl Stage for Analyzer {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        let epoch = self.control.epoch.load(Ordering::Acquire);
+        if epoch != self.epoch {
+            self.reset();
+            self.epoch = epoch;
+            self.control.ack_epoch.store(epoch, Ordering::Release);
+        }
+        let request = self.control.request.load(Ordering::Acquire);
+        if request != self.served {
+            self.served = request;
+            let _ = self.control.reports.force_push(self.report());
+        }
+        let n = self.input.recv(cx.now, &mut self.burst, self.burst_size);
+        if n == 0 {
+            return if self.input.is_finished() {
+                Poll::Finished
+            } else {
+                Poll::Idle
+            };
+        }
+        let now = cx.now.as_nanos();
+        let mut bytes = 0;
+        for pkt in self.burst.iter() {
+            let data = pkt.data();
+            bytes += data.len() as u64;
+            let Some(stamp) = udp_payload(data).and_then(|p| Stamp::new_checked(p).ok()) else {
+                self.foreign += 1;
+                continue;
+            };
+            if stamp.epoch() != self.epoch as u8 {
+                self.stale += 1;
+                continue;
+            }
+            let Some(slot) = self.streams.get_mut(usize::from(stamp.stream())) else {
+                self.foreign += 1;
+                continue;
+            };
+            let seq = stamp.seq();
+            let s = slot.get_or_insert_with(|| StreamState {
+                tracker: SeqTracker::default(),
+                first_seq: seq,
+                received: 0,
+                bytes: 0,
+                hist: new_histogram(),
+            });
+            if s.received == 0 {
+                s.first_seq = seq;
+            }
+            s.received += 1;
+            s.bytes += data.len() as u64;
+            s.tracker.record(seq);
+            let sample = match self.mode {
+                LatencyMode::Packet => true,
+                LatencyMode::Batch => stamp.flags() & FLAG_LAST_IN_BURST != 0,
+                LatencyMode::Off => false,
+            };
+            if sample {
+                s.hist
+                    .saturating_record(latency_ns(stamp.tx_ns(), now).max(1));
+            }
+        }
+        self.counters.packets_in.add(n as u64);
+        self.counters.bytes_in.add(bytes);
+        self.cache.free_bulk(&mut self.burst);
+        Poll::Busy
+    }
+
+    fn is_finite(&self) -> bool {
+        self.input.is_finite()
+    }
+
+    fn detail(&self) -> Option<serde_json::Value> {
+        let r = self.report();
+        let streams: Vec<serde_json::Value> = r
+            .streams
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "stream": s.stream, "received": s.received, "bytes": s.bytes, "unique": s.unique,
+                    "duplicates": s.duplicates, "reordered": s.reordered, "gaps": s.gaps,
+                    "latency_ns": crate::latency::Summary::of(&s.histogram),
+                })
+            })
+            .collect();
+        Some(serde_json::json!({"streams": streams, "stale": r.stale, "foreign": r.foreign}))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn in_order_gaps_duplicates_reorders() {
+        let mut t = SeqTracker::default();
+        for s in [10, 11, 13, 12, 12, 14, 20] {
+            t.record(s);
+        }
+        assert_eq!((t.unique, t.duplicates, t.reordered), (6, 1, 1));
+        assert_eq!(t.gaps(10), 5); // 15..=19 missing
+    }
+
+    #[test]
+    fn window_slides_and_forgets() {
+        let mut t = SeqTracker::default();
+        t.record(0);
+        t.record(WINDOW + 5);
+        t.record(WINDOW + 5);
+        t.record(3); // older than the window: late, counted once
+        assert_eq!((t.unique, t.duplicates, t.beyond_window), (3, 1, 1));
+    }
+
+    proptest! {
+        #[test]
+        fn unique_and_duplicates_are_exact(seqs in proptest::collection::vec(0u64..5000, 1..2000)) {
+            let mut t = SeqTracker::default();
+            let mut set = std::collections::BTreeSet::new();
+            for &s in &seqs {
+                t.record(s);
+                set.insert(s);
+            }
+            prop_assert_eq!(t.unique, set.len() as u64);
+            prop_assert_eq!(t.duplicates, (seqs.len() - set.len()) as u64);
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The generator stage: stamped Ethernet/IPv4/UDP frames at a precise rate.
+//!
+//! Pacing is by count, not by sleep: at every poll the number of packets due is
+//! `floor(rate * elapsed) - attempted`, and at most one burst of them is sent,
+//! so the rate is exact at burst granularity over a trial and the lcore
+//! busy-polls the clock between bursts. A trial offers exactly
+//! `floor(rate * duration)` packets (or `count`); whatever could not be sent by
+//! the end (no buffer, the port refused it, the core fell behind) is counted as
+//! `unsent`, never silently dropped. Refused packets give their sequence numbers
+//! back, so the analyzer's gaps are wire losses only.
+//!
+//! A [`GenControl`] shared with the trial controller starts trials: it bumps
+//! `epoch` after setting rate and duration; the generator publishes its counts
+//! and then `done_epoch`.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
+use super::template::{FrameBuilder, FrameSpec};
+use crate::buf::{Burst, PoolCache};
+use crate::runtime::basic::Output;
+use crate::runtime::counter::CacheAligned;
+use crate::runtime::{Context, Poll, Stage, StageCounters};
+use crate::time::{duration_nanos, Instant};
+
+/// Unbounded duration or count.
+pub const UNBOUNDED: u64 = u64::MAX;
+
+/// Trial commands in, trial counts out; shared by a generator and the controller.
+#[derive(Debug, Default)]
+pub struct GenControl {
+    /// Bumped by the controller to start a trial (after the fields below).
+    pub epoch: AtomicU32,
+    /// Rate in packets/s as f64 bits; 0 = as fast as possible.
+    pub rate_bits: AtomicU64,
+    /// Trial duration in ns ([`UNBOUNDED`] = until stopped).
+    pub duration_ns: AtomicU64,
+    /// Packets to offer ([`UNBOUNDED`] = by duration only).
+    pub count: AtomicU64,
+    /// Set by the generator after publishing a finished trial's counts.
+    pub done_epoch: AtomicU32,
+    /// Packets the finished trial was to offer.
+    pub offered: AtomicU64,
+    /// Packets it sent.
+    pub sent: AtomicU64,
+    /// Packets it could not send in time.
+    pub unsent: AtomicU64,
+    /// Bytes it sent.
+    pub sent_bytes: AtomicU64,
+    /// When the trial's first burst went out and when it ended (ns, monotonic).
+    pub first_ns: AtomicU64,
+    /// End of the trial (ns, monotonic).
+    pub last_ns: AtomicU64,
+}
+
+impl GenControl {
+    /// Starts a trial (the generator picks it up at its next poll).
+    pub fn start(
+        &self,
+        epoch: u32,
+        rate_pps: Option<f64>,
+        duration: Option<Duration>,
+        count: Option<u64>,
+    ) {
+        self.rate_bits
+            .store(rate_pps.unwrap_or(0.0).to_bits(), Ordering::Relaxed);
+        self.duration_ns.store(
+            duration.map_or(UNBOUNDED, duration_nanos),
+            Ordering::Relaxed,
+        );
+        self.count
+            .store(count.unwrap_or(UNBOUNDED), Ordering::Relaxed);
+        self.epoch.store(epoch, Ordering::Release);
+    }
+
+    /// Whether the trial `epoch` is finished and its counts published.
+    pub fn is_done(&self, epoch: u32) -> bool {
+        self.done_epoch.load(Ordering::Acquire) == epoch
+    }
+}
+
+/// A generator's fixed settings.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// What to send.
+    pub frames: FrameSpec,
+    /// Stream id written in every stamp.
+    pub stream: u16,
+    /// Packets per burst.
+    pub burst: usize,
+}
+
+impl Trial {
+    /// Packets the trial was to offer by `now`: its target, or for an
+    /// open-ended trial at a rate, what the rate asked for so far.
+    fn offered_by(&self, now: Instant) -> u64 {
+        if self.target != UNBOUNDED {
+            return self.target;
+        }
+        if self.rate > 0.0 {
+            let elapsed = now.as_nanos().saturating_sub(self.start.as_nanos());
+            let end = if self.duration_ns == UNBOUNDED {
+                elapsed
+            } else {
+                elapsed.min(self.duration_ns)
+            };
+            return ((self.rate * end as f64 * 1e-9) as u64).max(self.attempted);
+        }
+        self.attempted
+    }
+}
+
+struct Trial {
+    epoch: u32,
+    start: Instant,
+    rate: f64,
+    duration_ns: u64,
+    target: u64,
+    attempted: u64,
+    sent: u64,
+    bytes: u64,
+    first: Option<Instant>,
+    last_call: bool,
+}
+
+/// The generator stage.
+pub struct Generator {
+    out: Output,
+    cache: PoolCache,
+    builder: FrameBuilder,
+    config: GenConfig,
+    control: Arc<GenControl>,
+    trial: Option<Trial>,
+    seen_epoch: u32,
+    seq: u64,
+    burst: Burst,
+    counters: Arc<CacheAligned<StageCounters>>,
+    finite: bool,
+    last_now: Instant,
+}
+
+impl Generator {
+    /// A generator sending to `out`, commanded by `control`. `finite` says
+    /// whether the pipeline may wait for it to finish (a free-running
+    /// generator with a count).
+    pub fn new(
+        out: Output,
+        cache: PoolCache,
+        config: GenConfig,
+        control: Arc<GenControl>,
+        counters: Arc<CacheAligned<StageCounters>>,
+        finite: bool,
+    ) -> Self {
+        Generator {
+            out,
+            cache,
+            builder: FrameBuilder::new(&config.frames),
+            config,
+            control,
+            trial: None,
+            seen_epoch: 0,
+            seq: 0,
+            burst: Burst::new(),
+            counters,
+            finite,
+            last_now: Instant::ZERO,
+        }
+    }
+
+    fn begin(&mut self, epoch: u32, now: Instant) {
+        let c = &self.control;
+        let rate = f64::from_bits(c.rate_bits.load(Ordering::Relaxed));
+        let duration_ns = c.duration_ns.load(Ordering::Relaxed);
+        let count = c.count.load(Ordering::Relaxed);
+        let by_time = if rate > 0.0 && duration_ns != UNBOUNDED {
+            (rate * duration_ns as f64 * 1e-9).floor() as u64
+        } else {
+            UNBOUNDED
+        };
+        self.trial = Some(Trial {
+            epoch,
+            start: now,
+            rate,
+            duration_ns,
+            target: by_time.min(count),
+            attempted: 0,
+            sent: 0,
+            bytes: 0,
+            first: None,
+            last_call: false,
+        });
+    }
+
+    fn end(&mut self, now: Instant) {
+        if let Some(t) = self.trial.take() {
+            let c = &self.control;
+            let offered = t.offered_by(now);
+            c.offered.store(offered, Ordering::Relaxed);
+            c.sent.store(t.sent, Ordering::Relaxed);
+            c.unsent.store(offered - t.sent, Ordering::Relaxed);
+            c.sent_bytes.store(t.bytes, Ordering::Relaxed);
+            c.first_ns
+                .store(t.first.unwrap_or(t.start).as_nanos(), Ordering::Relaxed);
+            c.last_ns.store(now.as_nanos(), Ordering::Relaxed);
+            c.done_epoch.store(t.epoch, Ordering::Release);
+        }
+    }
+}
+
+impl Stage for Generator {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        self.last_now = cx.now;
+        let epoch = self.control.epoch.load(Ordering::Acquire);
+        if epoch != self.seen_epoch {
+            self.end(cx.now);
+            self.seen_epoch = epoch;
+            self.begin(epoch, cx.now);
+        }
+        let Some(t) = self.trial.as_mut() else {
+            self.out.flush(cx.now);
+            return if self.finite && self.seen_epoch != 0 {
+                Poll::Finished
+            } else {
+                Poll::Idle
+            };
+        };
+        let elapsed = cx.now.as_nanos().saturating_sub(t.start.as_nanos());
+        let out_of_time = t.duration_ns != UNBOUNDED && elapsed >= t.duration_ns;
+        if cx.draining || t.attempted >= t.target || (out_of_time && t.last_call) {
+            self.end(cx.now);
+            self.out.flush(cx.now);
+            return Poll::Idle;
+        }
+        let mut due = t.target - t.attempted;
+        if out_of_time {
+            // One last burst sends what is due by the end (floating-point pacing
+            // may have left it one short); more than a burst behind is unsent.
+            t.last_call = true;
+        } else if t.rate > 0.0 {
+            let by_now = (t.rate * elapsed as f64 * 1e-9) as u64;
+            due = due.min(by_now.saturating_sub(t.attempted));
+        }
+        let n = due.min(self.config.burst as u64) as usize;
+        if n == 0 {
+            self.out.flush(cx.now);
+            return Poll::Idle;
+        }
+        let got = self.cache.alloc_bulk(&mut self.burst, n);
+        let mut stamp = StampRepr {
+            stream: self.config.stream,
+            seq: self.seq,
+            tx_ns: cx.now.as_nanos(),
+            epoch: t.epoch as u8,
+            flags: 0,
+        };
+        let mut bytes = 0u64;
+        for (i, pkt) in self.burst.iter_mut().enumerate() {
+            stamp.seq = self.seq + i as u64;
+            stamp.flags = if i + 1 == got { FLAG_LAST_IN_BURST } else { 0 };
+            let room = pkt.spare_capacity();
+            let len = self.builder.write(room, &stamp);
+            // Cannot fail: the plan checked the largest frame fits a buffer.
+            let _ = pkt.set_len(len);
+            bytes += len as u64;
+        }
+        let (sent, refused) = self.out.send_or_drop(cx.now, &mut self.burst);
+        // Refused packets were the tail of the burst: reuse their sequence numbers.
+        self.seq += sent as u64;
+        t.first.get_or_insert(cx.now);
+        t.attempted += n as u64;
+        t.sent += sent as u64;
+        let sent_bytes = if refused == 0 {
+            bytes
+        } else {
+            bytes * sent as u64 / got.max(1) as u64
+        };
+        t.bytes += sent_bytes;
+        let c = &self.counters;
+        c.packets_out.add(sent as u64);
+        c.bytes_out.add(sent_bytes);
+        c.dropped.add((refused + n - got) as u64);
+        Poll::Busy
+    }
+
+    fn is_finite(&self) -> bool {
+        self.finite
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.out.finish()
+    }
+
+    fn detail(&self) -> Option<serde_json::Value> {
+        let c = &self.control;
+        let done = c.done_epoch.load(Ordering::Acquire) == self.seen_epoch && self.seen_epoch != 0;
+        let (offered, sent, unsent) = match &self.trial {
+            Some(t) => {
+                let offered = t.offered_by(self.last_now);
+                (offered, t.sent, offered - t.sent)
+            }
+            None if done => (
+                c.offered.load(Ordering::Relaxed),
+                c.sent.load(Ordering::Relaxed),
+                c.unsent.load(Ordering::Relaxed),
+            ),
+            None => (0, 0, 0),
+        };
+        Some(
+            serde_json::json!({"stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent, "next_seq": self.seq}),
+        )
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::buf::{Pool, PoolConfig};
+    use crate::port::mem;
+
+    #[test]
+    fn a_trial_offers_exactly_rate_times_duration() {
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let port = mem::open(&mem::MemConfig {
+            ring: 1 << 16,
+            ..Default::default()
+        });
+        let control = Arc::new(GenControl::default());
+        let counters = Arc::new(CacheAligned::default());
+        let config = GenConfig {
+            frames: FrameSpec::default(),
+            stream: 1,
+            burst: 32,
+        };
+        let mut g = Generator::new(
+            Output::Port(port.tx.unwrap()),
+            pool.cache(),
+            config,
+            control.clone(),
+            counters,
+            false,
+        );
+        control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
+        // Simulated time: poll every microsecond for 12 ms.
+        for us in 0..12_000u64 {
+            let cx = Context {
+                now: Instant::from_micros(1_000_000 + us),
+                draining: false,
+            };
+            let _ = g.poll(&cx);
+        }
+        assert!(control.is_done(1));
+        assert_eq!(control.offered.load(Ordering::Relaxed), 10_000);
+        assert_eq!(control.sent.load(Ordering::Relaxed), 10_000);
+        assert_eq!(control.unsent.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn what_cannot_be_sent_in_time_is_unsent() {
+        // A pool of 100 buffers that nobody frees: the rest cannot be sent.
+        let pool = Pool::new(&PoolConfig {
+            count: 100,
+            ..Default::default()
+        })
+        .unwrap();
+        let port = mem::open(&mem::MemConfig::default());
+        let control = Arc::new(GenControl::default());
+        let config = GenConfig {
+            frames: FrameSpec::default(),
+            stream: 1,
+            burst: 32,
+        };
+        let mut g = Generator::new(
+            Output::Port(port.tx.unwrap()),
+            pool.cache(),
+            config,
+            control.clone(),
+            Arc::new(CacheAligned::default()),
+            false,
+        );
+        control.start(1, Some(1e6), Some(Duration::from_millis(1)), None);
+        for us in 0..2_000u64 {
+            let _ = g.poll(&Context {
+                now: Instant::from_micros(us),
+                draining: false,
+            });
+        }
+        assert!(control.is_done(1));
+        let (o, s, u) = (
+            control.offered.load(Ordering::Relaxed),
+            control.sent.load(Ordering::Relaxed),
+            control.unsent.load(Ordering::Relaxed),
+        );
+        assert_eq!((o, s, u), (1000, 100, 900));
+    }
+}

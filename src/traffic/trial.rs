@@ -1,0 +1,384 @@
+//! Trials: run the generators at a rate for a duration, wait a drain interval,
+//! read exact counts. The runtime stays up between trials, so a search runs
+//! dozens of them back to back in one process.
+//!
+//! A trial, in order: the analyzers are moved to a new epoch and reset
+//! (acknowledged before any packet of the trial is sent); the generators start
+//! at their share of the aggregate rate; when every generator has published its
+//! counts, the controller waits the drain interval for packets still on the
+//! way, then asks each analyzer for its report. Packets stamped for an earlier
+//! trial that arrive later are counted as `stale` and excluded.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::latency::{self, Summary};
+use crate::pipeline::Plan;
+use crate::port::PortReport;
+use crate::runtime::build::{build_with, BuildError, Built, Mode};
+use crate::runtime::run::{snapshot, RunReport};
+use crate::runtime::{Runtime, StartError};
+use crate::time::Clock;
+
+use super::analyzer::AnalyzerReport;
+
+/// A trial's result: the keys of the contract, and more.
+#[derive(Clone, serde::Serialize)]
+pub struct TrialResult {
+    /// Trial number within this runner (1, 2, ...).
+    pub trial: u32,
+    /// Aggregate rate asked for, packets/s.
+    pub rate_pps: f64,
+    /// Trial duration asked for, seconds.
+    pub duration_s: f64,
+    /// Packets the generators were to send: `floor(rate * duration)` each.
+    pub offered: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets that could not be sent in time (counted as lost).
+    pub unsent: u64,
+    /// Distinct packets of this trial received.
+    pub received: u64,
+    /// `offered - received`: unsent and lost on the way.
+    pub lost: u64,
+    /// `lost / offered` (unsent counts as loss, as in MLRsearch).
+    pub loss_ratio: f64,
+    /// Sent packets per second of the trial.
+    pub tx_pps: f64,
+    /// Received packets per second of the trial.
+    pub rx_pps: f64,
+    /// Duplicate packets received.
+    pub duplicates: u64,
+    /// Packets received out of order.
+    pub reordered: u64,
+    /// Packets of earlier trials that arrived during this one.
+    pub stale: u64,
+    /// Latency over all streams.
+    pub latency_ns: Summary,
+    /// Per stream: (stream, sent... ) as received.
+    pub streams: Vec<StreamResult>,
+    /// Port counters over the trial (deltas).
+    pub ports: BTreeMap<String, PortReport>,
+    /// The pooled latency histogram (not serialized here; see stats files).
+    #[serde(skip)]
+    pub histogram: Histogram<u64>,
+}
+
+impl std::fmt::Debug for TrialResult {
+    /// The JSON form: the histogram's 60,000 buckets are left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match serde_json::to_string(self) {
+            Ok(s) => f.write_str(&s),
+            Err(_) => f.write_str("TrialResult"),
+        }
+    }
+}
+
+/// One stream's part of a trial.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StreamResult {
+    /// Stream id.
+    pub stream: u16,
+    /// Received (distinct).
+    pub received: u64,
+    /// Duplicates.
+    pub duplicates: u64,
+    /// Reordered.
+    pub reordered: u64,
+    /// Latency.
+    pub latency_ns: Summary,
+}
+
+/// A trial could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialError {
+    /// The pipeline cannot run trials (no generator or analyzer).
+    #[error("{0}")]
+    Input(String),
+    /// The pipeline could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The lcores could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// A stage stopped answering.
+    #[error("{0}")]
+    Stalled(String),
+    /// Interrupted by the user.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Settings of a trial runner.
+#[derive(Debug, Clone, Copy)]
+pub struct TrialOptions {
+    /// Wait after the generators stop, for packets still on their way.
+    pub drain: Duration,
+    /// How often to hand the latency so far to the progress callback.
+    pub stats_interval: Option<Duration>,
+}
+
+impl Default for TrialOptions {
+    fn default() -> Self {
+        TrialOptions {
+            drain: Duration::from_millis(200),
+            stats_interval: None,
+        }
+    }
+}
+
+/// A running pipeline that runs trials on request.
+pub struct TrialRunner {
+    rt: Option<Runtime>,
+    built: Built,
+    options: TrialOptions,
+    epoch: u32,
+    clock: Clock,
+}
+
+fn ports_delta(
+    after: &BTreeMap<String, PortReport>,
+    before: &BTreeMap<String, PortReport>,
+) -> BTreeMap<String, PortReport> {
+    after
+        .iter()
+        .map(|(name, a)| {
+            let b = before.get(name).cloned().unwrap_or_default();
+            let mut d = a.clone();
+            d.rx_packets -= b.rx_packets;
+            d.rx_bytes -= b.rx_bytes;
+            d.tx_packets -= b.tx_packets;
+            d.tx_bytes -= b.tx_bytes;
+            d.dropped -= b.dropped;
+            for (k, v) in d.detail.iter_mut() {
+                if *k != "in_flight" {
+                    *v -= b.detail.get(k).copied().unwrap_or(0);
+                }
+            }
+            (name.clone(), d)
+        })
+        .collect()
+}
+
+impl TrialRunner {
+    /// Builds the pipeline with idle generators and starts its lcores.
+    pub fn start(plan: &Plan, options: TrialOptions) -> Result<TrialRunner, TrialError> {
+        let mut built = build_with(plan, Mode::Trials)?;
+        if built.generators.is_empty() || built.analyzers.is_empty() {
+            return Err(TrialError::Input(format!(
+                "{}: trials need at least one `generator` stage and one `analyzer` stage",
+                plan.pipeline.file.display()
+            )));
+        }
+        let clock = Clock::new();
+        let lcores = std::mem::take(&mut built.lcores);
+        let rt = Runtime::start(lcores, clock)?;
+        Ok(TrialRunner {
+            rt: Some(rt),
+            built,
+            options,
+            epoch: 0,
+            clock,
+        })
+    }
+
+    /// The built pipeline: its counters and controls.
+    pub fn built(&self) -> &Built {
+        &self.built
+    }
+
+    /// Warnings from building the pipeline.
+    pub fn warnings(&self) -> &[String] {
+        &self.built.warnings
+    }
+
+    fn wait(
+        &self,
+        what: &str,
+        limit: Duration,
+        interrupt: &AtomicBool,
+        mut done: impl FnMut() -> bool,
+    ) -> Result<(), TrialError> {
+        let start = self.clock.now();
+        while !done() {
+            if interrupt.load(Ordering::Relaxed) {
+                return Err(TrialError::Interrupted);
+            }
+            if self.clock.now() - start > limit {
+                return Err(TrialError::Stalled(format!(
+                    "{what} did not happen within {limit:?}: an lcore is stuck or starved"
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(())
+    }
+
+    /// Runs one trial at an aggregate `rate_pps` for `duration`. `progress` is
+    /// called about every 100 ms with the elapsed fraction of the trial, and
+    /// every `stats_interval` with the latency histogram so far.
+    pub fn trial(
+        &mut self,
+        rate_pps: f64,
+        duration: Duration,
+        interrupt: &AtomicBool,
+        progress: &mut dyn FnMut(f64, Option<&Histogram<u64>>),
+    ) -> Result<TrialResult, TrialError> {
+        self.epoch += 1;
+        let epoch = self.epoch;
+        for (_, a) in &self.built.analyzers {
+            a.epoch.store(epoch, Ordering::Release);
+        }
+        let b = &self.built;
+        self.wait("analyzer reset", Duration::from_secs(5), interrupt, || {
+            b.analyzers
+                .iter()
+                .all(|(_, a)| a.ack_epoch.load(Ordering::Acquire) == epoch)
+        })?;
+        let before = snapshot(&self.built, 0.0).ports;
+        let total_share: f64 = self.built.generators.iter().map(|g| g.2).sum();
+        for (_, g, share) in &self.built.generators {
+            g.start(
+                epoch,
+                Some(rate_pps * share / total_share),
+                Some(duration),
+                None,
+            );
+        }
+        let start = self.clock.now();
+        let limit = duration + Duration::from_secs(5);
+        let b = &self.built;
+        let mut last = start;
+        let mut last_stats = start;
+        self.wait("the end of the trial", limit, interrupt, || {
+            let now = self.clock.now();
+            if now - last >= Duration::from_millis(100) {
+                last = now;
+                let fraction =
+                    ((now - start).as_secs_f64() / duration.as_secs_f64().max(1e-9)).min(1.0);
+                let hist = match self.options.stats_interval {
+                    Some(i) if now - last_stats >= i => {
+                        last_stats = now;
+                        self.collect(interrupt).ok().map(|r| {
+                            latency::merge(
+                                r.iter()
+                                    .flat_map(|a| a.streams.iter().map(|s| &s.histogram)),
+                            )
+                        })
+                    }
+                    _ => None,
+                };
+                progress(fraction, hist.as_ref());
+            }
+            b.generators.iter().all(|(_, g, _)| g.is_done(epoch))
+        })?;
+        std::thread::sleep(self.options.drain);
+        let reports = self.collect(interrupt)?;
+        let after = snapshot(&self.built, 0.0).ports;
+        let mut offered = 0;
+        let mut sent = 0;
+        let mut unsent = 0;
+        for (_, g, _) in &self.built.generators {
+            offered += g.offered.load(Ordering::Relaxed);
+            sent += g.sent.load(Ordering::Relaxed);
+            unsent += g.unsent.load(Ordering::Relaxed);
+        }
+        let mut streams = Vec::new();
+        let hist = latency::merge(
+            reports
+                .iter()
+                .flat_map(|a| a.streams.iter().map(|s| &s.histogram)),
+        );
+        let (mut received, mut duplicates, mut reordered, mut stale) = (0, 0, 0, 0);
+        for r in &reports {
+            stale += r.stale;
+            for s in &r.streams {
+                received += s.unique;
+                duplicates += s.duplicates;
+                reordered += s.reordered;
+                streams.push(StreamResult {
+                    stream: s.stream,
+                    received: s.unique,
+                    duplicates: s.duplicates,
+                    reordered: s.reordered,
+                    latency_ns: Summary::of(&s.histogram),
+                });
+            }
+        }
+        let secs = duration.as_secs_f64();
+        let lost = offered.saturating_sub(received);
+        Ok(TrialResult {
+            trial: epoch,
+            rate_pps,
+            duration_s: secs,
+            offered,
+            sent,
+            unsent,
+            received,
+            lost,
+            loss_ratio: if offered == 0 {
+                0.0
+            } else {
+                lost as f64 / offered as f64
+            },
+            tx_pps: sent as f64 / secs,
+            rx_pps: received as f64 / secs,
+            duplicates,
+            reordered,
+            stale,
+            latency_ns: Summary::of(&hist),
+            streams,
+            ports: ports_delta(&after, &before),
+            histogram: hist,
+        })
+    }
+
+    /// Each analyzer's current report (mid-trial too: histograms are cumulative).
+    pub fn collect(&self, interrupt: &AtomicBool) -> Result<Vec<AnalyzerReport>, TrialError> {
+        let mut out = Vec::new();
+        for (name, a) in &self.built.analyzers {
+            while a.reports.pop().is_some() {}
+            a.request.fetch_add(1, Ordering::Release);
+            let mut got = None;
+            self.wait(
+                &format!("a report from analyzer `{name}`"),
+                Duration::from_secs(5),
+                interrupt,
+                || {
+                    got = a.reports.pop();
+                    got.is_some()
+                },
+            )?;
+            out.extend(got);
+        }
+        Ok(out)
+    }
+
+    /// Stops the lcores and returns the pipeline's counters over all trials.
+    pub fn finish(mut self) -> RunReport {
+        let mut report = snapshot(&self.built, 0.0);
+        if let Some(rt) = self.rt.take() {
+            rt.begin_drain();
+            std::thread::sleep(Duration::from_millis(10));
+            let (_, details) = rt.stop();
+            report = snapshot(&self.built, 0.0);
+            for (name, d) in details {
+                if let Some(s) = report.stages.get_mut(&name) {
+                    s.detail = Some(d);
+                }
+            }
+        }
+        report
+    }
+}
+
+impl Drop for TrialRunner {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            let _ = rt.stop();
+        }
+    }
+}
