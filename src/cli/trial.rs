@@ -126,6 +126,12 @@ fn print_result(r: &TrialResult) {
         "  latency ns: samples {}  min {}  avg {:.0}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         l.samples, l.min, l.avg, l.p50, l.p90, l.p99, l.p999, l.max
     );
+    let g = &r.burst_gap_ns;
+    let _ = writeln!(
+        out,
+        "  gaps between bursts ns: min {}  p50 {}  p99 {}  max {}",
+        g.min, g.p50, g.p99, g.max
+    );
 }
 
 pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {

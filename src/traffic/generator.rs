@@ -17,7 +17,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crossbeam_queue::ArrayQueue;
+use hdrhistogram::Histogram;
+
 use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
+use crate::latency::new_histogram;
 use super::template::{FrameBuilder, FrameSpec};
 use crate::buf::{Burst, PoolCache};
 use crate::runtime::basic::Output;
@@ -29,7 +33,6 @@ use crate::time::{duration_nanos, Instant};
 pub const UNBOUNDED: u64 = u64::MAX;
 
 /// Trial commands in, trial counts out; shared by a generator and the controller.
-#[derive(Debug, Default)]
 pub struct GenControl {
     /// Bumped by the controller to start a trial (after the fields below).
     pub epoch: AtomicU32,
@@ -53,6 +56,27 @@ pub struct GenControl {
     pub first_ns: AtomicU64,
     /// End of the trial (ns, monotonic).
     pub last_ns: AtomicU64,
+    /// Gaps between consecutive bursts of each finished trial (rate precision).
+    pub gaps: ArrayQueue<Histogram<u64>>,
+}
+
+impl Default for GenControl {
+    fn default() -> Self {
+        GenControl {
+            epoch: AtomicU32::new(0),
+            rate_bits: AtomicU64::new(0),
+            duration_ns: AtomicU64::new(UNBOUNDED),
+            count: AtomicU64::new(UNBOUNDED),
+            done_epoch: AtomicU32::new(0),
+            offered: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            unsent: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
+            first_ns: AtomicU64::new(0),
+            last_ns: AtomicU64::new(0),
+            gaps: ArrayQueue::new(2),
+        }
+    }
 }
 
 impl GenControl {
@@ -123,6 +147,9 @@ struct Trial {
     bytes: u64,
     first: Option<Instant>,
     last_call: bool,
+    /// When the previous burst went out, and the gaps between bursts.
+    last_burst: Option<Instant>,
+    gaps: Histogram<u64>,
 }
 
 /// The generator stage.
@@ -139,6 +166,8 @@ pub struct Generator {
     counters: Arc<CacheAligned<StageCounters>>,
     finite: bool,
     last_now: Instant,
+    /// The inter-burst gap histogram of the next trial, allocated ahead.
+    spare_gaps: Histogram<u64>,
 }
 
 impl Generator {
@@ -166,6 +195,7 @@ impl Generator {
             counters,
             finite,
             last_now: Instant::ZERO,
+            spare_gaps: new_histogram(),
         }
     }
 
@@ -190,11 +220,17 @@ impl Generator {
             bytes: 0,
             first: None,
             last_call: false,
+            last_burst: None,
+            gaps: std::mem::replace(&mut self.spare_gaps, Histogram::new(1).unwrap_or_else(|_| new_histogram())),
         });
     }
 
     fn end(&mut self, now: Instant) {
-        if let Some(t) = self.trial.take() {
+        if let Some(mut t) = self.trial.take() {
+            // Publish the gaps (a copy: once per trial); keep the histogram for the next.
+            let _ = self.control.gaps.force_push(t.gaps.clone());
+            t.gaps.reset();
+            std::mem::swap(&mut self.spare_gaps, &mut t.gaps);
             let c = &self.control;
             let offered = t.offered_by(now);
             c.offered.store(offered, Ordering::Relaxed);
@@ -268,6 +304,9 @@ impl Stage for Generator {
         let (sent, refused) = self.out.send_or_drop(cx.now, &mut self.burst);
         // Refused packets were the tail of the burst: reuse their sequence numbers.
         self.seq += sent as u64;
+        if let Some(prev) = t.last_burst.replace(cx.now) {
+            t.gaps.saturating_record(cx.now.as_nanos().saturating_sub(prev.as_nanos()).max(1));
+        }
         t.first.get_or_insert(cx.now);
         t.attempted += n as u64;
         t.sent += sent as u64;

@@ -58,6 +58,9 @@ pub struct TrialResult {
     pub stale: u64,
     /// Latency over all streams.
     pub latency_ns: Summary,
+    /// Gaps between consecutive transmitted bursts, over all generators: the
+    /// rate's precision (a burst of 32 at 1 Mpps is due every 32 us).
+    pub burst_gap_ns: Summary,
     /// Per stream: (stream, sent... ) as received.
     pub streams: Vec<StreamResult>,
     /// Port counters over the trial (deltas).
@@ -281,7 +284,9 @@ impl TrialRunner {
         let mut offered = 0;
         let mut sent = 0;
         let mut unsent = 0;
+        let mut gaps = Vec::new();
         for (_, g, _) in &self.built.generators {
+            gaps.extend(g.gaps.pop());
             offered += g.offered.load(Ordering::Relaxed);
             sent += g.sent.load(Ordering::Relaxed);
             unsent += g.unsent.load(Ordering::Relaxed);
@@ -330,6 +335,7 @@ impl TrialRunner {
             reordered,
             stale,
             latency_ns: Summary::of(&hist),
+            burst_gap_ns: Summary::of(&latency::merge(gaps.iter())),
             streams,
             ports: ports_delta(&after, &before),
             histogram: hist,
