@@ -414,6 +414,23 @@ impl Pair {
         }
     }
 
+    /// Like [`Pair::step`], but never jumps past `at` (for callers that
+    /// inject sends on a schedule). Returns `false` when nothing is left to
+    /// happen before `at` and time already reached it.
+    pub fn step_to(&mut self, at: Instant) -> bool {
+        self.drive();
+        let next = self.next_wakeup().map_or(at, |t| t.min(at));
+        if next > self.now {
+            self.now = next;
+            true
+        } else if self.now < at {
+            self.now += Duration::from_nanos(1);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Steps until `done(self)` holds or virtual time passes `limit`; returns whether `done` held.
     pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&Pair) -> bool) -> bool {
         loop {
