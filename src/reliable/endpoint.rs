@@ -30,10 +30,12 @@
 //! after `ack_every` segments, at once on a duplicate (the sign of a lost ACK),
 //! and (our default) at once when a gap appears. The receiver reports the
 //! cumulative point plus, unless disabled, SACK ranges; the sender declares a
-//! segment lost when `reorder_threshold` later segments were SACKed and a
-//! segment sent after it was acknowledged (so one loss costs one resend, not a
-//! window), or on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one).
-//! Timer expiries back the RTO off; a segment that times out more than
+//! segment lost when a segment sent after it was acknowledged and either
+//! `reorder_threshold` later segments were SACKed or it was sent a quarter RTT
+//! before that one (RACK's rules; one loss costs one resend, not a window), or
+//! on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Timer
+//! expiries back the RTO off and send a tail-loss probe (the newest expired
+//! segment) rather than the whole flight; a segment that times out more than
 //! `retry_limit` times kills the peer ([`Event::PeerDead`]). Resends per pass
 //! are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
@@ -86,6 +88,9 @@ pub struct Config {
     pub ack_every: u32,
     /// ACK at once when a segment arrives above a gap.
     pub ack_on_gap: bool,
+    /// On a timeout, resend only the newest expired segment per channel (a
+    /// tail-loss probe) and re-arm the others; `false` resends every expired one.
+    pub tail_probe: bool,
     /// Resends per pass (per [`Endpoint::handle_timeout`] call).
     pub resend_cap: usize,
     /// Next pass when resends are still queued but the pass budget is spent.
@@ -126,11 +131,12 @@ impl Default for Config {
             ack_delay: Duration::from_micros(50),
             ack_every: 8,
             ack_on_gap: true,
+            tail_probe: true,
             resend_cap: 64,
             pass_interval: Duration::from_micros(1),
             retry_limit: Some(16),
             max_message: 1 << 20,
-            credits: 64,
+            credits: 256,
             ordered: [true, true],
             initial_seq: 0,
             send_queue_limit: 1 << 16,
@@ -156,6 +162,7 @@ impl Config {
             ack_delay: Duration::from_millis(1),
             ack_every: 4,
             ack_on_gap: false,
+            tail_probe: false,
             resend_cap: 16,
             retry_limit: None,
             ..Config::default()
@@ -434,6 +441,24 @@ fn key(ch: Channel, s: u32) -> u64 {
     (ch.index() as u64) << 32 | u64::from(s)
 }
 
+fn channel_of(key: u64) -> Channel {
+    if key >> 32 == 0 {
+        Channel::Priority
+    } else {
+        Channel::Data
+    }
+}
+
+trait SeqOpt {
+    fn is_none_or_before(&self, s: u32) -> bool;
+}
+
+impl SeqOpt for Option<u32> {
+    fn is_none_or_before(&self, s: u32) -> bool {
+        self.map_or(true, |p| seq::lt(p, s))
+    }
+}
+
 impl Endpoint {
     /// A new endpoint.
     pub fn new(cfg: Config) -> Endpoint {
@@ -458,7 +483,8 @@ impl Endpoint {
             queue: VecDeque::new(),
             next_handle: 0,
             pool: Vec::new(),
-            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto),
+            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto)
+                .with_slack(cfg.ack_delay, cfg.hotel_tick),
         });
         let rx = Channel::ALL.map(|ch| RxChannel {
             wmask: w - 1,
@@ -615,14 +641,13 @@ impl Endpoint {
         }
         self.expired.clear();
         self.hotel.expire(now, &mut self.expired);
+        // First pass: account the expiry of every live segment; keep only those.
         let mut timed_out = [false; 2];
+        let mut probe: [Option<u32>; 2] = [None, None];
+        let mut kept = 0;
         for i in 0..self.expired.len() {
             let k = self.expired[i];
-            let ch = if k >> 32 == 0 {
-                Channel::Priority
-            } else {
-                Channel::Data
-            };
+            let ch = channel_of(k);
             let s = k as u32;
             let t = &mut self.tx[ch.index()];
             let seg = &mut t.segs[(s & t.wmask) as usize];
@@ -642,15 +667,37 @@ impl Endpoint {
                 self.events.push_back(Event::PeerDead);
                 return;
             }
-            if !seg.queued {
-                seg.queued = true;
-                self.resend.push_back((ch, s));
-            }
             timed_out[ch.index()] = true;
+            let p = &mut probe[ch.index()];
+            if p.is_none_or_before(s) {
+                *p = Some(s);
+            }
+            self.expired[kept] = k;
+            kept += 1;
         }
+        self.expired.truncate(kept);
         for ch in Channel::ALL {
             if timed_out[ch.index()] {
                 self.tx[ch.index()].rtt.backoff();
+            }
+        }
+        // Second pass: resend. With `tail_probe`, only the newest expired
+        // segment of each channel goes out; its ACK (or the SACK it brings
+        // back) settles the others, which wait one more backed-off RTO. When
+        // only an ACK was lost this costs one resend instead of a flight.
+        for i in 0..self.expired.len() {
+            let k = self.expired[i];
+            let ch = channel_of(k);
+            let s = k as u32;
+            let rearm = self.cfg.tail_probe && probe[ch.index()] != Some(s);
+            let t = &mut self.tx[ch.index()];
+            let rto = t.rtt.rto();
+            let seg = &mut t.segs[(s & t.wmask) as usize];
+            if rearm {
+                seg.room = self.hotel.check_in(k, now + rto);
+            } else if !seg.queued {
+                seg.queued = true;
+                self.resend.push_back((ch, s));
             }
         }
     }
@@ -960,10 +1007,14 @@ impl Endpoint {
         // segments were acknowledged and a segment sent after it was too.
         if self.cfg.sack && newly > 0 && t.any_acked {
             let thr = self.cfg.reorder_threshold.max(1) as i32;
+            // RACK's time rule: sent a quarter RTT before something acknowledged.
+            let reo = t.rtt.srtt().map(|d| d / 4);
             let mut s = t.snd_una;
-            while seq::diff(t.largest_acked, s) >= thr {
+            while seq::lt(s, t.largest_acked) {
                 let seg = &mut t.segs[(s & t.wmask) as usize];
-                if seg.live && !seg.acked && !seg.queued && seg.sent_at < t.rack_time {
+                let lost = seq::diff(t.largest_acked, s) >= thr
+                    || reo.is_some_and(|r| seg.sent_at + r < t.rack_time);
+                if lost && seg.live && !seg.acked && !seg.queued && seg.sent_at < t.rack_time {
                     if let Some(r) = seg.room.take() {
                         self.hotel.check_out(r);
                     }

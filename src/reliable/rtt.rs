@@ -16,6 +16,7 @@ pub struct RttEstimator {
     granularity: Duration,
     adaptive: bool,
     backoff_shift: u32,
+    max_ack_delay: Duration,
 }
 
 impl RttEstimator {
@@ -32,7 +33,17 @@ impl RttEstimator {
             granularity: Duration::from_micros(1),
             adaptive,
             backoff_shift: 0,
+            max_ack_delay: Duration::ZERO,
         }
+    }
+
+    /// Adds the peer's delayed-ACK time to every RTO and sets the clock
+    /// granularity (QUIC's PTO does the same: a segment that waits for a
+    /// delayed ACK must not look lost), replacing RFC 6298's 1 us default.
+    pub fn with_slack(mut self, max_ack_delay: Duration, granularity: Duration) -> Self {
+        self.max_ack_delay = max_ack_delay;
+        self.granularity = granularity.max(Duration::from_nanos(1));
+        self
     }
 
     /// Feeds one RTT sample (only from segments transmitted once, per Karn).
@@ -60,7 +71,7 @@ impl RttEstimator {
     fn base_rto(&self) -> Duration {
         let srtt = self.srtt.unwrap_or(self.rto);
         let k = (self.rttvar * 4).max(self.granularity);
-        (srtt + k).clamp(self.min, self.max)
+        (srtt + k + self.max_ack_delay).clamp(self.min, self.max)
     }
 
     /// Doubles the RTO after a timeout (up to the maximum), RFC 6298 5.5.
@@ -131,6 +142,17 @@ mod test {
         assert_eq!(r.backoffs(), 0);
         r.sample(Duration::from_secs(5));
         assert_eq!(r.rto(), us(10_000));
+    }
+
+    #[test]
+    fn slack_for_delayed_acks() {
+        let mut r =
+            RttEstimator::new(us(5000), us(10), us(100_000), true).with_slack(us(50), us(10));
+        for _ in 0..100 {
+            r.sample(us(400));
+        }
+        // srtt 400 + max(4 * ~0, 10) + 50
+        assert_eq!(r.rto(), us(460));
     }
 
     #[test]
