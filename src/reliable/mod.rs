@@ -7,6 +7,8 @@
 //! segment format, and [`Config::usnic`] for Open MPI's usnic defaults.
 #![forbid(unsafe_code)]
 
+pub mod cli;
+pub mod compare;
 pub mod endpoint;
 pub mod hotel;
 pub mod reassembly;
