@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod driver;
 pub mod endpoint;
 pub mod hotel;
 pub mod reassembly;

@@ -12,6 +12,7 @@
 //! Nothing here sleeps or reads a clock: [`Pair::step`] jumps to the next
 //! wakeup of either endpoint or either link.
 
+use super::driver::{pump, DatagramTx};
 use super::endpoint::{Config, Endpoint, Event};
 use crate::time::{duration_nanos, Instant};
 use core::time::Duration;
@@ -277,6 +278,24 @@ impl Link {
     }
 }
 
+/// A link's sending side at a given time, as a [`DatagramTx`].
+#[derive(Debug)]
+pub struct LinkTx<'a> {
+    /// The link.
+    pub link: &'a mut Link,
+    /// The current time.
+    pub now: Instant,
+}
+
+impl DatagramTx for LinkTx<'_> {
+    fn has_room(&mut self) -> bool {
+        self.link.can_send(self.now)
+    }
+    fn send(&mut self, bytes: &[u8]) {
+        self.link.send(self.now, bytes);
+    }
+}
+
 /// Two endpoints, `a` and `b`, joined by `ab` (a to b) and `ba`.
 #[derive(Debug)]
 pub struct Pair {
@@ -332,25 +351,18 @@ impl Pair {
         buf: &mut [u8],
         now: Instant,
     ) -> bool {
+        let mut rx = Vec::new();
         while let Some(p) = inbound.recv(now) {
-            ep.on_packet(&p, now);
+            rx.push(p);
         }
-        ep.handle_timeout(now);
-        let mut blocked = false;
-        loop {
-            if !outbound.can_send(now) {
-                blocked = true;
-                break;
-            }
-            match ep.poll_transmit(now, buf) {
-                Some(n) => outbound.send(now, &buf[..n]),
-                None => break,
-            }
-        }
-        while let Some(e) = ep.poll_event() {
-            events.push((now, e));
-        }
-        blocked
+        let mut tx = LinkTx {
+            link: outbound,
+            now,
+        };
+        pump(ep, now, rx.iter().map(|p| &p[..]), buf, &mut tx, |e| {
+            events.push((now, e))
+        })
+        .blocked
     }
 
     /// Runs both endpoints at the current time: deliver arrivals, fire
