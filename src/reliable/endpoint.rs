@@ -45,7 +45,7 @@ use super::reassembly::{Accepted, Chunk, ChunkError, Completed, PutTarget, Reass
 use super::rtt::RttEstimator;
 use super::seq;
 use super::wire::{
-    AckRepr, Channel, DataRepr, Packet, PutRepr, Repr, SackRange, ACK_BLOCK_LEN, HEADER_LEN,
+    self, AckRepr, Channel, DataRepr, Packet, PutRepr, Repr, SackRange, ACK_BLOCK_LEN, HEADER_LEN,
     MAX_SACK_RANGES, SACK_RANGE_LEN,
 };
 use super::RegionId;
@@ -892,6 +892,10 @@ impl Endpoint {
         };
         let repr = match Repr::parse(&packet) {
             Ok(r) => r,
+            Err(wire::Error::ChunkOutsideFragment) => {
+                self.stats.bad_chunk += 1;
+                return;
+            }
             Err(_) => {
                 self.stats.bad_header += 1;
                 return;
