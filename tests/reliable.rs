@@ -556,12 +556,14 @@ mod prop {
             burst in 0.0f64..0.02,
             reorder_us in 1u64..200,
             usnic in any::<bool>(),
+            unordered in any::<bool>(),
             prio in 0usize..12,
             data in 0usize..40,
             initial_seq in prop_oneof![Just(0u32), Just(u32::MAX - 20), any::<u32>()],
         ) {
             let mut cfg = if usnic { Config::usnic() } else { Config::default() };
             cfg.initial_seq = initial_seq;
+            cfg.ordered = [!unordered, !unordered];
             let link = LinkConfig {
                 loss,
                 reorder,

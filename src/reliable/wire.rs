@@ -766,9 +766,25 @@ mod test {
 
     proptest::proptest! {
         #[test]
-        fn parse_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+        fn parse_never_panics_and_round_trips(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
             if let Ok(p) = Packet::new_checked(&bytes[..]) {
-                let _ = Repr::parse(&p);
+                if let Ok(r) = Repr::parse(&p) {
+                    let mut out = vec![0u8; r.buffer_len()];
+                    r.emit(&mut Packet::new_unchecked(&mut out[..]));
+                    let p2 = Packet::new_checked(&out[..]).unwrap();
+                    proptest::prop_assert_eq!(Repr::parse(&p2).unwrap(), r);
+                }
+            }
+        }
+
+        #[test]
+        fn mutated_fixture_never_panics(i in 0usize..47, v: u8) {
+            let mut b = BYTES;
+            b[i] = v;
+            if let Ok(p) = Packet::new_checked(&b[..]) {
+                if let Ok(r) = Repr::parse(&p) {
+                    proptest::prop_assert!(r.buffer_len() <= b.len());
+                }
             }
         }
     }
