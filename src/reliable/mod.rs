@@ -12,6 +12,7 @@ pub mod compare;
 pub mod driver;
 pub mod endpoint;
 pub mod hotel;
+pub mod keys;
 pub mod pattern;
 pub mod reassembly;
 pub mod rtt;
