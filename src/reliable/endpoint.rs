@@ -22,6 +22,34 @@
 //! [`Endpoint::send`] and [`Endpoint::put`] may be called at any time; what
 //! they queue goes out on the next `poll_transmit`.
 //!
+//! ```
+//! use linerate::reliable::{Channel, Config, Endpoint, Event};
+//! use linerate::time::Instant;
+//!
+//! let mut a = Endpoint::new(Config::default());
+//! let mut b = Endpoint::new(Config::default());
+//! a.send(Channel::Data, &[42u8; 3000]).unwrap(); // three segments
+//! let (mut buf, mut wire) = (vec![0u8; 2048], Vec::new());
+//! let now = Instant::from_micros(1);
+//! while let Some(n) = a.poll_transmit(now, &mut buf) {
+//!     wire.push(buf[..n].to_vec());
+//! }
+//! for d in &wire {
+//!     b.on_packet(d, now);
+//! }
+//! assert_eq!(
+//!     b.poll_event(),
+//!     Some(Event::Message { channel: Channel::Data, data: vec![42u8; 3000] })
+//! );
+//! // b owes a an ACK; it goes out at once after 8 segments, or when the
+//! // delayed-ACK timer (poll_timeout) fires.
+//! let t = b.poll_timeout().unwrap();
+//! b.handle_timeout(t);
+//! let n = b.poll_transmit(t, &mut buf).unwrap();
+//! a.on_packet(&buf[..n], t);
+//! assert_eq!(a.unacked(Channel::Data), 0);
+//! ```
+//!
 //! # Mechanisms (usnic's, and ours)
 //!
 //! Every segment gets a 32-bit sequence number and is checked into the
