@@ -264,7 +264,9 @@ pub enum Event {
         /// Length.
         len: u32,
     },
-    /// Our PUT with this handle was fully acknowledged.
+    /// Our PUT with this handle was fully acknowledged: the peer has every
+    /// byte. (A peer whose region it did not fit acknowledges it too, writes
+    /// nothing, and reports [`Event::PutRejected`] on its side.)
     PutDone {
         /// Handle returned by [`Endpoint::put`].
         handle: u64,
