@@ -711,3 +711,32 @@ mod rx_path {
         }
     }
 }
+
+#[test]
+fn usnic_sends_16_bit_sequence_numbers_across_their_wrap() {
+    let cfg = Config {
+        initial_seq: 0xfff0, // crosses the 16-bit wrap after 16 segments
+        ..Config::usnic()
+    };
+    assert_eq!(cfg.wire_bits(), 16);
+    let mut p = Pair::symmetric(cfg.clone(), LinkConfig::lossy(0.05), 120);
+    let narrow = |b: &[u8]| {
+        let pk = Packet::new_checked(b).unwrap();
+        let data_ok = pk.flags() & wire::flags::DATA == 0 || pk.seq() <= 0xffff;
+        let acks_ok = (0..2)
+            .all(|ch| !pk.has_ack(ch) || (pk.ack_cum(ch) <= 0xffff && pk.sack_count(ch) == 0));
+        assert!(data_ok && acks_ok, "wide sequence number on the wire");
+        true
+    };
+    p.ab.set_filter(Some(Box::new(narrow)));
+    p.ba.set_filter(Some(Box::new(narrow)));
+    queue(&mut p.a, 0, [20, 100]);
+    queue(&mut p.b, 1, [20, 100]);
+    let ok = p.run_until(Instant::from_millis(60_000), |p| {
+        delivered(&p.b_events) == 120 && delivered(&p.a_events) == 120
+    });
+    assert!(ok);
+    check_delivery(&p.b_events, 0, [20, 100], cfg.ordered);
+    check_delivery(&p.a_events, 1, [20, 100], cfg.ordered);
+    assert!(p.ab.stats().lost > 0);
+}

@@ -133,6 +133,10 @@ pub struct Config {
     pub ordered: [bool; 2],
     /// First sequence number and fragment id of every channel.
     pub initial_seq: u32,
+    /// Sequence-number bits on the wire: 32, or 16 (any value below 32) as
+    /// usnic sends, widened against the receive and send windows on arrival;
+    /// the window is then at most 16384. No SACK ranges are sent with 16 bits.
+    pub seq_bits: u32,
     /// Messages queued per channel before [`SendError::QueueFull`].
     pub send_queue_limit: usize,
     /// Timer-wheel granularity.
@@ -167,6 +171,7 @@ impl Default for Config {
             credits: 256,
             ordered: [true, true],
             initial_seq: 0,
+            seq_bits: 32,
             send_queue_limit: 1 << 16,
             hotel_tick: Duration::from_micros(10),
             hotel_slots: 4096,
@@ -179,8 +184,7 @@ impl Config {
     /// timer, cumulative ACKs only, one duplicate ACK triggers a resend, resends
     /// capped at 16 per progress pass, delayed ACK after about 1 ms or 4
     /// segments (usnic counts progress passes), window 4096, no ACK on a gap,
-    /// no retry limit. Sequence numbers stay 32-bit here (usnic's are 16-bit;
-    /// with a 4096 window the difference never shows on the wire).
+    /// no retry limit, 16-bit sequence numbers on the wire.
     pub fn usnic() -> Config {
         Config {
             sack: false,
@@ -193,12 +197,29 @@ impl Config {
             tail_probe: false,
             resend_cap: 16,
             retry_limit: None,
+            seq_bits: 16,
             ..Config::default()
         }
     }
 
     fn window_len(&self) -> u32 {
-        self.window.clamp(64, 1 << 15).next_power_of_two()
+        // Narrow sequence numbers are widened against the window edges, so the
+        // window must stay well inside half their space.
+        let max = if self.wire_bits() < 32 {
+            1 << 14
+        } else {
+            1 << 15
+        };
+        self.window.clamp(64, max).next_power_of_two()
+    }
+
+    /// Sequence bits on the wire: 16 when `seq_bits` is below 32, else 32.
+    pub fn wire_bits(&self) -> u32 {
+        if self.seq_bits < 32 {
+            16
+        } else {
+            32
+        }
     }
 
     fn credits_len(&self) -> u32 {
@@ -853,12 +874,13 @@ impl Endpoint {
             if !rx.ack_pending || space < ACK_BLOCK_LEN {
                 continue;
             }
-            let max_ranges = if self.cfg.sack {
+            let max_ranges = if self.cfg.sack && self.cfg.wire_bits() >= 32 {
                 (space - ACK_BLOCK_LEN) / SACK_RANGE_LEN
             } else {
                 0
             };
-            let a = rx.build_ack(max_ranges);
+            let mut a = rx.build_ack(max_ranges);
+            a.cum = seq::truncate(a.cum, self.cfg.wire_bits());
             space -= a.buffer_len();
             acks[i] = Some(a);
             rx.clear_ack();
@@ -888,7 +910,7 @@ impl Endpoint {
         let repr = Repr {
             channel: ch,
             data: Some(DataRepr {
-                seq: s,
+                seq: seq::truncate(s, self.cfg.wire_bits()),
                 frag_id: frag,
                 frag_len: m.data.len() as u32,
                 offset: off as u32,
@@ -931,12 +953,19 @@ impl Endpoint {
                 return;
             }
         };
+        let bits = self.cfg.wire_bits();
         for ch in Channel::ALL {
-            if let Some(ack) = &repr.acks[ch.index()] {
-                self.on_ack(ch, ack, now);
+            if let Some(mut ack) = repr.acks[ch.index()] {
+                if bits < 32 {
+                    // Narrow sequence numbers: widen cum against what we sent; no ranges.
+                    ack.cum = seq::expand(ack.cum, self.tx[ch.index()].snd_una, bits);
+                    ack.n_ranges = 0;
+                }
+                self.on_ack(ch, &ack, now);
             }
         }
-        if let Some(d) = repr.data {
+        if let Some(mut d) = repr.data {
+            d.seq = seq::expand(d.seq, self.rx[repr.channel.index()].rcv_next, bits);
             self.on_data(repr.channel, d, repr.payload, now);
         }
     }

@@ -25,6 +25,7 @@ pub const KEYS: &[&str] = &[
     "max_message",
     "ordered",
     "initial_seq",
+    "seq_bits",
 ];
 
 /// A bad key or value.

@@ -47,6 +47,39 @@ pub const fn in_window(x: u32, start: u32, len: u32) -> bool {
     x.wrapping_sub(start) < len
 }
 
+/// Widens a sequence number carried in its low `bits` bits to the 32-bit
+/// value closest to `reference` (the way QUIC decodes packet numbers). With
+/// `bits >= 32` it returns `raw` unchanged. Correct while the true value is
+/// within half the `bits`-bit space of `reference`.
+#[inline]
+pub const fn expand(raw: u32, reference: u32, bits: u32) -> u32 {
+    if bits >= 32 {
+        return raw;
+    }
+    let span = 1u32 << bits;
+    let mask = span - 1;
+    let candidate = (reference & !mask) | (raw & mask);
+    let d = diff(candidate, reference);
+    let half = (span / 2) as i32;
+    if d > half {
+        candidate.wrapping_sub(span)
+    } else if d < -half {
+        candidate.wrapping_add(span)
+    } else {
+        candidate
+    }
+}
+
+/// The low `bits` bits of `s` (all of it with `bits >= 32`).
+#[inline]
+pub const fn truncate(s: u32, bits: u32) -> u32 {
+    if bits >= 32 {
+        s
+    } else {
+        s & ((1 << bits) - 1)
+    }
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -88,7 +121,27 @@ mod test {
         assert!(!lt(a, a.wrapping_add(1 << 31)));
     }
 
+    #[test]
+    fn sixteen_bit_expansion_near_the_wrap() {
+        // Reference just below a 16-bit wrap, value just above it.
+        assert_eq!(expand(3, 0x0001_fffe, 16), 0x0002_0003);
+        // Reference just above, value just below.
+        assert_eq!(expand(0xfffe, 0x0002_0003, 16), 0x0001_fffe);
+        // Across the 32-bit wrap too.
+        assert_eq!(expand(2, u32::MAX - 1, 16), 2);
+        assert_eq!(expand(0xffff, 1, 16), u32::MAX);
+        assert_eq!(expand(0xdead_beef, 5, 32), 0xdead_beef);
+        assert_eq!(truncate(0x1234_5678, 16), 0x5678);
+        assert_eq!(truncate(0x1234_5678, 32), 0x1234_5678);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn expand_inverts_truncate(reference: u32, d in -32767i32..32767) {
+            let s = reference.wrapping_add(d as u32);
+            proptest::prop_assert_eq!(expand(truncate(s, 16), reference, 16), s);
+        }
+
         #[test]
         fn order_is_translation_invariant(base: u32, d in 1u32..(1 << 30)) {
             let b = base.wrapping_add(d);
