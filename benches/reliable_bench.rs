@@ -79,6 +79,12 @@ fn main() {
     let mut params = Params::default();
     let mut link = LinkConfig::default();
     let args: Vec<String> = std::env::args().collect();
+    // `cargo bench` passes --bench; under `cargo test --benches` run a quick smoke only.
+    let smoke = !args.iter().any(|a| a == "--bench");
+    if smoke {
+        params.messages = 30;
+        params.seeds = 1;
+    }
     for w in args.windows(2) {
         match w[0].as_str() {
             "--messages" => params.messages = w[1].parse().unwrap_or(params.messages),
@@ -108,6 +114,9 @@ fn main() {
         }
     }
     println!("wall time {:.2} s", wall.elapsed().as_secs_f64());
+    if smoke {
+        return;
+    }
     // Endpoint CPU cost on real time: alternating runs, median.
     let mut ours = Vec::new();
     let mut usnic = Vec::new();
