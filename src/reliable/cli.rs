@@ -4,11 +4,26 @@
 use super::compare::{compare, table, Params};
 use super::sim::LinkConfig;
 use crate::units::{parse_duration, parse_size, Rate};
-use clap::Args;
+use clap::{Args, Subcommand};
+
+/// `linerate reliable ...`.
+#[derive(Debug, Clone, Args)]
+pub struct ReliableArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ReliableCommand,
+}
+
+/// The `reliable` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReliableCommand {
+    /// Our defaults against usnic mode on the same simulated link.
+    Compare(CompareArgs),
+}
 
 /// Arguments of `linerate reliable compare`.
 #[derive(Debug, Clone, Args)]
-pub struct ReliableArgs {
+pub struct CompareArgs {
     /// Random loss rates in percent, comma-separated.
     #[arg(long, default_value = "0,1,5", value_delimiter = ',')]
     pub loss: Vec<f64>,
@@ -35,7 +50,7 @@ pub struct ReliableArgs {
     pub json: Option<std::path::PathBuf>,
 }
 
-fn link_and_params(a: &ReliableArgs) -> Result<(LinkConfig, Params, Vec<f64>), String> {
+fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), String> {
     let latency = parse_duration(&a.latency).map_err(|e| e.to_string())?;
     let bandwidth_bps = match a.bandwidth.parse::<Rate>().map_err(|e| e.to_string())? {
         Rate::L2Bps(b) | Rate::L1Bps(b) if b >= 1e3 => b as u64,
@@ -79,6 +94,12 @@ fn link_and_params(a: &ReliableArgs) -> Result<(LinkConfig, Params, Vec<f64>), S
 
 /// Runs the command; returns the exit status (0 ok, 1 failure, 2 bad arguments).
 pub fn run(args: &ReliableArgs) -> i32 {
+    match &args.command {
+        ReliableCommand::Compare(a) => run_compare(a),
+    }
+}
+
+fn run_compare(args: &CompareArgs) -> i32 {
     let (link, params, losses) = match link_and_params(args) {
         Ok(x) => x,
         Err(e) => {
@@ -115,16 +136,22 @@ mod test {
         a: ReliableArgs,
     }
 
+    fn parse(args: &[&str]) -> T {
+        let mut v = vec!["linerate", "compare"];
+        v.extend_from_slice(args);
+        T::parse_from(v)
+    }
+
     #[test]
     fn bad_arguments_exit_2() {
         for bad in [
-            vec!["t", "--loss", "120"],
-            vec!["t", "--bandwidth", "5 Mpps"],
-            vec!["t", "--latency", "fast"],
-            vec!["t", "--size", "4"],
-            vec!["t", "--messages", "0"],
+            vec!["--loss", "120"],
+            vec!["--bandwidth", "5 Mpps"],
+            vec!["--latency", "fast"],
+            vec!["--size", "4"],
+            vec!["--messages", "0"],
         ] {
-            let t = T::parse_from(bad.clone());
+            let t = parse(&bad);
             assert_eq!(run(&t.a), 2, "{bad:?}");
         }
     }
@@ -133,8 +160,7 @@ mod test {
     fn small_run_writes_json() {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("r.json");
-        let t = T::parse_from([
-            "t",
+        let t = parse(&[
             "--loss",
             "0,5",
             "--messages",
