@@ -52,7 +52,8 @@
 //!
 //! # Mechanisms (usnic's, and ours)
 //!
-//! Every segment gets a 32-bit sequence number and is checked into the
+//! Every segment gets a 32-bit sequence number (16 bits on the wire with
+//! `seq_bits = 16`, as in usnic mode) and is checked into the
 //! retransmit [`Hotel`] until it is acknowledged. ACKs are piggy-backed on data
 //! when one is pending and sent standalone when the delayed-ACK timer fires,
 //! after `ack_every` segments, at once on a duplicate (the sign of a lost ACK),
