@@ -12,6 +12,7 @@ pub mod cli;
 pub mod latency;
 pub mod pipeline;
 pub mod port;
+pub mod reliable;
 pub mod rng;
 pub mod runtime;
 pub mod time;

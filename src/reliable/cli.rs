@@ -1,0 +1,181 @@
+//! `linerate reliable compare`: our defaults against usnic mode over the
+//! simulated link, printed as a table (and optionally written as JSON).
+
+use super::compare::{compare, table, Params};
+use super::sim::LinkConfig;
+use crate::units::{parse_duration, parse_size, Rate};
+use clap::{Args, Subcommand};
+
+/// `linerate reliable ...`.
+#[derive(Debug, Clone, Args)]
+pub struct ReliableArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ReliableCommand,
+}
+
+/// The `reliable` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReliableCommand {
+    /// Our defaults against usnic mode on the same simulated link.
+    Compare(CompareArgs),
+}
+
+/// Arguments of `linerate reliable compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Random loss rates in percent, comma-separated.
+    #[arg(long, default_value = "0,1,5", value_delimiter = ',')]
+    pub loss: Vec<f64>,
+    /// Messages per run.
+    #[arg(long, default_value_t = 4000)]
+    pub messages: u64,
+    /// Message size (e.g. "8 KiB").
+    #[arg(long, default_value = "8 KiB")]
+    pub size: String,
+    /// Runs (seeds) per cell; medians are reported.
+    #[arg(long, default_value_t = 5)]
+    pub seeds: u64,
+    /// One-way link latency (e.g. "10us").
+    #[arg(long, default_value = "10us")]
+    pub latency: String,
+    /// Link rate in bits per second (e.g. "10 Gbps").
+    #[arg(long, default_value = "10 Gbps")]
+    pub bandwidth: String,
+    /// Offered load of the latency run, percent of the link rate.
+    #[arg(long, default_value_t = 50.0)]
+    pub load: f64,
+    /// Also write the rows as JSON to this path.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), String> {
+    let latency = parse_duration(&a.latency).map_err(|e| e.to_string())?;
+    let bandwidth_bps = match a.bandwidth.parse::<Rate>().map_err(|e| e.to_string())? {
+        Rate::L2Bps(b) | Rate::L1Bps(b) if b >= 1e3 => b as u64,
+        _ => {
+            return Err(format!(
+                "--bandwidth {:?}: give bits per second, like \"10 Gbps\"",
+                a.bandwidth
+            ))
+        }
+    };
+    let size = parse_size(&a.size).map_err(|e| e.to_string())?;
+    if !(8..=1 << 20).contains(&size) {
+        return Err(format!("--size {}: must be 8 B .. 1 MiB", a.size));
+    }
+    let mut losses = Vec::new();
+    for &l in &a.loss {
+        if !(0.0..100.0).contains(&l) {
+            return Err(format!("--loss {l}: must be a percentage in [0, 100)"));
+        }
+        losses.push(l / 100.0);
+    }
+    if a.messages == 0 || a.seeds == 0 {
+        return Err("--messages and --seeds must be at least 1".into());
+    }
+    if !(a.load > 0.0 && a.load <= 100.0) {
+        return Err(format!("--load {}: must be in (0, 100]", a.load));
+    }
+    let link = LinkConfig {
+        latency,
+        bandwidth_bps,
+        ..LinkConfig::default()
+    };
+    let params = Params {
+        messages: a.messages,
+        message_size: size as usize,
+        seeds: a.seeds,
+        load: a.load / 100.0,
+    };
+    Ok((link, params, losses))
+}
+
+/// Runs the command; returns the exit status (0 ok, 1 failure, 2 bad arguments).
+pub fn run(args: &ReliableArgs) -> i32 {
+    match &args.command {
+        ReliableCommand::Compare(a) => run_compare(a),
+    }
+}
+
+fn run_compare(args: &CompareArgs) -> i32 {
+    let (link, params, losses) = match link_and_params(args) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("linerate reliable compare: {e}");
+            return 2;
+        }
+    };
+    let rows = match compare(&link, &losses, &params) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("linerate reliable compare: {e}");
+            return 1;
+        }
+    };
+    print!("{}", table(&rows));
+    if let Some(path) = &args.json {
+        let out = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string());
+        if let Err(e) = out.and_then(|s| std::fs::write(path, s).map_err(|e| e.to_string())) {
+            eprintln!("linerate reliable compare: writing {}: {e}", path.display());
+            return 1;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ReliableArgs,
+    }
+
+    fn parse(args: &[&str]) -> T {
+        let mut v = vec!["linerate", "compare"];
+        v.extend_from_slice(args);
+        T::parse_from(v)
+    }
+
+    #[test]
+    fn bad_arguments_exit_2() {
+        for bad in [
+            vec!["--loss", "120"],
+            vec!["--bandwidth", "5 Mpps"],
+            vec!["--latency", "fast"],
+            vec!["--size", "4"],
+            vec!["--messages", "0"],
+        ] {
+            let t = parse(&bad);
+            assert_eq!(run(&t.a), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn small_run_writes_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let t = parse(&[
+            "--loss",
+            "0,5",
+            "--messages",
+            "20",
+            "--seeds",
+            "1",
+            "--size",
+            "2000",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(run(&t.a), 0);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 4);
+        assert_eq!(v[0]["mode"], "ours");
+    }
+}

@@ -1,0 +1,166 @@
+//! RFC 6298 round-trip estimation and retransmit timeout, clamped, with backoff.
+
+use core::time::Duration;
+
+/// Smoothed RTT, its variation and the resulting retransmit timeout.
+///
+/// `adaptive = false` turns it into usnic's fixed timer: the RTO stays at
+/// `initial` whatever the samples say, and backoff does nothing.
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    rto: Duration,
+    min: Duration,
+    max: Duration,
+    granularity: Duration,
+    adaptive: bool,
+    backoff_shift: u32,
+    max_ack_delay: Duration,
+}
+
+impl RttEstimator {
+    /// A new estimator. `initial` is used until the first sample; every RTO is
+    /// clamped to `[min, max]`.
+    pub fn new(initial: Duration, min: Duration, max: Duration, adaptive: bool) -> Self {
+        let max = max.max(min);
+        RttEstimator {
+            srtt: None,
+            rttvar: Duration::ZERO,
+            rto: initial.clamp(min, max),
+            min,
+            max,
+            granularity: Duration::from_micros(1),
+            adaptive,
+            backoff_shift: 0,
+            max_ack_delay: Duration::ZERO,
+        }
+    }
+
+    /// Adds the peer's delayed-ACK time to every RTO and sets the clock
+    /// granularity (QUIC's PTO does the same: a segment that waits for a
+    /// delayed ACK must not look lost), replacing RFC 6298's 1 us default.
+    pub fn with_slack(mut self, max_ack_delay: Duration, granularity: Duration) -> Self {
+        self.max_ack_delay = max_ack_delay;
+        self.granularity = granularity.max(Duration::from_nanos(1));
+        self
+    }
+
+    /// Feeds one RTT sample (only from segments transmitted once, per Karn).
+    /// Resets the backoff.
+    pub fn sample(&mut self, rtt: Duration) {
+        if !self.adaptive {
+            return;
+        }
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                let err = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                // rttvar = 3/4 rttvar + 1/4 |srtt - r|; srtt = 7/8 srtt + 1/8 r
+                self.rttvar = (self.rttvar * 3 + err) / 4;
+                self.srtt = Some((srtt * 7 + rtt) / 8);
+            }
+        }
+        self.backoff_shift = 0;
+        self.rto = self.base_rto();
+    }
+
+    fn base_rto(&self) -> Duration {
+        let srtt = self.srtt.unwrap_or(self.rto);
+        let k = (self.rttvar * 4).max(self.granularity);
+        (srtt + k + self.max_ack_delay).clamp(self.min, self.max)
+    }
+
+    /// Doubles the RTO after a timeout (up to the maximum), RFC 6298 5.5.
+    pub fn backoff(&mut self) {
+        if !self.adaptive {
+            return;
+        }
+        self.backoff_shift = (self.backoff_shift + 1).min(16);
+        self.rto = (self.rto * 2).min(self.max);
+    }
+
+    /// The current retransmit timeout.
+    pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    /// The smoothed RTT, once sampled.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// Timeouts since the last sample.
+    pub fn backoffs(&self) -> u32 {
+        self.backoff_shift
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    #[test]
+    fn first_sample_and_smoothing() {
+        let mut r = RttEstimator::new(us(5000), us(100), us(100_000), true);
+        assert_eq!(r.rto(), us(5000));
+        r.sample(us(400));
+        // srtt 400, rttvar 200, rto = 400 + 800
+        assert_eq!(r.srtt(), Some(us(400)));
+        assert_eq!(r.rto(), us(1200));
+        r.sample(us(400));
+        // rttvar = (600 + 0)/4 = 150, srtt 400 -> 1000
+        assert_eq!(r.rto(), us(1000));
+        for _ in 0..100 {
+            r.sample(us(400));
+        }
+        // rttvar decays to zero; clamped at min granularity
+        assert!(r.rto() >= us(400) && r.rto() < us(420), "{:?}", r.rto());
+    }
+
+    #[test]
+    fn clamped_and_backoff() {
+        let mut r = RttEstimator::new(us(5000), us(200), us(10_000), true);
+        r.sample(us(10));
+        assert_eq!(r.rto(), us(200));
+        r.backoff();
+        assert_eq!(r.rto(), us(400));
+        for _ in 0..10 {
+            r.backoff();
+        }
+        assert_eq!(r.rto(), us(10_000));
+        assert_eq!(r.backoffs(), 11);
+        r.sample(us(10));
+        assert_eq!(r.rto(), us(200));
+        assert_eq!(r.backoffs(), 0);
+        r.sample(Duration::from_secs(5));
+        assert_eq!(r.rto(), us(10_000));
+    }
+
+    #[test]
+    fn slack_for_delayed_acks() {
+        let mut r =
+            RttEstimator::new(us(5000), us(10), us(100_000), true).with_slack(us(50), us(10));
+        for _ in 0..100 {
+            r.sample(us(400));
+        }
+        // srtt 400 + max(4 * ~0, 10) + 50
+        assert_eq!(r.rto(), us(460));
+    }
+
+    #[test]
+    fn fixed_timer_ignores_everything() {
+        let mut r = RttEstimator::new(us(5000), us(1), Duration::from_secs(1), false);
+        r.sample(us(10));
+        r.backoff();
+        assert_eq!(r.rto(), us(5000));
+        assert_eq!(r.srtt(), None);
+    }
+}
