@@ -29,6 +29,8 @@ enum Command {
     Trial(trial::TrialArgs),
     /// Latency stats files: merge them exactly.
     Latency(latency::LatencyArgs),
+    /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
+    Reliable(crate::reliable::cli::ReliableArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -38,6 +40,8 @@ pub enum Failure {
     Input(String),
     /// Something failed at run time (exit 1).
     Runtime(String),
+    /// Already reported; exit with this status.
+    Silent(u8),
 }
 
 impl Failure {
@@ -45,6 +49,7 @@ impl Failure {
         match self {
             Failure::Input(_) => 2,
             Failure::Runtime(_) => 1,
+            Failure::Silent(c) => *c,
         }
     }
 }
@@ -52,6 +57,16 @@ impl Failure {
 impl From<crate::pipeline::LoadError> for Failure {
     fn from(e: crate::pipeline::LoadError) -> Self {
         Failure::Input(e.to_string())
+    }
+}
+
+/// Maps an area's own exit status (0, 1, 2) to a result; the area has
+/// already printed its message.
+fn exit_code(code: i32) -> Result<(), Failure> {
+    match code {
+        0 => Ok(()),
+        2 => Err(Failure::Silent(2)),
+        _ => Err(Failure::Silent(1)),
     }
 }
 
@@ -70,12 +85,14 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
+        Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            let (Failure::Input(m) | Failure::Runtime(m)) = &f;
-            eprintln!("error: {m}");
+            if let Failure::Input(m) | Failure::Runtime(m) = &f {
+                eprintln!("error: {m}");
+            }
             ExitCode::from(f.exit())
         }
     }

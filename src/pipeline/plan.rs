@@ -327,7 +327,21 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
             }
         }
     }
-    // Cycles: stage -> stage through a ring or through a mem wire.
+    for s in &p.stages {
+        if let StageKind::Reliable(r) = &s.kind {
+            let mtu = r.config.data_mtu.max(r.config.priority_mtu);
+            if mtu > room {
+                sink.error(s.span.clone(), &format!("stage.{}", s.name), Some("data_mtu"), format!("{mtu}-byte datagrams do not fit a pool buffer ({room} bytes after headroom)"), Some("a larger `size` in [pool] or a smaller `data_mtu`".into()));
+            }
+        }
+    }
+    // Cycles: stage -> stage through a ring or through a mem wire. Reliable
+    // stages talk both ways on purpose: their links are exempt.
+    let reliable: Vec<bool> = p
+        .stages
+        .iter()
+        .map(|s| matches!(s.kind, StageKind::Reliable(_)))
+        .collect();
     let stage_idx: BTreeMap<&str, usize> = p
         .stages
         .iter()
@@ -336,11 +350,20 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         .collect();
     let mut next: Vec<Vec<usize>> = vec![Vec::new(); p.stages.len()];
     for r in &rings {
-        next[stage_idx[r.producer.as_str()]].push(stage_idx[r.consumer.as_str()]);
+        let (a, b) = (
+            stage_idx[r.producer.as_str()],
+            stage_idx[r.consumer.as_str()],
+        );
+        if !(reliable[a] && reliable[b]) {
+            next[a].push(b);
+        }
     }
     for (i, u) in ports.iter().enumerate() {
         if let (PortKind::Mem(_), Some(tx), Some(rx)) = (&p.ports[i].kind, &u.tx_by, &u.rx_by) {
-            next[stage_idx[tx.as_str()]].push(stage_idx[rx.as_str()]);
+            let (a, b) = (stage_idx[tx.as_str()], stage_idx[rx.as_str()]);
+            if !(reliable[a] && reliable[b]) {
+                next[a].push(b);
+            }
         }
     }
     if let Some(cycle) = find_cycle(&next) {
@@ -516,6 +539,20 @@ fn describe_stage(kind: &StageKind) -> String {
                 g.burst
             )
         }
+        StageKind::Reliable(r) => format!(
+            "{}, {} messages of {} bytes, window {}, credits {}, burst {}",
+            if r.role == crate::reliable::stage::Role::Tx {
+                "reliable sender"
+            } else {
+                "reliable receiver"
+            },
+            r.messages
+                .map_or("open-ended".to_string(), |m| m.to_string()),
+            r.size,
+            r.config.window,
+            r.config.credits,
+            r.burst
+        ),
         StageKind::Analyzer(a) => format!(
             "analyzer, latency per {:?}, streams 0..{}, burst {}",
             a.latency, a.streams, a.burst

@@ -13,6 +13,7 @@ use crate::buf::{HugepageMode, PoolConfig, BURST_MAX};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::udp::UdpConfig;
+use crate::reliable::stage::{ReliableSpec, Role};
 use crate::traffic::analyzer::LatencyMode;
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, MAX_FRAME, MIN_FRAME,
@@ -121,6 +122,8 @@ pub enum StageKind {
     Generator(GeneratorSpec),
     /// Per-stream counts and latency of stamped traffic.
     Analyzer(AnalyzerSpec),
+    /// One side of a reliable channel (`reliable_tx` or `reliable_rx`).
+    Reliable(ReliableSpec),
     /// Moves packets from rx to tx.
     Forward(SinkConfig),
     /// Counts and frees packets.
@@ -134,6 +137,8 @@ impl StageKind {
             StageKind::Source(_) => "source",
             StageKind::Generator(_) => "generator",
             StageKind::Analyzer(_) => "analyzer",
+            StageKind::Reliable(r) if r.role == Role::Tx => "reliable_tx",
+            StageKind::Reliable(_) => "reliable_rx",
             StageKind::Forward(_) => "forward",
             StageKind::Sink(_) => "sink",
         }
@@ -195,7 +200,15 @@ pub struct SinkConfig {
 
 const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage"];
 const PORT_KINDS: &[&str] = &["mem", "udp", "pcap", "dpdk", "ibverbs"];
-const STAGE_KINDS: &[&str] = &["source", "forward", "sink", "generator", "analyzer"];
+const STAGE_KINDS: &[&str] = &[
+    "source",
+    "forward",
+    "sink",
+    "generator",
+    "analyzer",
+    "reliable_tx",
+    "reliable_rx",
+];
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
     "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share",
@@ -587,6 +600,62 @@ fn parse_stage(
             );
             (StageKind::Analyzer(c), rx, None)
         }
+        "reliable_tx" | "reliable_rx" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let role = if kind == "reliable_tx" {
+                Role::Tx
+            } else {
+                Role::Rx
+            };
+            let messages = t.int(sink, "messages", 1..i64::MAX).map(|(m, _)| m as u64);
+            let size = t.size(sink, "size").map_or(8192, |(s, _)| s as usize);
+            let burst = burst(&mut t, sink);
+            const OWN: &[&str] = &["kind", "lcore", "rx", "tx", "messages", "size", "burst"];
+            let mut endpoint_keys = toml::Table::new();
+            for (k, v) in map.iter() {
+                if !OWN.contains(&k.get_ref().as_ref()) {
+                    t.mark_used(k.get_ref());
+                    endpoint_keys.insert(k.get_ref().to_string(), to_value(v.get_ref()));
+                }
+            }
+            let config = match crate::reliable::keys::config_from_table(&endpoint_keys, &[]) {
+                Ok(c) => c,
+                Err(e) => {
+                    let key = match &e {
+                        crate::reliable::keys::KeyError::Unknown { key }
+                        | crate::reliable::keys::KeyError::Value { key, .. } => key.clone(),
+                    };
+                    let span = map.get(key.as_str()).map_or(span.clone(), |v| v.span());
+                    sink.error(span, &t.path, Some(&key), e.to_string(), None);
+                    crate::reliable::endpoint::Config::default()
+                }
+            };
+            if size < 8 || size > config.max_message as usize {
+                sink.error(
+                    t.span_of("size"),
+                    &t.path,
+                    Some("size"),
+                    format!(
+                        "a message of {size} bytes is outside 8..={}",
+                        config.max_message
+                    ),
+                    Some("message sizes from 8 bytes to `max_message`".into()),
+                );
+            }
+            t.finish(sink, "a reliable stage", OWN);
+            (
+                StageKind::Reliable(ReliableSpec {
+                    role,
+                    messages,
+                    size,
+                    config,
+                    burst,
+                }),
+                rx,
+                tx,
+            )
+        }
         "sink" => {
             let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
             let c = SinkConfig {
@@ -619,6 +688,28 @@ fn parse_stage(
         rx_span,
         tx_span,
     })
+}
+
+/// A spanned TOML value as a plain one (for readers written against `toml::Value`).
+fn to_value(v: &DeValue<'_>) -> toml::Value {
+    match v {
+        DeValue::String(s) => toml::Value::String(s.to_string()),
+        DeValue::Integer(_) => {
+            as_int(v).map_or(toml::Value::String(String::new()), toml::Value::Integer)
+        }
+        DeValue::Float(f) => f.as_str().replace('_', "").parse().map_or(
+            toml::Value::String(f.as_str().to_string()),
+            toml::Value::Float,
+        ),
+        DeValue::Boolean(b) => toml::Value::Boolean(*b),
+        DeValue::Datetime(d) => toml::Value::String(d.to_string()),
+        DeValue::Array(a) => toml::Value::Array(a.iter().map(|x| to_value(x.get_ref())).collect()),
+        DeValue::Table(t) => toml::Value::Table(
+            t.iter()
+                .map(|(k, x)| (k.get_ref().to_string(), to_value(x.get_ref())))
+                .collect(),
+        ),
+    }
 }
 
 fn mac(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str, default: [u8; 6]) -> [u8; 6] {

@@ -298,7 +298,7 @@ pub enum Event {
 }
 
 /// Counters; every dropped input lands in one of them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
     /// Datagrams produced by `poll_transmit`.
     pub tx_packets: u64,
@@ -507,7 +507,7 @@ trait SeqOpt {
 
 impl SeqOpt for Option<u32> {
     fn is_none_or_before(&self, s: u32) -> bool {
-        self.map_or(true, |p| seq::lt(p, s))
+        self.is_none_or(|p| seq::lt(p, s))
     }
 }
 

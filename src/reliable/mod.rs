@@ -18,6 +18,7 @@ pub mod reassembly;
 pub mod rtt;
 pub mod seq;
 pub mod sim;
+pub mod stage;
 pub mod wire;
 
 pub use endpoint::{Config, Endpoint, Event, SendError, Stats};

@@ -17,7 +17,7 @@ pub fn fill(i: u64, len: usize, out: &mut Vec<u8>) {
 }
 
 /// What a [`Sink`] saw.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SinkStats {
     /// Messages in the expected order with the expected bytes.
     pub ok: u64,

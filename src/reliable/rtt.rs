@@ -58,7 +58,7 @@ impl RttEstimator {
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
-                let err = if srtt > rtt { srtt - rtt } else { rtt - srtt };
+                let err = srtt.abs_diff(rtt);
                 // rttvar = 3/4 rttvar + 1/4 |srtt - r|; srtt = 7/8 srtt + 1/8 r
                 self.rttvar = (self.rttvar * 3 + err) / 4;
                 self.srtt = Some((srtt * 7 + rtt) / 8);

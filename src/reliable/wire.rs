@@ -469,7 +469,7 @@ impl<'a> Repr<'a> {
                 // Non-empty, strictly above cum (a gap below), and below the previous range with a gap.
                 let ok = seq::lt(start, end)
                     && seq::gt(start, ack.cum)
-                    && floor_above.map_or(true, |f| seq::lt(end, f))
+                    && floor_above.is_none_or(|f| seq::lt(end, f))
                     && seq::diff(end, ack.cum) > 0
                     && seq::diff(end, ack.cum) < (1 << 30);
                 if !ok {

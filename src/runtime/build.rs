@@ -170,6 +170,16 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             (StageKind::Forward(c), Some(i), Some(out)) => {
                 Box::new(Forward::new(i, out, c.burst, counters.clone()))
             }
+            (StageKind::Reliable(r), Some(i), Some(out)) => {
+                Box::new(crate::reliable::stage::ReliableStage::new(
+                    r.clone(),
+                    i,
+                    out,
+                    pool.cache(),
+                    pool.cache(),
+                    counters.clone(),
+                ))
+            }
             (StageKind::Sink(c), Some(i), None) => {
                 Box::new(Sink::new(i, pool.cache(), c.burst, counters.clone()))
             }

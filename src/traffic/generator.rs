@@ -21,9 +21,9 @@ use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
 use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
-use crate::latency::new_histogram;
 use super::template::{FrameBuilder, FrameSpec};
 use crate::buf::{Burst, PoolCache};
+use crate::latency::new_histogram;
 use crate::runtime::basic::Output;
 use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
@@ -221,7 +221,10 @@ impl Generator {
             first: None,
             last_call: false,
             last_burst: None,
-            gaps: std::mem::replace(&mut self.spare_gaps, Histogram::new(1).unwrap_or_else(|_| new_histogram())),
+            gaps: std::mem::replace(
+                &mut self.spare_gaps,
+                Histogram::new(1).unwrap_or_else(|_| new_histogram()),
+            ),
         });
     }
 
@@ -305,7 +308,8 @@ impl Stage for Generator {
         // Refused packets were the tail of the burst: reuse their sequence numbers.
         self.seq += sent as u64;
         if let Some(prev) = t.last_burst.replace(cx.now) {
-            t.gaps.saturating_record(cx.now.as_nanos().saturating_sub(prev.as_nanos()).max(1));
+            t.gaps
+                .saturating_record(cx.now.as_nanos().saturating_sub(prev.as_nanos()).max(1));
         }
         t.first.get_or_insert(cx.now);
         t.attempted += n as u64;

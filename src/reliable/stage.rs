@@ -1,0 +1,254 @@
+//! The `reliable_tx` and `reliable_rx` stages: one endpoint per side, bound to
+//! a port (or ring) pair by [`driver::pump`]. The sender offers `messages`
+//! messages of `size` bytes made by [`pattern::fill`], keeping the send
+//! credits full; the receiver checks every byte with a [`pattern::Sink`].
+//! Both keep polling after they finish, so late ACKs and resends still flow
+//! until the pipeline stops.
+
+use std::sync::Arc;
+
+use super::driver::{self, DatagramTx};
+use super::endpoint::{Config, Endpoint, Event, SendError};
+use super::pattern::{fill, Sink};
+use super::wire::Channel;
+use crate::buf::{Burst, Packet, PoolCache};
+use crate::runtime::basic::{Input, Output};
+use crate::runtime::counter::CacheAligned;
+use crate::runtime::{Context, Poll, Stage, StageCounters};
+use crate::time::Instant;
+
+/// Which side a stage is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sends `messages` messages of `size` bytes.
+    Tx,
+    /// Receives and checks them.
+    Rx,
+}
+
+/// A reliable stage's settings.
+#[derive(Debug, Clone)]
+pub struct ReliableSpec {
+    /// The side.
+    pub role: Role,
+    /// Messages to send (tx) or expect (rx; `None` is open-ended).
+    pub messages: Option<u64>,
+    /// Bytes per message (at least 8: the index).
+    pub size: usize,
+    /// The endpoint's configuration.
+    pub config: Config,
+    /// Datagrams per burst.
+    pub burst: usize,
+}
+
+/// Datagrams out: packets from the stage's pool cache, sent a burst at a time.
+struct TxBurst {
+    burst: Burst,
+    cache: PoolCache,
+    spare: Option<Packet>,
+}
+
+impl DatagramTx for TxBurst {
+    fn has_room(&mut self) -> bool {
+        if self.burst.room() == 0 {
+            return false;
+        }
+        if self.spare.is_none() {
+            self.spare = self.cache.alloc();
+        }
+        self.spare.is_some()
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        if let Some(mut p) = self.spare.take() {
+            // The MTU fits a buffer (checked when the stage was planned).
+            if p.set_data(bytes).is_ok() {
+                let _ = self.burst.push(p);
+            }
+        }
+    }
+}
+
+/// The stage.
+pub struct ReliableStage {
+    spec: ReliableSpec,
+    ep: Endpoint,
+    input: Input,
+    out: Output,
+    rx: Burst,
+    rx_cache: PoolCache,
+    tx: TxBurst,
+    scratch: Vec<u8>,
+    msg: Vec<u8>,
+    next: u64,
+    sink: Sink,
+    started: Option<Instant>,
+    finished: Option<Instant>,
+    failure: Option<String>,
+    counters: Arc<CacheAligned<StageCounters>>,
+}
+
+impl ReliableStage {
+    /// A stage receiving datagrams from `input` and sending to `out`.
+    pub fn new(
+        spec: ReliableSpec,
+        input: Input,
+        out: Output,
+        rx_cache: PoolCache,
+        tx_cache: PoolCache,
+        counters: Arc<CacheAligned<StageCounters>>,
+    ) -> Self {
+        let mtu = spec.config.data_mtu.max(spec.config.priority_mtu);
+        ReliableStage {
+            ep: Endpoint::new(spec.config.clone()),
+            sink: Sink::new(spec.size),
+            input,
+            out,
+            rx: Burst::new(),
+            rx_cache,
+            tx: TxBurst {
+                burst: Burst::new(),
+                cache: tx_cache,
+                spare: None,
+            },
+            scratch: vec![0; mtu],
+            msg: Vec::with_capacity(spec.size),
+            next: 0,
+            started: None,
+            finished: None,
+            failure: None,
+            counters,
+            spec,
+        }
+    }
+
+    fn done(&self) -> bool {
+        match self.spec.role {
+            Role::Tx => self
+                .spec
+                .messages
+                .is_some_and(|m| self.next >= m && self.ep.unacked(Channel::Data) == 0),
+            Role::Rx => self
+                .spec
+                .messages
+                .is_some_and(|m| self.sink.stats().ok >= m),
+        }
+    }
+}
+
+impl Stage for ReliableStage {
+    fn poll(&mut self, cx: &Context) -> Poll {
+        let now = cx.now;
+        let n = self.input.recv(now, &mut self.rx, self.spec.burst);
+        if self.spec.role == Role::Tx && !cx.draining && self.failure.is_none() {
+            let credits = self.spec.config.credits as usize;
+            while self.spec.messages.is_none_or(|m| self.next < m)
+                && self.ep.unacked(Channel::Data) < credits
+            {
+                fill(self.next, self.spec.size, &mut self.msg);
+                match self.ep.send(Channel::Data, &self.msg) {
+                    Ok(_) => {
+                        self.started.get_or_insert(now);
+                        self.next += 1;
+                    }
+                    Err(SendError::PeerDead) => {
+                        self.failure =
+                            Some("the peer was declared dead (retry limit reached)".into());
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let rx_bytes = self.rx.bytes();
+        let (sink, ep) = (&mut self.sink, &mut self.ep);
+        let mut failure = None;
+        let mut delivered = Vec::new();
+        let pass = driver::pump(
+            ep,
+            now,
+            self.rx.iter().map(|p| p.data()),
+            &mut self.scratch,
+            &mut self.tx,
+            |e| match e {
+                Event::Message { data, .. } => delivered.push(data),
+                Event::PeerDead => {
+                    failure = Some("the peer was declared dead (retry limit reached)".to_string())
+                }
+                _ => {}
+            },
+        );
+        for data in delivered.drain(..) {
+            self.started.get_or_insert(now);
+            sink.check(&data);
+            ep.recycle(data);
+        }
+        if failure.is_some() {
+            self.failure = failure;
+        }
+        self.rx_cache.free_bulk(&mut self.rx);
+        let tx_bytes = self.tx.burst.bytes();
+        let (sent, dropped) = self.out.send_or_drop(now, &mut self.tx.burst);
+        if sent == 0 {
+            self.out.flush(now);
+        }
+        let c = &self.counters;
+        c.packets_in.add(n as u64);
+        c.bytes_in.add(rx_bytes);
+        c.packets_out.add(sent as u64);
+        c.bytes_out.add(if dropped == 0 { tx_bytes } else { 0 });
+        c.dropped.add(dropped as u64);
+        if self.finished.is_none() && self.done() {
+            self.finished = Some(now);
+        }
+        if self.finished.is_some() || self.failure.is_some() {
+            return Poll::Finished;
+        }
+        if pass.received + pass.sent > 0 {
+            Poll::Busy
+        } else {
+            Poll::Idle
+        }
+    }
+
+    fn is_finite(&self) -> bool {
+        self.spec.messages.is_some()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        let s = self.sink.stats();
+        if let Some(f) = &self.failure {
+            return Err(f.clone());
+        }
+        if s.corrupt > 0 || s.duplicate > 0 || s.out_of_order > 0 {
+            return Err(format!(
+                "delivery check failed: {} corrupt, {} duplicate, {} out of order",
+                s.corrupt, s.duplicate, s.out_of_order
+            ));
+        }
+        self.out.finish()
+    }
+
+    fn detail(&self) -> Option<serde_json::Value> {
+        let secs = match (self.started, self.finished) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        };
+        let bytes = match self.spec.role {
+            Role::Tx => {
+                self.next.min(self.spec.messages.unwrap_or(u64::MAX)) * self.spec.size as u64
+            }
+            Role::Rx => self.sink.stats().bytes,
+        };
+        Some(serde_json::json!({
+            "role": if self.spec.role == Role::Tx { "tx" } else { "rx" },
+            "messages": if self.spec.role == Role::Tx { self.next } else { self.sink.stats().ok },
+            "message_bytes": self.spec.size,
+            "seconds_to_complete": secs,
+            "goodput_bps": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 },
+            "endpoint": self.ep.stats(),
+            "check": self.sink.stats(),
+            "failure": self.failure,
+        }))
+    }
+}
