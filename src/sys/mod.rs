@@ -7,3 +7,6 @@ pub mod ffi;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+
+#[cfg(feature = "ibverbs")]
+pub mod ibverbs;
