@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
+pub mod doctor;
 #[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 pub mod sys;
 pub mod time;
