@@ -86,6 +86,8 @@ pub fn mbuf_ring(
         what: "ring name",
         value: name.into(),
     })?;
+    // The enumerators' Rust type is whatever bindgen picks for the C enum.
+    #[allow(clippy::unnecessary_cast)]
     let flags = ffi::LR_RING_F_SP_ENQ as u32 | ffi::LR_RING_F_SC_DEQ as u32;
     // SAFETY: the EAL is initialised; c is a valid C string DPDK copies.
     let r = unsafe { ffi::rte_ring_create(c.as_ptr(), size, socket, flags) };
