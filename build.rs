@@ -44,6 +44,32 @@ fn full_cflags(pkg: &str) -> Vec<String> {
     }
 }
 
+/// Runs bindgen, turning its panic when libclang cannot be loaded into the
+/// one clear error of [`fail`].
+#[cfg(any(feature = "dpdk", feature = "ibverbs"))]
+fn generate(feature: &str, packages: &str, b: bindgen::Builder) -> bindgen::Bindings {
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.generate()));
+    let _ = std::panic::take_hook();
+    match r {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => fail(
+            feature,
+            "the system headers",
+            &format!("bindgen failed: {e}"),
+            packages,
+        ),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            fail(feature, "libclang (for bindgen)", &msg, packages)
+        }
+    }
+}
+
 /// Prints one clear error and stops the build.
 #[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 fn fail(feature: &str, what: &str, detail: &str, packages: &str) -> ! {
@@ -67,6 +93,7 @@ mod dpdk {
         println!("cargo:rerun-if-changed=src/sys/dpdk_shim.c");
         println!("cargo:rerun-if-changed=src/sys/dpdk_shim.h");
         println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+        println!("cargo:rerun-if-env-changed=PKG_CONFIG");
         // Probe without emitting link lines yet: the static shim must come
         // first on the link line, before the DPDK shared libraries it uses,
         // or `--as-needed` drops them.
@@ -138,19 +165,10 @@ mod dpdk {
             .derive_debug(false)
             .layout_tests(false)
             .generate_comments(false)
-            .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
-            .generate();
-        match bindings {
-            Ok(b) => b
-                .write_to_file(out.join("dpdk_bindings.rs"))
-                .expect("write dpdk_bindings.rs to OUT_DIR"),
-            Err(e) => super::fail(
-                "dpdk",
-                "libclang and the DPDK headers",
-                &format!("bindgen failed: {e}"),
-                PACKAGES,
-            ),
-        }
+            .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        super::generate("dpdk", PACKAGES, bindings)
+            .write_to_file(out.join("dpdk_bindings.rs"))
+            .expect("write dpdk_bindings.rs to OUT_DIR");
     }
 }
 
@@ -208,18 +226,9 @@ mod ibverbs {
             .derive_debug(false)
             .layout_tests(false)
             .generate_comments(false)
-            .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
-            .generate();
-        match bindings {
-            Ok(b) => b
-                .write_to_file(out.join("ibverbs_bindings.rs"))
-                .expect("write ibverbs_bindings.rs to OUT_DIR"),
-            Err(e) => super::fail(
-                "ibverbs",
-                "libclang and <infiniband/verbs.h>",
-                &format!("bindgen failed: {e}"),
-                PACKAGES,
-            ),
-        }
+            .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()));
+        super::generate("ibverbs", PACKAGES, bindings)
+            .write_to_file(out.join("ibverbs_bindings.rs"))
+            .expect("write ibverbs_bindings.rs to OUT_DIR");
     }
 }
