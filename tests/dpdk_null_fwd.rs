@@ -54,12 +54,26 @@ fn null_pair_forwarding_counts_reconcile() {
         tx_desc: 256,
         ..PortConfig::default()
     };
-    p0.configure(&cfg, &pool).expect("configure net_null0");
+    // Two rx queues on net_null0: RSS configuration (net_null accepts it).
+    let cfg0 = PortConfig {
+        rx_queues: 2,
+        ..cfg.clone()
+    };
+    p0.configure(&cfg0, &pool)
+        .expect("configure net_null0 with 2 rx queues");
+    let too_many = PortConfig {
+        rx_queues: u16::MAX,
+        ..cfg.clone()
+    };
+    let err = p1.configure(&too_many, &pool).unwrap_err().to_string();
+    assert!(err.contains("rx queues requested"), "{err}");
     p1.configure(&cfg, &pool).expect("configure net_null1");
     p0.start().expect("start 0");
     p1.start().expect("start 1");
     assert!(p0.link().expect("link").up);
     let mut rx = p0.rx_queue(0).expect("rx queue");
+    let mut rx_q1 = p0.rx_queue(1).expect("second rx queue");
+    assert!(p0.rx_queue(2).is_err());
     let mut tx = p1.tx_queue(0).expect("tx queue");
     assert!(p1.tx_queue(0).is_err(), "a queue can be taken once");
 
@@ -85,6 +99,17 @@ fn null_pair_forwarding_counts_reconcile() {
         received >= BURSTS as u64,
         "net_null delivers full bursts: {received}"
     );
+    // The second rx queue (RSS) delivers too: net_null fills every queue.
+    let q1 = rx_q1.rx_burst(&mut burst) as u64;
+    assert!(q1 > 0, "rx queue 1 received nothing");
+    bytes += burst
+        .as_slice()
+        .iter()
+        .map(|m| u64::from(m.pkt_len()))
+        .sum::<u64>();
+    received += q1;
+    dropped += q1;
+    burst.clear();
     assert_eq!(received, sent + dropped);
 
     let s0 = p0.stats().expect("stats 0");
