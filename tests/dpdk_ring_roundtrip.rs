@@ -69,6 +69,10 @@ fn ring_round_trip_every_byte() {
     assert_eq!(m.pkt_len(), 1000);
     assert!(!m.set_len(u16::MAX));
     drop(m);
+    let m = pool.alloc_copy(&frame(7)).expect("alloc_copy");
+    assert_eq!(m.as_ref(), &frame(7)[..]);
+    assert!(pool.alloc_copy(&[0u8; 4000]).is_none(), "larger than the data room");
+    drop(m);
 
     const TOTAL: u32 = 5000;
     let (mut next_tx, mut next_rx) = (0u32, 0u32);

@@ -187,6 +187,22 @@ impl Mbuf {
     }
 }
 
+impl AsRef<[u8]> for Mbuf {
+    /// The first segment's data, so wire views (`Packet<T: AsRef<[u8]>>`)
+    /// parse an mbuf in place.
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.data()
+    }
+}
+
+impl AsMut<[u8]> for Mbuf {
+    #[inline]
+    fn as_mut(&mut self) -> &mut [u8] {
+        self.data_mut()
+    }
+}
+
 impl Drop for Mbuf {
     #[inline]
     fn drop(&mut self) {

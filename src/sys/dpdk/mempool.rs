@@ -129,6 +129,17 @@ impl PktmbufPool {
         NonNull::new(m).map(|m| unsafe { Mbuf::from_raw(m) })
     }
 
+    /// Allocates an mbuf holding a copy of `bytes` (the one copy at a
+    /// boundary from a non-DPDK buffer); `None` when the pool is empty or
+    /// `bytes` exceeds the data room.
+    #[inline]
+    pub fn alloc_copy(&self, bytes: &[u8]) -> Option<Mbuf> {
+        let len = u16::try_from(bytes.len()).ok()?;
+        let mut m = self.alloc()?;
+        m.append(len)?.copy_from_slice(bytes);
+        Some(m)
+    }
+
     /// Fills `out` with fresh mbufs, all or nothing (`rte_pktmbuf_alloc_bulk`).
     /// Returns false (and writes nothing meaningful) when the pool has fewer
     /// than `out.len()` available. The caller owns the mbufs written.
