@@ -71,7 +71,10 @@ fn ring_round_trip_every_byte() {
     drop(m);
     let m = pool.alloc_copy(&frame(7)).expect("alloc_copy");
     assert_eq!(m.as_ref(), &frame(7)[..]);
-    assert!(pool.alloc_copy(&[0u8; 4000]).is_none(), "larger than the data room");
+    assert!(
+        pool.alloc_copy(&[0u8; 4000]).is_none(),
+        "larger than the data room"
+    );
     drop(m);
 
     const TOTAL: u32 = 5000;

@@ -124,6 +124,19 @@ impl RingProducer {
     }
 }
 
+impl RingProducer {
+    /// Entries queued now.
+    pub fn len(&self) -> usize {
+        // SAFETY: a read-only count on a valid ring.
+        unsafe { ffi::lr_ring_count((self.0).0.as_ptr()) as usize }
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl RingConsumer {
     /// Dequeues into the burst's spare capacity; returns how many.
     #[inline]
