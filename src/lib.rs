@@ -9,12 +9,15 @@
 
 pub mod buf;
 pub mod cli;
+pub mod doctor;
 pub mod latency;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;
 pub mod rng;
 pub mod runtime;
+#[cfg(any(feature = "dpdk", feature = "ibverbs"))]
+pub mod sys;
 pub mod time;
 pub mod traffic;
 pub mod units;
