@@ -31,6 +31,9 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
     Reliable(crate::reliable::cli::ReliableArgs),
+    /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
+    /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
+    Doctor(crate::doctor::cli::DoctorArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -86,6 +89,7 @@ pub fn main() -> ExitCode {
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
         Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
+        Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
