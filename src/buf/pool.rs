@@ -234,10 +234,6 @@ impl Pool {
             hugepages: s.region.hugepages,
         }
     }
-
-    fn same(&self, pkt: &Packet) -> bool {
-        pkt.pool == self.shared
-    }
 }
 
 impl Clone for Pool {
@@ -341,8 +337,8 @@ impl PoolCache {
     pub fn free_bulk(&mut self, burst: &mut Burst) {
         let mut mine = 0;
         for pkt in burst.drain() {
-            if self.pool.same(&pkt) {
-                self.free.push(pkt.idx);
+            if let Some(idx) = pkt.index_in(self.pool.shared) {
+                self.free.push(idx);
                 core::mem::forget(pkt);
                 mine += 1;
             }
@@ -370,11 +366,25 @@ impl Drop for PoolCache {
     }
 }
 
-/// A packet: a buffer of a pool with a window of valid data in it.
+/// A packet: a buffer with a window of valid data in it.
 ///
-/// A packet has exactly one owner; dropping it returns the buffer to its pool.
-/// Data sits after a headroom so headers can be prepended without a copy.
+/// A packet has exactly one owner; dropping it returns the buffer to where it
+/// came from. Data sits after a headroom so headers can be prepended without a
+/// copy. The buffer is one of a [`Pool`] or, with the `dpdk` feature, a DPDK
+/// mbuf received on a dpdk port: mbufs travel through every stage as they
+/// are, and leave on a dpdk port without a copy.
 pub struct Packet {
+    inner: Inner,
+}
+
+enum Inner {
+    Pool(PoolBuf),
+    #[cfg(feature = "dpdk")]
+    Mbuf(crate::sys::dpdk::Mbuf),
+}
+
+/// A buffer of a [`Pool`].
+struct PoolBuf {
     pool: NonNull<Shared>,
     idx: u32,
     off: u16,
@@ -383,20 +393,11 @@ pub struct Packet {
 
 // SAFETY: a packet is the only handle to its buffer's bytes, and the pool state
 // it reaches is atomic.
-unsafe impl Send for Packet {}
-// SAFETY: `&Packet` only reads the packet's own bytes.
-unsafe impl Sync for Packet {}
+unsafe impl Send for PoolBuf {}
+// SAFETY: `&PoolBuf` only reads the packet's own bytes.
+unsafe impl Sync for PoolBuf {}
 
-impl Packet {
-    fn new(pool: NonNull<Shared>, idx: u32, headroom: u16) -> Packet {
-        Packet {
-            pool,
-            idx,
-            off: headroom,
-            len: 0,
-        }
-    }
-
+impl PoolBuf {
     fn shared(&self) -> &Shared {
         // SAFETY: a packet owns a reference, so the pool is alive.
         unsafe { self.pool.as_ref() }
@@ -406,28 +407,7 @@ impl Packet {
         self.shared().buf_size as usize
     }
 
-    /// Bytes of data.
-    pub fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    /// Whether the packet holds no data.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Bytes free in front of the data.
-    pub fn headroom(&self) -> usize {
-        self.off as usize
-    }
-
-    /// Bytes free after the data.
-    pub fn tailroom(&self) -> usize {
-        self.buf_size() - self.off as usize - self.len as usize
-    }
-
-    /// The data.
-    pub fn data(&self) -> &[u8] {
+    fn data(&self) -> &[u8] {
         // SAFETY: off + len <= buf_size is kept by every mutator, the buffer is
         // inside the live region, and this packet is its only owner.
         unsafe {
@@ -438,8 +418,7 @@ impl Packet {
         }
     }
 
-    /// The data, mutably.
-    pub fn data_mut(&mut self) -> &mut [u8] {
+    fn data_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `data`, and `&mut self` makes the access exclusive.
         unsafe {
             core::slice::from_raw_parts_mut(
@@ -449,66 +428,7 @@ impl Packet {
         }
     }
 
-    /// Grows the data by `n` bytes at the end and returns them (contents are
-    /// whatever the buffer held).
-    pub fn append(&mut self, n: usize) -> Result<&mut [u8], BufError> {
-        if n > self.tailroom() || self.len as usize + n > u16::MAX as usize {
-            return Err(BufError::NoRoom(n));
-        }
-        let old = self.len as usize;
-        self.len += n as u16;
-        Ok(&mut self.data_mut()[old..])
-    }
-
-    /// Grows the data by `n` bytes at the front and returns them.
-    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
-        if n > self.headroom() || self.len as usize + n > u16::MAX as usize {
-            return Err(BufError::NoRoom(n));
-        }
-        self.off -= n as u16;
-        self.len += n as u16;
-        Ok(&mut self.data_mut()[..n])
-    }
-
-    /// Removes `n` bytes from the front.
-    pub fn adj(&mut self, n: usize) -> Result<(), BufError> {
-        if n > self.len as usize {
-            return Err(BufError::TooShort(n));
-        }
-        self.off += n as u16;
-        self.len -= n as u16;
-        Ok(())
-    }
-
-    /// Shortens the data to `len` bytes.
-    pub fn truncate(&mut self, len: usize) {
-        if len < self.len as usize {
-            self.len = len as u16;
-        }
-    }
-
-    /// Sets the data to a copy of `bytes`, keeping the headroom.
-    pub fn set_data(&mut self, bytes: &[u8]) -> Result<(), BufError> {
-        self.len = 0;
-        self.append(bytes.len())?.copy_from_slice(bytes);
-        Ok(())
-    }
-
-    /// A copy of this packet in a new buffer of the same pool (the slow path,
-    /// for duplication impairments and tests).
-    pub fn try_clone(&self) -> Option<Packet> {
-        let s = self.shared();
-        let idx = s.free.pop()?;
-        s.refs.fetch_add(1, Ordering::Relaxed);
-        let mut p = Packet::new(self.pool, idx, self.off);
-        // Same geometry as the original, so the data fits.
-        p.append(self.len()).ok()?.copy_from_slice(self.data());
-        Some(p)
-    }
-
-    /// The whole buffer after the data start as writable space, for receive
-    /// paths that fill a packet in place and then set its length.
-    pub fn spare_capacity(&mut self) -> &mut [u8] {
+    fn spare_capacity(&mut self) -> &mut [u8] {
         let room = (self.buf_size() - self.off as usize).min(u16::MAX as usize);
         // SAFETY: off + room <= buf_size, inside the live region; exclusive by &mut.
         unsafe {
@@ -518,18 +438,9 @@ impl Packet {
             )
         }
     }
-
-    /// Sets the data length after filling [`Packet::spare_capacity`].
-    pub fn set_len(&mut self, len: usize) -> Result<(), BufError> {
-        if len > self.buf_size() - self.off as usize || len > u16::MAX as usize {
-            return Err(BufError::NoRoom(len));
-        }
-        self.len = len as u16;
-        Ok(())
-    }
 }
 
-impl Drop for Packet {
+impl Drop for PoolBuf {
     fn drop(&mut self) {
         let s = self.shared();
         // Cannot fail: every index is unique and the queue holds them all.
@@ -539,11 +450,222 @@ impl Drop for Packet {
     }
 }
 
+impl Packet {
+    fn new(pool: NonNull<Shared>, idx: u32, headroom: u16) -> Packet {
+        Packet {
+            inner: Inner::Pool(PoolBuf {
+                pool,
+                idx,
+                off: headroom,
+                len: 0,
+            }),
+        }
+    }
+
+    /// A packet holding a DPDK mbuf (as received on a dpdk port).
+    #[cfg(feature = "dpdk")]
+    pub fn from_mbuf(m: crate::sys::dpdk::Mbuf) -> Packet {
+        Packet {
+            inner: Inner::Mbuf(m),
+        }
+    }
+
+    /// The mbuf, if this packet is one; otherwise the packet back.
+    #[cfg(feature = "dpdk")]
+    pub fn into_mbuf(self) -> Result<crate::sys::dpdk::Mbuf, Packet> {
+        match self.inner {
+            Inner::Mbuf(m) => Ok(m),
+            other => Err(Packet { inner: other }),
+        }
+    }
+
+    /// Whether the packet is a DPDK mbuf.
+    pub fn is_mbuf(&self) -> bool {
+        match &self.inner {
+            Inner::Pool(_) => false,
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(_) => true,
+        }
+    }
+
+    /// The pool index, if this packet is a buffer of `pool`.
+    fn index_in(&self, pool: NonNull<Shared>) -> Option<u32> {
+        match &self.inner {
+            Inner::Pool(b) if b.pool == pool => Some(b.idx),
+            _ => None,
+        }
+    }
+
+    /// Bytes of data.
+    pub fn len(&self) -> usize {
+        match &self.inner {
+            Inner::Pool(b) => b.len as usize,
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => usize::from(m.data_len()),
+        }
+    }
+
+    /// Whether the packet holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes free in front of the data.
+    pub fn headroom(&self) -> usize {
+        match &self.inner {
+            Inner::Pool(b) => b.off as usize,
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => usize::from(m.headroom()),
+        }
+    }
+
+    /// Bytes free after the data.
+    pub fn tailroom(&self) -> usize {
+        match &self.inner {
+            Inner::Pool(b) => b.buf_size() - b.off as usize - b.len as usize,
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => usize::from(m.tailroom()),
+        }
+    }
+
+    /// The data.
+    pub fn data(&self) -> &[u8] {
+        match &self.inner {
+            Inner::Pool(b) => b.data(),
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.data(),
+        }
+    }
+
+    /// The data, mutably.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        match &mut self.inner {
+            Inner::Pool(b) => b.data_mut(),
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.data_mut(),
+        }
+    }
+
+    /// Grows the data by `n` bytes at the end and returns them (contents are
+    /// whatever the buffer held).
+    pub fn append(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.tailroom() || self.len() + n > u16::MAX as usize {
+            return Err(BufError::NoRoom(n));
+        }
+        match &mut self.inner {
+            Inner::Pool(b) => {
+                let old = b.len as usize;
+                b.len += n as u16;
+                Ok(&mut b.data_mut()[old..])
+            }
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.append(n as u16).ok_or(BufError::NoRoom(n)),
+        }
+    }
+
+    /// Grows the data by `n` bytes at the front and returns them.
+    pub fn prepend(&mut self, n: usize) -> Result<&mut [u8], BufError> {
+        if n > self.headroom() || self.len() + n > u16::MAX as usize {
+            return Err(BufError::NoRoom(n));
+        }
+        match &mut self.inner {
+            Inner::Pool(b) => {
+                b.off -= n as u16;
+                b.len += n as u16;
+                Ok(&mut b.data_mut()[..n])
+            }
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.prepend(n as u16).ok_or(BufError::NoRoom(n)),
+        }
+    }
+
+    /// Removes `n` bytes from the front.
+    pub fn adj(&mut self, n: usize) -> Result<(), BufError> {
+        if n > self.len() {
+            return Err(BufError::TooShort(n));
+        }
+        match &mut self.inner {
+            Inner::Pool(b) => {
+                b.off += n as u16;
+                b.len -= n as u16;
+                Ok(())
+            }
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.adj(n as u16).then_some(()).ok_or(BufError::TooShort(n)),
+        }
+    }
+
+    /// Shortens the data to `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            let _ = self.set_len(len);
+        }
+    }
+
+    /// Sets the data to a copy of `bytes`, keeping the headroom.
+    pub fn set_data(&mut self, bytes: &[u8]) -> Result<(), BufError> {
+        self.set_len(0)?;
+        self.append(bytes.len())?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// A copy of this packet in a new buffer from the same place (the slow
+    /// path, for duplication impairments and tests).
+    pub fn try_clone(&self) -> Option<Packet> {
+        match &self.inner {
+            Inner::Pool(b) => {
+                let s = b.shared();
+                let idx = s.free.pop()?;
+                s.refs.fetch_add(1, Ordering::Relaxed);
+                let mut p = Packet::new(b.pool, idx, b.off);
+                // Same geometry as the original, so the data fits.
+                p.append(b.len as usize).ok()?.copy_from_slice(b.data());
+                Some(p)
+            }
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => m.try_clone().map(Packet::from_mbuf),
+        }
+    }
+
+    /// The whole buffer after the data start as writable space, for receive
+    /// paths that fill a packet in place and then set its length.
+    pub fn spare_capacity(&mut self) -> &mut [u8] {
+        match &mut self.inner {
+            Inner::Pool(b) => b.spare_capacity(),
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => {
+                let room = usize::from(m.data_len()) + usize::from(m.tailroom());
+                let _ = m.set_len(room as u16);
+                m.data_mut()
+            }
+        }
+    }
+
+    /// Sets the data length after filling [`Packet::spare_capacity`].
+    pub fn set_len(&mut self, len: usize) -> Result<(), BufError> {
+        match &mut self.inner {
+            Inner::Pool(b) => {
+                if len > b.buf_size() - b.off as usize || len > u16::MAX as usize {
+                    return Err(BufError::NoRoom(len));
+                }
+                b.len = len as u16;
+                Ok(())
+            }
+            #[cfg(feature = "dpdk")]
+            Inner::Mbuf(m) => u16::try_from(len)
+                .ok()
+                .filter(|&l| m.set_len(l))
+                .map(|_| ())
+                .ok_or(BufError::NoRoom(len)),
+        }
+    }
+}
+
 impl core::fmt::Debug for Packet {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Packet")
-            .field("idx", &self.idx)
-            .field("len", &self.len)
+            .field("mbuf", &self.is_mbuf())
+            .field("len", &self.len())
             .finish()
     }
 }

@@ -54,6 +54,8 @@ pub struct Pipeline {
     pub pin: bool,
     /// The packet buffer pool.
     pub pool: PoolConfig,
+    /// EAL arguments (`[eal] args`), for pipelines with dpdk ports.
+    pub eal: Vec<String>,
     /// Ports, in file order.
     pub ports: Vec<PortSpec>,
     /// Rings, in file order.

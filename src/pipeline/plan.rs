@@ -55,9 +55,9 @@ pub struct PortUse {
     /// Its kind.
     pub kind: &'static str,
     /// The stage receiving from it.
-    pub rx_by: Option<String>,
+    pub rx_by: Vec<(u16, String)>,
     /// The stage transmitting to it.
-    pub tx_by: Option<String>,
+    pub tx_by: Vec<(u16, String)>,
 }
 
 pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan, Diagnostics> {
@@ -95,8 +95,8 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         .map(|x| PortUse {
             name: x.name.clone(),
             kind: x.kind.name(),
-            rx_by: None,
-            tx_by: None,
+            rx_by: Vec::new(),
+            tx_by: Vec::new(),
         })
         .collect();
     let mut producers: Vec<Vec<String>> = vec![Vec::new(); p.rings.len()];
@@ -118,13 +118,43 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         let section = format!("stage.{}", s.name);
         for (dir, target, span) in [("rx", &s.rx, &s.rx_span), ("tx", &s.tx, &s.tx_span)] {
             let Some(target) = target else { continue };
-            if let Some(&i) = port_idx.get(target.as_str()) {
-                let (missing, user) = if dir == "rx" {
+            // `nic:1` names queue 1 of port `nic`; `nic` is queue 0.
+            let (base, queue) = match target.rsplit_once(':') {
+                Some((b, q)) if port_idx.contains_key(b) => match q.parse::<u16>() {
+                    Ok(q) => (b, q),
+                    Err(_) => {
+                        sink.error(
+                            span.clone(),
+                            &section,
+                            Some(dir),
+                            format!("`{q}` is not a queue number"),
+                            Some(format!("`{b}` or `{b}:N` with N a queue of the port")),
+                        );
+                        continue;
+                    }
+                },
+                _ => (target.as_str(), 0),
+            };
+            if let Some(&i) = port_idx.get(base) {
+                let queues = p.ports[i].kind.queues(dir);
+                let (missing, users) = if dir == "rx" {
                     (p.ports[i].kind.rx_missing(), &mut ports[i].rx_by)
                 } else {
                     (p.ports[i].kind.tx_missing(), &mut ports[i].tx_by)
                 };
-                if let Some(why) = missing {
+                if queue >= queues {
+                    sink.error(
+                        span.clone(),
+                        &section,
+                        Some(dir),
+                        format!(
+                            "port `{base}` has {queues} {dir} queue(s); there is no queue {queue}"
+                        ),
+                        Some(format!(
+                            "queues 0..{queues} (set `{dir}_queues` on the port for more)"
+                        )),
+                    );
+                } else if let Some(why) = missing {
                     sink.error(
                         span.clone(),
                         &section,
@@ -132,10 +162,10 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                         format!("port `{target}` has no {dir} side: {why}"),
                         None,
                     );
-                } else if let Some(other) = user {
-                    sink.error(span.clone(), &section, Some(dir), format!("the {dir} side of port `{target}` is already used by stage `{other}`; a port side belongs to one stage"), Some("another port, or a ring between the stages".into()));
+                } else if let Some((_, other)) = users.iter().find(|u| u.0 == queue) {
+                    sink.error(span.clone(), &section, Some(dir), format!("the {dir} side of port `{target}` is already used by stage `{other}`; a port side belongs to one stage"), Some("another port, another queue (`port:N`), or a ring between the stages".into()));
                 } else {
-                    *user = Some(s.name.clone());
+                    users.push((queue, s.name.clone()));
                 }
             } else if let Some(&i) = ring_idx.get(target.as_str()) {
                 if dir == "rx" {
@@ -359,7 +389,9 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         }
     }
     for (i, u) in ports.iter().enumerate() {
-        if let (PortKind::Mem(_), Some(tx), Some(rx)) = (&p.ports[i].kind, &u.tx_by, &u.rx_by) {
+        if let (PortKind::Mem(_), Some((_, tx)), Some((_, rx))) =
+            (&p.ports[i].kind, u.tx_by.first(), u.rx_by.first())
+        {
             let (a, b) = (stage_idx[tx.as_str()], stage_idx[rx.as_str()]);
             if !(reliable[a] && reliable[b]) {
                 next[a].push(b);
@@ -487,6 +519,17 @@ fn describe_port(kind: &PortKind) -> String {
             }
             parts.join(", ")
         }
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk(c) => format!(
+            "device {}, {} rx / {} tx queue(s), {} / {} descriptors, {} mbufs{}",
+            c.device,
+            c.rx_queues,
+            c.tx_queues,
+            c.rx_desc,
+            c.tx_desc,
+            c.mbufs,
+            if c.promiscuous { ", promiscuous" } else { "" }
+        ),
         PortKind::Pcap(c) => {
             let mut parts = Vec::new();
             if let Some(r) = &c.read {
@@ -605,8 +648,22 @@ impl fmt::Display for Plan {
             writeln!(f, "    (none)")?;
         }
         for (u, spec) in self.ports.iter().zip(&p.ports) {
-            let tx = u.tx_by.as_deref().unwrap_or("-");
-            let rx = u.rx_by.as_deref().unwrap_or("-");
+            let users = |v: &[(u16, String)]| {
+                if v.is_empty() {
+                    return "-".to_string();
+                }
+                v.iter()
+                    .map(|(q, s)| {
+                        if *q == 0 && v.len() == 1 {
+                            s.clone()
+                        } else {
+                            format!("{s} (queue {q})")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let (tx, rx) = (users(&u.tx_by), users(&u.rx_by));
             writeln!(
                 f,
                 "    {} ({}): {}; tx from {tx}, rx to {rx}",
@@ -695,10 +752,10 @@ impl Plan {
                 "  \"port:{0}\" [shape=box, label=\"{0} ({1})\"];\n",
                 u.name, u.kind
             );
-            if let Some(t) = &u.tx_by {
+            for (_, t) in &u.tx_by {
                 out += &format!("  \"{t}\" -> \"port:{}\";\n", u.name);
             }
-            if let Some(r) = &u.rx_by {
+            for (_, r) in &u.rx_by {
                 out += &format!("  \"port:{}\" -> \"{r}\";\n", u.name);
             }
         }

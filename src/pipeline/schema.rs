@@ -41,6 +41,9 @@ pub enum PortKind {
     Udp(UdpConfig),
     /// Capture file.
     Pcap(PcapConfig),
+    /// A DPDK device.
+    #[cfg(feature = "dpdk")]
+    Dpdk(crate::port::dpdk::DpdkConfig),
 }
 
 impl PortKind {
@@ -50,6 +53,19 @@ impl PortKind {
             PortKind::Mem(_) => "mem",
             PortKind::Udp(_) => "udp",
             PortKind::Pcap(_) => "pcap",
+            #[cfg(feature = "dpdk")]
+            PortKind::Dpdk(_) => "dpdk",
+        }
+    }
+
+    /// Queues in a direction ("rx" or "tx").
+    pub(crate) fn queues(&self, dir: &str) -> u16 {
+        match (self, dir) {
+            #[cfg(feature = "dpdk")]
+            (PortKind::Dpdk(c), "rx") => c.rx_queues,
+            #[cfg(feature = "dpdk")]
+            (PortKind::Dpdk(c), _) => c.tx_queues,
+            _ => 1,
         }
     }
 
@@ -80,6 +96,8 @@ impl PortKind {
     pub fn line_rate_bps(&self) -> Option<f64> {
         match self {
             PortKind::Mem(c) => c.line_rate_bps,
+            #[cfg(feature = "dpdk")]
+            PortKind::Dpdk(c) => c.line_rate_bps.map(|b| b as f64),
             _ => None,
         }
     }
@@ -198,7 +216,7 @@ pub struct SinkConfig {
     pub burst: usize,
 }
 
-const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage"];
+const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage", "eal"];
 const PORT_KINDS: &[&str] = &["mem", "udp", "pcap", "dpdk", "ibverbs"];
 const STAGE_KINDS: &[&str] = &[
     "source",
@@ -446,7 +464,77 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
             );
             PortKind::Pcap(c)
         }
-        "dpdk" | "ibverbs" => {
+        #[cfg(feature = "dpdk")]
+        "dpdk" => {
+            let d = crate::port::dpdk::DpdkConfig::default();
+            let q = |t: &mut Table<'_, '_>, sink: &mut Sink<'_>, k: &str, dflt: u16, hi: i64| {
+                t.int(sink, k, 1..hi + 1).map_or(dflt, |(v, _)| v as u16)
+            };
+            let (device, _) = t.required_string(
+                sink,
+                "device",
+                "a DPDK device name like \"net_null0\" or a PCI address like \"0000:01:00.0\"",
+            )?;
+            let c = crate::port::dpdk::DpdkConfig {
+                device,
+                rx_queues: q(&mut t, sink, "rx_queues", d.rx_queues, 64),
+                tx_queues: q(&mut t, sink, "tx_queues", d.tx_queues, 64),
+                rx_desc: q(&mut t, sink, "rx_desc", d.rx_desc, 32768),
+                tx_desc: q(&mut t, sink, "tx_desc", d.tx_desc, 32768),
+                mtu: t.int(sink, "mtu", 68..9217).map(|(m, _)| m as u16),
+                promiscuous: t.boolean(sink, "promiscuous").unwrap_or(d.promiscuous),
+                mbufs: t
+                    .int(sink, "mbufs", 255..(1 << 24))
+                    .map_or(d.mbufs, |(m, _)| m as u32),
+                cache: t
+                    .int(sink, "cache", 0..513)
+                    .map_or(d.cache, |(m, _)| m as u32),
+                line_rate_bps: match t.rate(sink, "line_rate") {
+                    Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b as u64),
+                    Some((_, s)) => {
+                        sink.error(
+                            s,
+                            &t.path,
+                            Some("line_rate"),
+                            "a line rate is in bits/s",
+                            Some("\"10 Gbps\"".into()),
+                        );
+                        None
+                    }
+                    None => None,
+                },
+            };
+            t.finish(
+                sink,
+                "a dpdk port",
+                &[
+                    "kind",
+                    "device",
+                    "rx_queues",
+                    "tx_queues",
+                    "rx_desc",
+                    "tx_desc",
+                    "mtu",
+                    "promiscuous",
+                    "mbufs",
+                    "cache",
+                    "line_rate",
+                ],
+            );
+            PortKind::Dpdk(c)
+        }
+        #[cfg(not(feature = "dpdk"))]
+        "dpdk" => {
+            sink.error(
+                kind_span,
+                &t.path,
+                Some("kind"),
+                "port kind `dpdk` is not available in this build: it needs the `dpdk` cargo feature and its system packages (build with `cargo build --release --features dpdk`; scripts/test installs the packages)",
+                None,
+            );
+            return None;
+        }
+        "ibverbs" => {
             sink.error(
                 kind_span,
                 &t.path,
@@ -1049,6 +1137,22 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
         );
     }
 
+    let mut eal = Vec::new();
+    if let Some((span, map)) = section(&mut sink, root, "eal") {
+        let mut t = Table::new("eal", span.clone(), map);
+        if !cfg!(feature = "dpdk") {
+            sink.error(span, "eal", None, "[eal] is for dpdk ports, which this build does not have (build with `--features dpdk`)", None);
+        }
+        t.mark_used("args");
+        match t.raw("args") {
+            Some(DeValue::Array(a)) if a.iter().all(|v| matches!(v.get_ref(), DeValue::String(_))) => {
+                eal = a.iter().filter_map(|v| match v.get_ref() { DeValue::String(s) => Some(s.to_string()), _ => None }).collect();
+            }
+            Some(_) => sink.error(t.span_of("args"), "eal", Some("args"), "expected an array of strings", Some("EAL arguments as strings, like [\"--no-huge\", \"-m\", \"512\", \"--vdev=net_null0\"]".into())),
+            None => {}
+        }
+        t.finish(&mut sink, "[eal]", &["args"]);
+    }
     let ports: Vec<PortSpec> = named(&mut sink, root, "port")
         .into_iter()
         .filter_map(|(n, s, m)| parse_port(&mut sink, &n, s, m))
@@ -1088,6 +1192,7 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
         lcores,
         pin,
         pool,
+        eal,
         ports,
         rings,
         stages,

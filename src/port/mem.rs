@@ -157,8 +157,8 @@ pub fn open(config: &MemConfig) -> OpenPort {
         stats: stats.clone(),
     };
     OpenPort {
-        rx: Some(Box::new(rx)),
-        tx: Some(Box::new(tx)),
+        rx: vec![Box::new(rx)],
+        tx: vec![Box::new(tx)],
         stats,
         warnings: Vec::new(),
     }
@@ -349,7 +349,10 @@ mod test {
         })
         .unwrap();
         let port = open(&config);
-        let (mut tx, mut rx) = (port.tx.unwrap(), port.rx.unwrap());
+        let (mut tx, mut rx) = (
+            port.tx.into_iter().next().unwrap(),
+            port.rx.into_iter().next().unwrap(),
+        );
         let mut cache = pool.cache();
         let mut got = Vec::new();
         let mut now = Instant::ZERO;

@@ -5,6 +5,8 @@
 //! transmit side ([`TxQueue`]), each owned by one stage on one lcore, plus a
 //! [`PortStats`] that any thread reads while the pipeline runs.
 
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod mem;
 pub mod pcap;
 pub mod udp;
@@ -124,10 +126,10 @@ pub trait PortStats: Send + Sync {
 
 /// An opened port.
 pub struct OpenPort {
-    /// The receive side, if the port has one.
-    pub rx: Option<Box<dyn RxQueue>>,
-    /// The transmit side, if the port has one.
-    pub tx: Option<Box<dyn TxQueue>>,
+    /// The receive sides, one per queue (`name` is queue 0, `name:1` queue 1).
+    pub rx: Vec<Box<dyn RxQueue>>,
+    /// The transmit sides, one per queue.
+    pub tx: Vec<Box<dyn TxQueue>>,
     /// Its counters.
     pub stats: Arc<dyn PortStats>,
     /// Things the user should know (a socket buffer the kernel capped, ...).

@@ -123,7 +123,7 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
         common: PortCounters::default(),
     });
     let mut warnings = Vec::new();
-    let rx: Option<Box<dyn RxQueue>> = match &config.read {
+    let rx: Vec<Box<dyn RxQueue>> = match &config.read {
         Some(path) => {
             let capture = Capture::load(path)?;
             if capture.is_empty() {
@@ -137,7 +137,7 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
                     pool.data_room()
                 )));
             }
-            Some(Box::new(PcapRx {
+            vec![Box::new(PcapRx {
                 capture,
                 next: 0,
                 round: 0,
@@ -145,11 +145,11 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
                 start: None,
                 cache: pool.cache(),
                 stats: stats.clone(),
-            }))
+            })]
         }
-        None => None,
+        None => Vec::new(),
     };
-    let tx: Option<Box<dyn TxQueue>> = match &config.write {
+    let tx: Vec<Box<dyn TxQueue>> = match &config.write {
         Some(path) => {
             let file = File::create(path)
                 .map_err(|e| PortError::Input(format!("{}: cannot create: {e}", path.display())))?;
@@ -163,15 +163,15 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
             let wall = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
-            Some(Box::new(PcapTx {
+            vec![Box::new(PcapTx {
                 writer: Some(writer),
                 path: path.clone(),
                 wall,
                 error: None,
                 stats: stats.clone(),
-            }))
+            })]
         }
-        None => None,
+        None => Vec::new(),
     };
     Ok(OpenPort {
         rx,

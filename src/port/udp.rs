@@ -176,8 +176,12 @@ pub fn open(config: &UdpConfig, pool: &Pool) -> Result<OpenPort, PortError> {
         stats: stats.clone(),
     };
     Ok(OpenPort {
-        rx: Some(Box::new(rx)),
-        tx: (config.connect.is_some()).then(|| Box::new(tx) as Box<dyn TxQueue>),
+        rx: vec![Box::new(rx)],
+        tx: if config.connect.is_some() {
+            vec![Box::new(tx) as Box<dyn TxQueue>]
+        } else {
+            Vec::new()
+        },
         stats,
         warnings,
     })

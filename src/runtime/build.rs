@@ -70,6 +70,15 @@ impl From<PoolError> for BuildError {
     }
 }
 
+/// The name a stage uses for queue `q` of a port: `nic`, `nic:1`, ...
+fn side_name(port: &str, q: usize) -> String {
+    if q == 0 {
+        port.to_string()
+    } else {
+        format!("{port}:{q}")
+    }
+}
+
 /// Builds a plan for `linerate run`.
 pub fn build(plan: &Plan) -> Result<Built, BuildError> {
     build_with(plan, Mode::FreeRun)
@@ -83,6 +92,8 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         other => other,
     })?;
     let mut warnings = Vec::new();
+    #[cfg(feature = "dpdk")]
+    let eal = init_eal(plan)?;
     let mut rx_sides: BTreeMap<String, Box<dyn RxQueue>> = BTreeMap::new();
     let mut tx_sides: BTreeMap<String, Box<dyn TxQueue>> = BTreeMap::new();
     let mut ports = Vec::new();
@@ -91,6 +102,13 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             PortKind::Mem(c) => Ok(port::mem::open(c)),
             PortKind::Udp(c) => port::udp::open(c, &pool),
             PortKind::Pcap(c) => port::pcap::open(c, &pool),
+            #[cfg(feature = "dpdk")]
+            PortKind::Dpdk(c) => match eal {
+                Some(eal) => port::dpdk::open(&spec.name, c, eal),
+                None => Err(PortError::Runtime(
+                    "internal: the EAL was not initialised".into(),
+                )),
+            },
         }
         .map_err(|e| {
             let file = p.file.display();
@@ -109,11 +127,11 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                 .into_iter()
                 .map(|w| format!("port `{}`: {w}", spec.name)),
         );
-        if let Some(rx) = opened.rx {
-            rx_sides.insert(spec.name.clone(), rx);
+        for (q, rx) in opened.rx.into_iter().enumerate() {
+            rx_sides.insert(side_name(&spec.name, q), rx);
         }
-        if let Some(tx) = opened.tx {
-            tx_sides.insert(spec.name.clone(), tx);
+        for (q, tx) in opened.tx.into_iter().enumerate() {
+            tx_sides.insert(side_name(&spec.name, q), tx);
         }
         ports.push((spec.name.clone(), opened.stats));
     }
@@ -132,6 +150,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         ))
     };
     let mut input = |name: &str| -> Result<Input, BuildError> {
+        let name = name.strip_suffix(":0").unwrap_or(name);
         if let Some(rx) = rx_sides.remove(name) {
             return Ok(Input::Port(rx));
         }
@@ -141,6 +160,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             .ok_or_else(|| missing("input", name))
     };
     let mut output = |name: &str| -> Result<Output, BuildError> {
+        let name = name.strip_suffix(":0").unwrap_or(name);
         if let Some(tx) = tx_sides.remove(name) {
             return Ok(Output::Port(tx));
         }
@@ -237,6 +257,10 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             },
         );
     }
+    #[cfg(feature = "dpdk")]
+    let on_start = lcore_hook(eal, p.pin);
+    #[cfg(not(feature = "dpdk"))]
+    let on_start = None;
     let lcores = plan
         .lcores
         .iter()
@@ -244,6 +268,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             core: l.core,
             pin: p.pin,
             stages: l.stages.iter().filter_map(|n| slots.remove(n)).collect(),
+            on_start: on_start.clone(),
         })
         .collect();
     Ok(Built {
@@ -257,4 +282,47 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         generators,
         analyzers,
     })
+}
+
+/// Initialises the EAL when the pipeline has dpdk ports: the `[eal]` arguments
+/// as given, plus a `--file-prefix` unique to this process unless one is set
+/// (so two linerate processes never collide on shared runtime files). The
+/// main thread's affinity is restored afterwards (the EAL pins it to its
+/// first lcore, and threads spawned from it would inherit that).
+#[cfg(feature = "dpdk")]
+fn init_eal(plan: &Plan) -> Result<Option<&'static crate::sys::dpdk::Eal>, BuildError> {
+    let p = &plan.pipeline;
+    if !p.ports.iter().any(|x| matches!(x.kind, PortKind::Dpdk(_))) {
+        return Ok(None);
+    }
+    let mut args = p.eal.clone();
+    if !args.iter().any(|a| a.starts_with("--file-prefix")) {
+        args.push(format!("--file-prefix=linerate-{}", std::process::id()));
+    }
+    let cores = crate::pipeline::available_cores();
+    let eal = crate::sys::dpdk::init(&args).map_err(|e| {
+        BuildError::Input(format!(
+            "{}: [eal]: the EAL did not start: {e}",
+            p.file.display()
+        ))
+    })?;
+    crate::sys::dpdk::eal::set_affinity(&cores);
+    Ok(Some(eal))
+}
+
+/// What each lcore thread does first when DPDK is in use: register with the
+/// EAL (so mempool per-lcore caches work on our threads) and, for unpinned
+/// lcores, take back every core the process may use.
+#[cfg(feature = "dpdk")]
+fn lcore_hook(eal: Option<&'static crate::sys::dpdk::Eal>, pin: bool) -> Option<super::LcoreHook> {
+    let eal = eal?;
+    let cores = crate::pipeline::available_cores();
+    Some(Arc::new(move || {
+        if !pin {
+            crate::sys::dpdk::eal::set_affinity(&cores);
+        }
+        crate::sys::dpdk::eal::register_thread(eal)
+            .map(|r| Box::new(r) as Box<dyn std::any::Any>)
+            .map_err(|e| e.to_string())
+    }))
 }

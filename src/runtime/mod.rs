@@ -96,6 +96,10 @@ pub struct StageSlot {
     pub counters: Arc<CacheAligned<StageCounters>>,
 }
 
+/// Runs first on an lcore's thread (after pinning); what it returns is kept
+/// alive until the thread ends (an EAL thread registration, for instance).
+pub type LcoreHook = Arc<dyn Fn() -> Result<Box<dyn std::any::Any>, String> + Send + Sync>;
+
 /// One lcore: a core id and the stages it polls in order.
 pub struct LcoreSpec {
     /// The core to pin the thread to.
@@ -104,6 +108,8 @@ pub struct LcoreSpec {
     pub pin: bool,
     /// The stages, polled in this order.
     pub stages: Vec<StageSlot>,
+    /// Set-up on the thread before the loop.
+    pub on_start: Option<LcoreHook>,
 }
 
 const RUNNING: u8 = 0;
@@ -185,6 +191,9 @@ pub enum StartError {
     /// A thread could not be spawned.
     #[error("cannot start lcore {0}: {1}")]
     Spawn(usize, String),
+    /// The lcore's set-up failed (registering with the EAL, ...).
+    #[error("cannot set up lcore {0}: {1}")]
+    Hook(usize, String),
 }
 
 impl Runtime {
@@ -210,10 +219,19 @@ impl Runtime {
                 .spawn(move || {
                     let pinned = !lcore.pin
                         || core_affinity::set_for_current(core_affinity::CoreId { id: core });
-                    let _ = pin_tx.send(pinned);
                     if !pinned {
+                        let _ = pin_tx.send(Err(StartError::Pin(core)));
                         return Vec::new();
                     }
+                    let guard = match lcore.on_start.as_ref().map(|hook| hook()) {
+                        Some(Err(e)) => {
+                            let _ = pin_tx.send(Err(StartError::Hook(core, e)));
+                            return Vec::new();
+                        }
+                        Some(Ok(g)) => Some(g),
+                        None => None,
+                    };
+                    let _ = pin_tx.send(Ok(()));
                     let mut done = vec![false; lcore.stages.len()];
                     lcore_loop(
                         me,
@@ -223,26 +241,31 @@ impl Runtime {
                         &mut done,
                         lcore.pin,
                     );
-                    lcore
+                    let results = lcore
                         .stages
                         .iter_mut()
                         .map(|s| {
                             let r = s.stage.finish();
                             (s.name.clone(), r, s.stage.detail())
                         })
-                        .collect()
+                        .collect();
+                    // The stages are finished: now the thread may leave the EAL.
+                    drop(guard);
+                    results
                 })
                 .map_err(|e| StartError::Spawn(core, e.to_string()))?;
-            let pinned = pin_rx.recv().unwrap_or(false);
+            let started = pin_rx
+                .recv()
+                .unwrap_or(Err(StartError::Spawn(core, "the thread died".into())));
             threads.push(handle);
-            if !pinned {
+            if let Err(e) = started {
                 let rt = Runtime {
                     control,
                     threads,
                     finite,
                 };
                 let _ = rt.stop();
-                return Err(StartError::Pin(core));
+                return Err(e);
             }
         }
         Ok(Runtime {

@@ -145,6 +145,13 @@ fn in_flight(b: &Built) -> u64 {
         + b.ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>()
 }
 
+/// How long every stage must have been idle before a draining pipeline stops.
+pub const DRAIN_QUIET: Duration = Duration::from_millis(20);
+
+fn busy_polls(b: &Built) -> u64 {
+    b.stages.iter().map(|(_, _, _, c)| c.busy_polls.get()).sum()
+}
+
 /// Runs a built pipeline to its end.
 pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunError> {
     let clock = Clock::new();
@@ -174,19 +181,21 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
     let active = (clock.now() - start).as_secs_f64();
     rt.begin_drain();
     let drain_start = clock.now();
-    let mut settled_at: Option<Vec<u64>> = None;
+    // Settled: nothing in any ring or wire we can see, and no stage has done
+    // any work for DRAIN_QUIET (packets may be out of our sight, looping
+    // through an external peer such as dpdk-testpmd).
+    let mut quiet_since = clock.now();
+    let mut last_busy = busy_polls(&built);
     while clock.now() - drain_start < opts.drain_timeout {
         std::thread::sleep(Duration::from_micros(200));
-        if in_flight(&built) > 0 {
-            settled_at = None;
+        let busy = busy_polls(&built);
+        if busy != last_busy || in_flight(&built) > 0 {
+            last_busy = busy;
+            quiet_since = clock.now();
             continue;
         }
-        // Nothing in flight: two more full passes per lcore flush stage-local state.
-        let passes = rt.passes();
-        match &settled_at {
-            None => settled_at = Some(passes),
-            Some(then) if passes.iter().zip(then).all(|(now, then)| *now >= then + 2) => break,
-            Some(_) => {}
+        if clock.now() - quiet_since >= DRAIN_QUIET {
+            break;
         }
     }
     let (failures, details) = rt.stop();

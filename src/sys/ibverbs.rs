@@ -127,7 +127,7 @@ pub fn open(name: Option<&str>) -> Result<Arc<Context>, IbvError> {
         let dn = unsafe { CStr::from_ptr(ffi::ibv_get_device_name(dev)) }
             .to_string_lossy()
             .into_owned();
-        if chosen.is_none() && name.map_or(true, |w| w == dn) {
+        if chosen.is_none() && name.is_none_or(|w| w == dn) {
             chosen = Some((dev, dn.clone()));
         }
         names.push(dn);
@@ -254,7 +254,7 @@ impl MemoryRegion {
     fn sge(&self, offset: usize, len: u32) -> Result<ffi::ibv_sge, IbvError> {
         if offset
             .checked_add(len as usize)
-            .map_or(true, |end| end > self.mem.len())
+            .is_none_or(|end| end > self.mem.len())
         {
             return Err(IbvError::Invalid(format!(
                 "slot {offset}+{len} is outside the {}-byte memory region",

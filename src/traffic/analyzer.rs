@@ -180,6 +180,9 @@ pub struct AnalyzerReport {
     pub stale: u64,
     /// Packets without a stamp, or with a stream id out of range.
     pub foreign: u64,
+    /// Latency samples refused because the stamp was later than the receive
+    /// time (the sender's clock is ahead: another host).
+    pub invalid_latency: u64,
 }
 
 /// Requests in, reports out; shared by an analyzer and the controller.
@@ -216,6 +219,7 @@ pub struct Analyzer {
     served: u64,
     stale: u64,
     foreign: u64,
+    invalid_latency: u64,
     burst_size: usize,
     burst: Burst,
     counters: Arc<CacheAligned<StageCounters>>,
@@ -242,6 +246,7 @@ impl Analyzer {
             served: 0,
             stale: 0,
             foreign: 0,
+            invalid_latency: 0,
             burst_size,
             burst: Burst::new(),
             counters,
@@ -257,6 +262,7 @@ impl Analyzer {
         }
         self.stale = 0;
         self.foreign = 0;
+        self.invalid_latency = 0;
     }
 
     /// The current counts (clones the histograms: called per request, not per packet).
@@ -281,6 +287,7 @@ impl Analyzer {
                 .collect(),
             stale: self.stale,
             foreign: self.foreign,
+            invalid_latency: self.invalid_latency,
         }
     }
 }
@@ -316,7 +323,9 @@ impl Stage for Analyzer {
                 Poll::Idle
             };
         }
-        let now = cx.now.as_nanos();
+        // The clock read after the burst arrived: the pass's start time may
+        // precede the sender's stamp of a packet received in this very pass.
+        let now = crate::time::monotonic_now().as_nanos();
         let mut bytes = 0;
         for pkt in self.burst.iter() {
             let data = pkt.data();
@@ -380,7 +389,9 @@ impl Stage for Analyzer {
                 })
             })
             .collect();
-        Some(serde_json::json!({"streams": streams, "stale": r.stale, "foreign": r.foreign}))
+        Some(
+            serde_json::json!({"streams": streams, "stale": r.stale, "foreign": r.foreign, "invalid_latency": r.invalid_latency}),
+        )
     }
 }
 

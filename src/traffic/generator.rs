@@ -377,7 +377,7 @@ mod test {
             burst: 32,
         };
         let mut g = Generator::new(
-            Output::Port(port.tx.unwrap()),
+            Output::Port(port.tx.into_iter().next().unwrap()),
             pool.cache(),
             config,
             control.clone(),
@@ -415,7 +415,7 @@ mod test {
             burst: 32,
         };
         let mut g = Generator::new(
-            Output::Port(port.tx.unwrap()),
+            Output::Port(port.tx.into_iter().next().unwrap()),
             pool.cache(),
             config,
             control.clone(),

@@ -56,6 +56,9 @@ pub struct TrialResult {
     pub reordered: u64,
     /// Packets of earlier trials that arrived during this one.
     pub stale: u64,
+    /// Latency samples refused because a stamp was later than its receive
+    /// time (a sender's clock ahead of ours).
+    pub invalid_latency: u64,
     /// Latency over all streams.
     pub latency_ns: Summary,
     /// Gaps between consecutive transmitted bursts, over all generators: the
@@ -297,9 +300,11 @@ impl TrialRunner {
                 .iter()
                 .flat_map(|a| a.streams.iter().map(|s| &s.histogram)),
         );
-        let (mut received, mut duplicates, mut reordered, mut stale) = (0, 0, 0, 0);
+        let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
+            (0, 0, 0, 0, 0);
         for r in &reports {
             stale += r.stale;
+            invalid_latency += r.invalid_latency;
             for s in &r.streams {
                 received += s.unique;
                 duplicates += s.duplicates;
@@ -334,6 +339,7 @@ impl TrialRunner {
             duplicates,
             reordered,
             stale,
+            invalid_latency,
             latency_ns: Summary::of(&hist),
             burst_gap_ns: Summary::of(&latency::merge(gaps.iter())),
             streams,

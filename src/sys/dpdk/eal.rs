@@ -295,3 +295,23 @@ impl Drop for ThreadRegistration {
         }
     }
 }
+
+/// Lets the calling thread run on any of `cores` (the EAL pins the main
+/// thread to its first lcore; threads started from it inherit that).
+/// Failures are ignored: the thread keeps the affinity it had.
+pub fn set_affinity(cores: &[usize]) {
+    if cores.is_empty() {
+        return;
+    }
+    // SAFETY: cpu_set_t is plain data for which all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cores {
+        if c < libc::CPU_SETSIZE as usize {
+            // SAFETY: `c` is below CPU_SETSIZE, so the bit is inside `set`.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+    }
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
+    // size we pass.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}

@@ -185,6 +185,17 @@ impl Mbuf {
         m.pkt_len = u32::from(len);
         true
     }
+
+    /// A copy of this mbuf's first segment in a new mbuf from the same pool
+    /// (the slow path: duplication impairments).
+    pub fn try_clone(&self) -> Option<Mbuf> {
+        // SAFETY: `pool()` is the live mempool this mbuf came from; the shim
+        // returns null or a fresh mbuf we then own.
+        let raw = unsafe { ffi::lr_pktmbuf_alloc(self.pool()) };
+        let mut copy = Mbuf(NonNull::new(raw)?);
+        copy.append(self.data_len())?.copy_from_slice(self.data());
+        Some(copy)
+    }
 }
 
 impl AsRef<[u8]> for Mbuf {

@@ -1,0 +1,283 @@
+//! The dpdk port: any EAL device (vdevs such as net_null, net_ring,
+//! net_memif, net_pcap, net_af_packet, net_tap; NICs by PCI address) through
+//! its poll-mode driver.
+//!
+//! Zero copy: a received mbuf becomes a [`Packet`] as it is, travels through
+//! every stage, and leaves on a dpdk port as the same mbuf. A packet from
+//! elsewhere (a pool packet from a generator, a capture, a UDP socket) is
+//! copied once into an mbuf of this port's pool at the boundary, and counted
+//! as `copied_in`. Each rx and tx queue is its own side (`nic`, `nic:1`, ...),
+//! so RSS queues can feed several lcores.
+
+use std::sync::{Arc, Mutex};
+
+use crate::buf::{Burst, Packet, BURST_MAX};
+use crate::runtime::counter::{CacheAligned, Counter};
+use crate::sys::dpdk::{self as dpdk, Eal, EthPort, Mbuf, PktmbufPool};
+use crate::time::Instant;
+
+use super::{OpenPort, PortError, PortReport, PortStats, RxQueue, TxQueue};
+
+/// A dpdk port's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkConfig {
+    /// Device name (`net_null0`) or PCI address (`0000:01:00.0`).
+    pub device: String,
+    /// Receive queues (more than one turns RSS on).
+    pub rx_queues: u16,
+    /// Transmit queues.
+    pub tx_queues: u16,
+    /// Descriptors per rx queue.
+    pub rx_desc: u16,
+    /// Descriptors per tx queue.
+    pub tx_desc: u16,
+    /// MTU to set.
+    pub mtu: Option<u16>,
+    /// Receive every frame.
+    pub promiscuous: bool,
+    /// Mbufs in the port's pool.
+    pub mbufs: u32,
+    /// Per-lcore mbuf cache.
+    pub cache: u32,
+    /// Line rate in L1 bits/s for rates in percent (default: the link speed).
+    pub line_rate_bps: Option<u64>,
+}
+
+impl Default for DpdkConfig {
+    fn default() -> Self {
+        DpdkConfig {
+            device: String::new(),
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_desc: 1024,
+            tx_desc: 1024,
+            mtu: None,
+            promiscuous: true,
+            mbufs: 16383,
+            cache: 256,
+            line_rate_bps: None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct QueueCounters {
+    packets: Counter,
+    bytes: Counter,
+    dropped: Counter,
+    copied_in: Counter,
+}
+
+struct Stats {
+    port: Mutex<EthPort>,
+    kind_rx: Vec<CacheAligned<QueueCounters>>,
+    kind_tx: Vec<CacheAligned<QueueCounters>>,
+    pool: Arc<PktmbufPool>,
+}
+
+impl PortStats for Stats {
+    fn report(&self) -> PortReport {
+        let sum = |v: &[CacheAligned<QueueCounters>], f: fn(&QueueCounters) -> &Counter| {
+            v.iter().map(|q| f(q).get()).sum::<u64>()
+        };
+        let mut r = PortReport {
+            kind: "dpdk",
+            rx_packets: sum(&self.kind_rx, |q| &q.packets),
+            rx_bytes: sum(&self.kind_rx, |q| &q.bytes),
+            tx_packets: sum(&self.kind_tx, |q| &q.packets),
+            tx_bytes: sum(&self.kind_tx, |q| &q.bytes),
+            dropped: sum(&self.kind_rx, |q| &q.dropped) + sum(&self.kind_tx, |q| &q.dropped),
+            ..PortReport::default()
+        };
+        r.detail
+            .insert("copied_in", sum(&self.kind_tx, |q| &q.copied_in));
+        r.detail
+            .insert("mbufs_in_use", u64::from(self.pool.in_use()));
+        if let Ok(port) = self.port.lock() {
+            if let Ok(s) = port.stats() {
+                for (k, v) in [
+                    ("eth_ipackets", s.ipackets),
+                    ("eth_opackets", s.opackets),
+                    ("eth_ibytes", s.ibytes),
+                    ("eth_obytes", s.obytes),
+                    ("eth_imissed", s.imissed),
+                    ("eth_ierrors", s.ierrors),
+                    ("eth_oerrors", s.oerrors),
+                    ("eth_rx_nombuf", s.rx_nombuf),
+                ] {
+                    r.detail.insert(k, v);
+                }
+            }
+            if let Ok(l) = port.link() {
+                r.detail.insert("link_up", u64::from(l.up));
+                r.detail.insert("link_speed_mbps", u64::from(l.speed_mbps));
+            }
+        }
+        r
+    }
+}
+
+/// Opens a dpdk port on an initialised EAL.
+pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPort, PortError> {
+    let input = |e: dpdk::DpdkError| PortError::Input(format!("device `{}`: {e}", config.device));
+    let pool_name: String = format!("lr_{name}").chars().take(24).collect();
+    let mut pc = dpdk::PoolConfig::new(&pool_name, config.mbufs, dpdk::eal::socket_id());
+    pc.cache = config.cache.min(config.mbufs * 2 / 3);
+    let pool = Arc::new(PktmbufPool::create(eal, &pc).map_err(input)?);
+    let mut port = EthPort::by_name(eal, &config.device).map_err(|e| {
+        PortError::Input(format!(
+            "device `{}`: {e}; the EAL knows: {}",
+            config.device,
+            dpdk::ethdev::port_names(eal).join(", ")
+        ))
+    })?;
+    let pcfg = dpdk::PortConfig {
+        rx_queues: config.rx_queues,
+        tx_queues: config.tx_queues,
+        rx_desc: config.rx_desc,
+        tx_desc: config.tx_desc,
+        mtu: config.mtu,
+        promiscuous: config.promiscuous,
+        fast_free: false,
+    };
+    port.configure(&pcfg, &pool).map_err(input)?;
+    port.start().map_err(input)?;
+    let mut warnings = Vec::new();
+    if let Ok(l) = port.link() {
+        if !l.up {
+            warnings.push(format!("device `{}`: the link is down", config.device));
+        }
+    }
+    let mut rx = Vec::new();
+    let mut tx = Vec::new();
+    for q in 0..config.rx_queues {
+        rx.push(port.rx_queue(q).map_err(input)?);
+    }
+    for q in 0..config.tx_queues {
+        tx.push(port.tx_queue(q).map_err(input)?);
+    }
+    let stats = Arc::new(Stats {
+        port: Mutex::new(port),
+        kind_rx: (0..config.rx_queues)
+            .map(|_| CacheAligned::default())
+            .collect(),
+        kind_tx: (0..config.tx_queues)
+            .map(|_| CacheAligned::default())
+            .collect(),
+        pool: pool.clone(),
+    });
+    let rx: Vec<Box<dyn RxQueue>> = rx
+        .into_iter()
+        .enumerate()
+        .map(|(i, q)| {
+            Box::new(DpdkRx {
+                q,
+                i,
+                stats: stats.clone(),
+                raw: [std::ptr::null_mut(); BURST_MAX],
+            }) as Box<dyn RxQueue>
+        })
+        .collect();
+    let tx: Vec<Box<dyn TxQueue>> = tx
+        .into_iter()
+        .enumerate()
+        .map(|(i, q)| {
+            Box::new(DpdkTx {
+                q,
+                i,
+                pool: pool.clone(),
+                stats: stats.clone(),
+                out: dpdk::Burst::new(),
+            }) as Box<dyn TxQueue>
+        })
+        .collect();
+    Ok(OpenPort {
+        rx,
+        tx,
+        stats,
+        warnings,
+    })
+}
+
+struct DpdkRx {
+    q: dpdk::RxQueue,
+    i: usize,
+    stats: Arc<Stats>,
+    raw: [*mut crate::sys::ffi::dpdk::rte_mbuf; BURST_MAX],
+}
+
+// SAFETY: the queue handle is used by the one lcore that owns this side (DPDK's
+// rule: one thread per queue); `raw` only carries pointers within one call.
+unsafe impl Send for DpdkRx {}
+
+impl RxQueue for DpdkRx {
+    #[inline]
+    fn rx_burst(&mut self, _now: Instant, out: &mut Burst, max: usize) -> usize {
+        let n = max.min(out.room()).min(BURST_MAX);
+        let got = self.q.rx_burst_raw(&mut self.raw[..n]);
+        let mut bytes = 0u64;
+        for &m in &self.raw[..got] {
+            if let Some(nn) = std::ptr::NonNull::new(m) {
+                // SAFETY: rx_burst handed us ownership of `got` valid mbufs.
+                let m = unsafe { Mbuf::from_raw(nn) };
+                bytes += u64::from(m.data_len());
+                let _ = out.push(Packet::from_mbuf(m));
+            }
+        }
+        let c = &self.stats.kind_rx[self.i];
+        c.packets.add(got as u64);
+        c.bytes.add(bytes);
+        got
+    }
+}
+
+struct DpdkTx {
+    q: dpdk::TxQueue,
+    i: usize,
+    pool: Arc<PktmbufPool>,
+    stats: Arc<Stats>,
+    out: dpdk::Burst,
+}
+
+// SAFETY: as for DpdkRx: one lcore owns this tx queue.
+unsafe impl Send for DpdkTx {}
+
+impl TxQueue for DpdkTx {
+    #[inline]
+    fn tx_burst(&mut self, _now: Instant, pkts: &mut Burst) -> usize {
+        let c = &self.stats.kind_tx[self.i];
+        let offered = pkts.len();
+        let mut bytes = 0u64;
+        let mut copied = 0u64;
+        let mut no_mbuf = 0u64;
+        for p in pkts.drain() {
+            let m = match p.into_mbuf() {
+                Ok(m) => m,
+                Err(p) => match self.pool.alloc_copy(p.data()) {
+                    Some(m) => {
+                        copied += 1;
+                        m
+                    }
+                    None => {
+                        no_mbuf += 1;
+                        continue;
+                    }
+                },
+            };
+            bytes += u64::from(m.data_len());
+            // Cannot fail: at most BURST_MAX packets in a burst.
+            let _ = self.out.push(m);
+        }
+        let sent = self.q.tx_burst(&mut self.out);
+        let mut unsent_bytes = 0u64;
+        for m in self.out.drain() {
+            unsent_bytes += u64::from(m.data_len());
+            let _ = pkts.push(Packet::from_mbuf(m));
+        }
+        c.packets.add(sent as u64);
+        c.bytes.add(bytes - unsent_bytes);
+        c.copied_in.add(copied);
+        c.dropped.add(no_mbuf);
+        offered - pkts.len()
+    }
+}

@@ -1,0 +1,217 @@
+//! DPDK ports on real pipelines, each in its own process (the EAL starts
+//! once per process): net_null forwarding, net_ring trials, a capture
+//! replayed through net_pcap, dpdk-testpmd as a peer over net_memif, and bad
+//! EAL arguments.
+#![cfg(feature = "dpdk")]
+
+mod util;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn run_json(args: &[&str], file: &Path) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = util::bin()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn eal(extra: &str) -> String {
+    format!("[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"-l\", \"0\", \"--no-telemetry\", \"--log-level=lib.eal:error\", {extra}]\n")
+}
+
+#[test]
+fn null_forwarding_is_zero_copy_and_reconciles() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\npin = false\n{}[port.a]\nkind = \"dpdk\"\ndevice = \"net_null0\"\n[port.b]\nkind = \"dpdk\"\ndevice = \"net_null1\"\n[stage.fwd]\nkind = \"forward\"\nrx = \"a\"\ntx = \"b\"\n",
+        eal("\"--vdev=net_null0\", \"--vdev=net_null1\"")
+    );
+    let file = util::write(dir.path(), "null.toml", &text);
+    let r = run_json(&["run", "-q", "--duration", "500ms"], &file);
+    let fwd = &r["stages"]["fwd"];
+    let (a, b) = (&r["ports"]["a"], &r["ports"]["b"]);
+    assert!(fwd["packets_in"].as_u64().unwrap() > 1000, "{r}");
+    assert_eq!(fwd["packets_in"], a["rx_packets"]);
+    assert_eq!(
+        fwd["packets_out"].as_u64().unwrap() + fwd["dropped"].as_u64().unwrap(),
+        fwd["packets_in"].as_u64().unwrap()
+    );
+    assert_eq!(b["tx_packets"], fwd["packets_out"]);
+    assert_eq!(
+        a["detail"]["eth_ipackets"], a["rx_packets"],
+        "our count agrees with rte_eth_stats"
+    );
+    assert_eq!(b["detail"]["eth_opackets"], b["tx_packets"]);
+    assert_eq!(
+        b["detail"]["copied_in"], 0,
+        "mbufs forwarded without a copy"
+    );
+    assert_eq!(
+        a["detail"]["mbufs_in_use"], 0,
+        "every mbuf back in its pool"
+    );
+}
+
+#[test]
+fn ring_loop_trial_counts_every_packet() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[pipeline]\nlcores = \"0-1\"\npin = false\n{}[port.l]\nkind = \"dpdk\"\ndevice = \"net_ring0\"\nrx_desc = 4096\ntx_desc = 4096\n[stage.gen]\nkind = \"generator\"\ntx = \"l\"\nlcore = 0\nframe = \"imix\"\n[stage.ana]\nkind = \"analyzer\"\nrx = \"l\"\nlcore = 1\n",
+        eal("\"--vdev=net_ring0\"")
+    );
+    let file = util::write(dir.path(), "ring.toml", &text);
+    let r = run_json(
+        &[
+            "trial",
+            "--rate",
+            "50 kpps",
+            "--duration",
+            "1s",
+            "--repeat",
+            "2",
+        ],
+        &file,
+    );
+    for t in r.as_array().unwrap() {
+        assert_eq!(t["offered"], 50_000, "{t}");
+        assert_eq!(
+            t["received"].as_u64().unwrap(),
+            t["sent"].as_u64().unwrap(),
+            "{t}"
+        );
+        assert_eq!(t["duplicates"], 0);
+        assert_eq!(t["invalid_latency"], 0);
+        assert!(t["latency_ns"]["samples"].as_u64().unwrap() > 0);
+        assert_eq!(
+            t["ports"]["l"]["detail"]["copied_in"], t["sent"],
+            "pool packets are copied into mbufs once, at the port"
+        );
+    }
+}
+
+fn capture(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.unwrap().data.into_owned());
+    }
+    out
+}
+
+fn record(dir: &Path, count: u32) -> std::path::PathBuf {
+    let cap = dir.join("gen.pcap");
+    let text = format!(
+        "[pipeline]\npin = false\n[port.cap]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.gen]\nkind = \"generator\"\ntx = \"cap\"\ncount = {count}\nframe = \"imix\"\n",
+        cap.display()
+    );
+    util::run_text("rec.toml", &text, Duration::from_secs(30));
+    cap
+}
+
+#[test]
+fn a_capture_from_the_pcap_port_reads_back_through_net_pcap() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = record(dir.path(), 500);
+    let out = dir.path().join("back.pcap");
+    let text = format!(
+        "[pipeline]\npin = false\n{}[port.nic]\nkind = \"dpdk\"\ndevice = \"net_pcap0\"\n[port.w]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.fwd]\nkind = \"forward\"\nrx = \"nic\"\ntx = \"w\"\n",
+        eal(&format!("\"--vdev=net_pcap0,rx_pcap={},tx_pcap=/dev/null\"", cap.display())),
+        out.display()
+    );
+    let file = util::write(dir.path(), "np.toml", &text);
+    let r = run_json(&["run", "-q", "--duration", "1s"], &file);
+    assert_eq!(r["ports"]["nic"]["rx_packets"], 500, "{r}");
+    assert_eq!(capture(&cap), capture(&out));
+}
+
+#[test]
+fn dpdk_testpmd_loops_every_packet_back_over_memif() {
+    if Command::new("dpdk-testpmd")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+    {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").is_err(),
+            "dpdk-testpmd is required (apt-get install dpdk)"
+        );
+        eprintln!("dpdk-testpmd not installed: skipped");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("memif.sock");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/dpdk-testpmd-memif.sh");
+    let mut testpmd = Command::new("bash")
+        .arg(&script)
+        .arg(&sock)
+        .arg("io")
+        .arg("0-1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(sock.exists(), "testpmd did not create its memif socket");
+    let cap = record(dir.path(), 2000);
+    let back = dir.path().join("back.pcap");
+    let memif = format!(
+        "\"--vdev=net_memif0,role=client,socket={},socket-abstract=no\"",
+        sock.display()
+    );
+    let text = format!(
+        "[pipeline]\nlcores = \"0-1\"\npin = false\n{}[port.m]\nkind = \"dpdk\"\ndevice = \"net_memif0\"\n[port.src]\nkind = \"pcap\"\nread = \"{}\"\npace = \"recorded\"\n[port.dst]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.out]\nkind = \"forward\"\nlcore = 0\nrx = \"src\"\ntx = \"m\"\n[stage.in]\nkind = \"forward\"\nlcore = 1\nrx = \"m\"\ntx = \"dst\"\n",
+        eal(&memif),
+        cap.display(),
+        back.display()
+    );
+    let file = util::write(dir.path(), "memif.toml", &text);
+    // Wait for the memif link to come up before sending: give it a short run first.
+    let r = run_json(&["run", "-q", "--duration", "4s"], &file);
+    let _ = testpmd.kill();
+    let _ = testpmd.wait();
+    let sent = capture(&cap);
+    let got = capture(&back);
+    assert_eq!(r["ports"]["m"]["tx_packets"], 2000, "{r}");
+    assert_eq!(got.len(), sent.len(), "every packet came back: {r}");
+    assert_eq!(got, sent, "and intact, in order");
+}
+
+#[test]
+fn bad_eal_arguments_exit_2_with_the_eal_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{}[port.a]\nkind = \"dpdk\"\ndevice = \"net_nope0\"\n[stage.k]\nkind = \"sink\"\nrx = \"a\"\n", eal("\"--vdev=net_no_such_driver0\""));
+    let file = util::write(dir.path(), "bad.toml", &text);
+    let out = util::bin()
+        .args(["run", "-q", "--duration", "1s"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the EAL did not start") && err.contains("net_no_such_driver0"),
+        "{err}"
+    );
+}
