@@ -318,6 +318,7 @@ struct ClientHandler {
     now: u64,
     done: u64,
     requests: u64,
+    recording: bool,
 }
 
 impl Handler<u64> for ClientHandler {
@@ -325,8 +326,10 @@ impl Handler<u64> for ClientHandler {
         self.requests += 1;
     }
     fn on_response(&mut self, _call_id: u32, issued: u64, _payload: &[u8]) {
-        let _ = self.hist.record(self.now.saturating_sub(issued).max(1));
-        self.done += 1;
+        if self.recording {
+            let _ = self.hist.record(self.now.saturating_sub(issued).max(1));
+            self.done += 1;
+        }
     }
 }
 
@@ -491,6 +494,7 @@ fn run_depth(
         now: 0,
         done: 0,
         requests: 0,
+        recording: true,
     };
     let fail = |e: super::RpcError| (1, e.to_string());
     let writes0 = ep.stats().writes;
@@ -528,6 +532,7 @@ fn run_depth(
         }
     }
     let rpcs = h.done - done0;
+    h.recording = false;
     let seconds = (end_nanos - t0.as_nanos()) as f64 * 1e-9;
     // Drain so the next depth starts clean.
     let drain_start = clock.now();
