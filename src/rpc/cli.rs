@@ -144,6 +144,63 @@ pub struct PingPongReport {
     pub mean_rtt_ns: f64,
     /// Round-trip latency (one clock read per round trip).
     pub rtt: Latency,
+    /// Round trips per second in 1 ms windows: median and best window (robust
+    /// against the other processes of a shared machine preempting either side).
+    pub windows: WindowRates,
+}
+
+/// Rates measured over consecutive 1 ms windows.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct WindowRates {
+    /// Windows measured.
+    pub count: usize,
+    /// Median window rate, per second.
+    pub median_per_sec: f64,
+    /// Best window rate, per second.
+    pub max_per_sec: f64,
+}
+
+struct Windows {
+    width_ns: u64,
+    start_ns: u64,
+    last_count: u64,
+    rates: Vec<f64>,
+}
+
+impl Windows {
+    fn new(start_ns: u64, total: Duration) -> Self {
+        let width_ns = 1_000_000;
+        let n = (crate::time::duration_nanos(total) / width_ns) as usize + 16;
+        Windows {
+            width_ns,
+            start_ns,
+            last_count: 0,
+            rates: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self, now_ns: u64, count: u64) {
+        let elapsed = now_ns.saturating_sub(self.start_ns);
+        if elapsed >= self.width_ns {
+            if self.rates.len() < self.rates.capacity() {
+                self.rates
+                    .push((count - self.last_count) as f64 * 1e9 / elapsed as f64);
+            }
+            self.start_ns = now_ns;
+            self.last_count = count;
+        }
+    }
+
+    fn summary(mut self) -> WindowRates {
+        self.rates.sort_by(f64::total_cmp);
+        let n = self.rates.len();
+        WindowRates {
+            count: n,
+            median_per_sec: if n == 0 { 0.0 } else { self.rates[n / 2] },
+            max_per_sec: self.rates.last().copied().unwrap_or(0.0),
+        }
+    }
 }
 
 /// One queue depth's result.
@@ -165,6 +222,10 @@ pub struct DepthReport {
     pub mean_rtt_ns: f64,
     /// `mean_rtt_ns / ping-pong mean_rtt_ns` (depth 1 is the comparable one).
     pub rtt_vs_pingpong: Option<f64>,
+    /// RPCs per second in 1 ms windows (see [`PingPongReport::windows`]).
+    pub windows: WindowRates,
+    /// Median latency over the ping-pong's median round trip.
+    pub p50_vs_pingpong_p50: Option<f64>,
     /// Writes with immediate the client issued.
     pub writes: u64,
     /// Times a call was refused for credit or ring room and retried.
@@ -291,10 +352,13 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
                 if !h.requests.is_empty() {
                     idle_since = clock.now();
                 }
-                for req in h.requests.drain(..) {
-                    let n = resp_size.min(req.max_response() as usize).min(resp.len());
-                    ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
-                    answered += 1;
+                if !h.requests.is_empty() {
+                    for req in h.requests.drain(..) {
+                        let n = resp_size.min(req.max_response() as usize).min(resp.len());
+                        ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
+                        answered += 1;
+                    }
+                    ep.flush(&mut t).map_err(|e| (1, e.to_string()))?;
                 }
             }
         }
@@ -366,6 +430,7 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
     let start = clock.now();
     let mut prev = start;
     let mut n = 0u64;
+    let mut win = Windows::new(start.as_nanos(), dur);
     loop {
         pp.store(v + 1, Ordering::Release);
         let mut spins = 0u64;
@@ -380,6 +445,7 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
         n += 1;
         let now = clock.now();
         let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+        win.tick(now.as_nanos(), n);
         prev = now;
         if (now - start).as_nanos() as u64 >= deadline {
             break;
@@ -391,6 +457,7 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
         round_trips_per_sec: n as f64 / secs,
         mean_rtt_ns: secs * 1e9 / n as f64,
         rtt: Latency::of(&hist),
+        windows: win.summary(),
     })
 }
 
@@ -505,30 +572,37 @@ fn run_depth(
     let mut measuring = false;
     let mut t0 = start;
     let mut done0 = 0;
+    let mut win = Windows::new(0, duration);
     let end_nanos;
     loop {
         let now = clock.now();
         h.now = now.as_nanos();
-        if !measuring && now - start >= warm {
+        if measuring {
+            win.tick(h.now, h.done - done0);
+        } else if now - start >= warm {
             measuring = true;
             t0 = now;
             done0 = h.done;
             h.hist.reset();
+            win.start_ns = h.now;
         }
         if measuring && now - t0 >= duration {
             end_nanos = now.as_nanos();
             break;
         }
         ep.poll(t, &mut h).map_err(fail)?;
-        while ep.pending_calls() < depth {
-            match ep.call(payload, resp_size, h.now) {
-                Ok(_) => {}
-                Err(e) if e.kind.is_retryable() => {
-                    retries += 1;
-                    break;
+        if ep.pending_calls() < depth {
+            while ep.pending_calls() < depth {
+                match ep.call(payload, resp_size, h.now) {
+                    Ok(_) => {}
+                    Err(e) if e.kind.is_retryable() => {
+                        retries += 1;
+                        break;
+                    }
+                    Err(e) => return Err((1, format!("call failed: {:?}", e.kind))),
                 }
-                Err(e) => return Err((1, format!("call failed: {:?}", e.kind))),
             }
+            ep.flush(t).map_err(fail)?;
         }
     }
     let rpcs = h.done - done0;
@@ -548,15 +622,18 @@ fn run_depth(
     }
     let rpc_per_sec = rpcs as f64 / seconds;
     let mean_rtt_ns = f64::from(depth) * 1e9 / rpc_per_sec;
+    let latency = Latency::of(&h.hist);
     Ok(DepthReport {
         depth,
         rpcs,
         seconds,
         rpc_per_sec,
         bytes_per_sec: rpc_per_sec * (payload.len() as f64 + f64::from(resp_size)),
-        latency: Latency::of(&h.hist),
+        latency,
         mean_rtt_ns,
         rtt_vs_pingpong: pp.map(|p| mean_rtt_ns / p.mean_rtt_ns),
+        windows: win.summary(),
+        p50_vs_pingpong_p50: pp.map(|p| latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64),
         writes: ep.stats().writes - writes0,
         retries,
     })
@@ -569,22 +646,28 @@ fn print_report(r: &BenchReport) {
     );
     if let Some(p) = &r.pingpong {
         println!(
-            "  ping-pong      {:>12.0} round trips/s   mean {:>7.1} ns   p50 {:>6} ns   p99 {:>6} ns",
-            p.round_trips_per_sec, p.mean_rtt_ns, p.rtt.p50_ns, p.rtt.p99_ns
+            "  ping-pong   {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
+            p.round_trips_per_sec,
+            p.windows.median_per_sec,
+            p.windows.max_per_sec,
+            p.rtt.p50_ns,
+            p.rtt.p99_ns
         );
     }
     for d in &r.depths {
         println!(
-            "  depth {:>4}     {:>12.0} RPC/s   {:>10.1} MB/s   p50 {:>6} ns   p90 {:>6} ns   p99 {:>7} ns   p99.9 {:>8} ns{}",
+            "  depth {:>4}  {:>11.0} RPC/s         (1 ms windows: median {:>11.0}, best {:>11.0})   {:>8.1} MB/s   latency p50 {:>6} ns   p90 {:>6} ns   p99 {:>8} ns   p99.9 {:>9} ns{}",
             d.depth,
             d.rpc_per_sec,
+            d.windows.median_per_sec,
+            d.windows.max_per_sec,
             d.bytes_per_sec / 1e6,
             d.latency.p50_ns,
             d.latency.p90_ns,
             d.latency.p99_ns,
             d.latency.p999_ns,
-            d.rtt_vs_pingpong
-                .map(|x| format!("   {:.2}x ping-pong", x))
+            d.p50_vs_pingpong_p50
+                .map(|x| format!("   p50 {x:.2}x ping-pong p50"))
                 .unwrap_or_default()
         );
     }

@@ -299,6 +299,7 @@ pub struct Endpoint<U> {
     config: Config,
     want_read: bool,
     published: u64,
+    credit_key: (u64, u64, u64),
     stats: Stats,
 }
 
@@ -381,6 +382,7 @@ impl<U> Endpoint<U> {
             config,
             want_read: false,
             published: 0,
+            credit_key: (u64::MAX, 0, 0),
             stats: Stats::default(),
         })
     }
@@ -587,7 +589,7 @@ impl<U> Endpoint<U> {
                 self.want_read = false;
             }
         }
-        self.flush(t)
+        self.flush_inner(t)
     }
 
     /// The piggy-backed consumer position is stale when a call found the ring
@@ -608,14 +610,36 @@ impl<U> Endpoint<U> {
         by_policy >= ALIGNMENT && self.flow.grant_by_invariant(producer) < by_policy
     }
 
-    fn flush<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
+    /// Sends what `call` and `reply` wrote, without taking anything in (a
+    /// cheaper step than `poll` right after replying or calling).
+    pub fn flush<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.flush_inner(t);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    fn flush_inner<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
             self.flow.note_reported_consumer(consumer);
         } else if !self.has_unflushed() {
-            self.maybe_credit_batch();
+            // Re-evaluate only when something that decides it changed.
+            let key = (
+                self.flow.resp_reservation(),
+                self.flow.remote_consumer(),
+                self.send.producer(),
+            );
+            if key != self.credit_key {
+                self.credit_key = key;
+                self.maybe_credit_batch();
+            }
         }
         while let Some(seg) = self.send.next_segment() {
             t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm)?;

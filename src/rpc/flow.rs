@@ -76,6 +76,7 @@ pub enum FlowError {
 
 /// Internal reservation for a call with `response_allowance` bytes of response
 /// payload: `padded(response_allowance) + 32`.
+#[inline]
 pub const fn internal_allowance(response_allowance: u32) -> u64 {
     padded_message_size(response_allowance) + FLOW_METADATA_SIZE as u64
 }
@@ -84,6 +85,7 @@ pub const fn internal_allowance(response_allowance: u32) -> u64 {
 pub const MIN_ALLOWANCE: u64 = internal_allowance(0);
 
 /// Initial credit: `min(max_R, ring / 4)`.
+#[inline]
 pub const fn initial_credit(max_resp_reservation: u64, ring_size: u64) -> u64 {
     let q = ring_size / 4;
     align_down(if max_resp_reservation < q {
@@ -134,41 +136,49 @@ impl Flow {
     }
 
     /// `C`: the peer's receive-ring size.
+    #[inline]
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
 
     /// `R`: credit granted and not yet used by responses.
+    #[inline]
     pub fn resp_reservation(&self) -> u64 {
         self.r
     }
 
     /// The cap on `R`.
+    #[inline]
     pub fn max_resp_reservation(&self) -> u64 {
         self.max_r
     }
 
     /// Credit the peer granted this side, available for calls.
+    #[inline]
     pub fn peer_credit_balance(&self) -> u64 {
         self.peer_credit
     }
 
     /// Cached peer consumer position.
+    #[inline]
     pub fn remote_consumer(&self) -> u64 {
         self.remote_consumer
     }
 
     /// Reservations of received requests not yet replied to.
+    #[inline]
     pub fn outstanding_requests(&self) -> u64 {
         self.outstanding_in
     }
 
     /// `producer - remote_consumer`.
+    #[inline]
     pub fn in_flight(&self, producer: u64) -> u64 {
         producer.saturating_sub(self.remote_consumer)
     }
 
     /// Whether `in_flight + 2R <= C` holds with the send ring at `producer`.
+    #[inline]
     pub fn invariant_holds(&self, producer: u64) -> bool {
         self.in_flight(producer)
             .checked_add(self.r.saturating_mul(2))
@@ -176,17 +186,20 @@ impl Flow {
     }
 
     /// Whether `extra` more bytes fit under the invariant.
+    #[inline]
     pub fn has_room(&self, producer: u64, extra: u64) -> bool {
         self.invariant_holds(producer.saturating_add(extra))
     }
 
     /// The grant the invariant allows with the send ring at `producer`
     /// (unaligned, before the policy cap).
+    #[inline]
     pub fn grant_by_invariant(&self, producer: u64) -> u64 {
         (self.capacity.saturating_sub(self.in_flight(producer)) / 2).saturating_sub(self.r)
     }
 
     /// The grant `min((C - in_flight)/2 - R, max_R - R)` aligned down to 32.
+    #[inline]
     pub fn grant(&self, producer: u64) -> u64 {
         align_down(
             self.grant_by_invariant(producer)
@@ -195,6 +208,7 @@ impl Flow {
     }
 
     /// Computes the grant for a batch being closed and adds it to `R`.
+    #[inline]
     pub fn take_grant(&mut self, producer: u64) -> u64 {
         let g = self.grant(producer);
         self.r += g;
@@ -202,11 +216,13 @@ impl Flow {
     }
 
     /// Records the consumer position this side exposed to the peer.
+    #[inline]
     pub fn note_reported_consumer(&mut self, pos: u64) {
         self.reported_consumer = self.reported_consumer.max(pos);
     }
 
     /// Reserves credit for a call. Returns the internal allowance.
+    #[inline]
     pub fn reserve_call(&mut self, response_allowance: u32) -> Option<u64> {
         let a = internal_allowance(response_allowance);
         if self.peer_credit < a {
@@ -218,11 +234,13 @@ impl Flow {
 
     /// Gives back a reservation taken by [`reserve_call`](Self::reserve_call)
     /// for a call that was not sent.
+    #[inline]
     pub fn refund_call(&mut self, allowance: u64) {
         self.peer_credit += allowance;
     }
 
     /// Releases the reservation of a response that was written.
+    #[inline]
     pub fn release_reply(&mut self, allowance: u64) {
         self.r = self.r.saturating_sub(allowance);
         self.outstanding_in = self.outstanding_in.saturating_sub(allowance);
@@ -230,6 +248,7 @@ impl Flow {
 
     /// Takes a peer consumer position (piggy-backed or read). Stale values are
     /// ignored; one beyond `sent` (bytes handed to the transport) is an error.
+    #[inline]
     pub fn on_remote_consumer(&mut self, pos: u64, sent: u64) -> Result<(), FlowError> {
         if pos > sent || pos % 32 != 0 {
             return Err(FlowError::BadConsumerPos { pos, sent });
@@ -242,6 +261,7 @@ impl Flow {
     /// `batch_end` and whose responses release `released` bytes of the peer's
     /// reservation (the peer released them before it computed the grant),
     /// checking the grant keeps the peer's invariant.
+    #[inline]
     pub fn on_grant(&mut self, grant: u64, released: u64, batch_end: u64) -> Result<(), FlowError> {
         if grant % 32 != 0 {
             return Err(FlowError::UnalignedGrant(grant));
@@ -274,6 +294,7 @@ impl Flow {
     }
 
     /// Takes a received request's reservation.
+    #[inline]
     pub fn on_request(&mut self, allowance: u64) -> Result<(), FlowError> {
         if allowance < MIN_ALLOWANCE {
             return Err(FlowError::AllowanceTooSmall(allowance));
@@ -290,6 +311,7 @@ impl Flow {
     }
 
     /// Takes a received response's release of the peer's reservation.
+    #[inline]
     pub fn on_response(&mut self, allowance: u64) -> Result<(), FlowError> {
         if allowance > self.peer_r {
             return Err(FlowError::ReleaseOverReservation {

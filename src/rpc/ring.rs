@@ -43,11 +43,13 @@ pub fn check_ring_size(size: u64) -> Result<(), BadRingSize> {
 }
 
 /// Bytes that fit between `pos` and the ring end.
+#[inline]
 pub const fn room_to_end(pos: u64, size: u64) -> u64 {
     size - (pos & (size - 1))
 }
 
 /// Whether `len` bytes written at `pos` stay strictly before the ring end.
+#[inline]
 pub const fn fits_before_end(pos: u64, len: u64, size: u64) -> bool {
     (pos & (size - 1)) + len < size
 }
@@ -95,30 +97,36 @@ impl SendRing {
     }
 
     /// Ring size in bytes.
+    #[inline]
     pub fn size(&self) -> u64 {
         self.size
     }
 
     /// Next byte position to write.
+    #[inline]
     pub fn producer(&self) -> u64 {
         self.producer
     }
 
     /// First position not yet handed to the transport.
+    #[inline]
     pub fn flushed(&self) -> u64 {
         self.flushed
     }
 
     /// Whether a batch is open.
+    #[inline]
     pub fn batch_open(&self) -> bool {
         self.meta_pos.is_some()
     }
 
     /// Messages in the open batch.
+    #[inline]
     pub fn batch_count(&self) -> u32 {
         self.batch_count
     }
 
+    #[inline]
     fn offset(&self, pos: u64) -> usize {
         (pos & (self.size - 1)) as usize
     }
@@ -126,6 +134,7 @@ impl SendRing {
     /// Bytes appending a message of `padded` ring bytes would add, counting a new
     /// batch's metadata and, when it would not fit before the ring end, the
     /// skipped tail (the wrap marker's extent) and the fresh batch's metadata.
+    #[inline]
     pub fn consumption(&self, padded: u64) -> u64 {
         let meta = if self.batch_open() {
             0
@@ -140,6 +149,7 @@ impl SendRing {
     }
 
     /// Whether appending `padded` ring bytes needs a wrap first.
+    #[inline]
     pub fn needs_wrap(&self, padded: u64) -> bool {
         let meta = if self.batch_open() {
             0
@@ -150,6 +160,7 @@ impl SendRing {
     }
 
     /// Closes the open batch, filling its metadata. Does nothing when none is open.
+    #[inline]
     pub fn close_batch(&mut self, consumer_pos: u64, credit_grant: u64) {
         if let Some(meta_pos) = self.meta_pos.take() {
             let off = self.offset(meta_pos);
@@ -167,6 +178,7 @@ impl SendRing {
 
     /// Writes a wrap marker at the producer (no batch may be open) and moves the
     /// producer to the start of the next lap. Returns the bytes skipped.
+    #[inline]
     pub fn write_wrap_marker(&mut self, consumer_pos: u64, credit_grant: u64) -> u64 {
         debug_assert!(self.meta_pos.is_none());
         let off = self.offset(self.producer);
@@ -185,12 +197,14 @@ impl SendRing {
     }
 
     /// Bytes a wrap marker at the producer would skip.
+    #[inline]
     pub fn wrap_skip(&self) -> u64 {
         room_to_end(self.producer, self.size)
     }
 
     /// Reserves the metadata block of a new batch at the producer. The caller
     /// has checked it fits before the ring end.
+    #[inline]
     pub fn open_batch(&mut self) {
         if self.meta_pos.is_none() {
             self.meta_pos = Some(self.producer);
@@ -200,6 +214,7 @@ impl SendRing {
 
     /// Appends a message to the open batch (opened here if needed). The caller
     /// has wrapped first when [`needs_wrap`](Self::needs_wrap) said so.
+    #[inline]
     pub fn append_message(&mut self, repr: MessageRepr, payload: &[u8]) {
         self.open_batch();
         let off = self.offset(self.producer);
@@ -216,6 +231,7 @@ impl SendRing {
     /// Closed batches only: close the open batch first. A segment never crosses
     /// the ring end; one ending there includes the wrap marker's skipped tail in
     /// `delta` but not in `copy_len`.
+    #[inline]
     pub fn next_segment(&self) -> Option<Segment> {
         let end = match self.meta_pos {
             Some(m) => m,
@@ -243,12 +259,14 @@ impl SendRing {
     }
 
     /// The bytes of a segment returned by [`next_segment`](Self::next_segment).
+    #[inline]
     pub fn segment_bytes(&self, seg: &Segment) -> &[u8] {
         let off = seg.offset as usize;
         &self.buf[off..off + seg.copy_len as usize]
     }
 
     /// Marks a segment as handed to the transport.
+    #[inline]
     pub fn mark_flushed(&mut self, seg: &Segment) {
         debug_assert_eq!(seg.pos, self.flushed);
         debug_assert_eq!(seg.delta % ALIGNMENT, 0);
@@ -289,21 +307,25 @@ impl RecvCursor {
     }
 
     /// Bytes announced so far.
+    #[inline]
     pub fn producer(&self) -> u64 {
         self.producer
     }
 
     /// Bytes parsed so far.
+    #[inline]
     pub fn consumer(&self) -> u64 {
         self.consumer
     }
 
     /// Ring size.
+    #[inline]
     pub fn size(&self) -> u64 {
         self.size
     }
 
     /// Adds an immediate value's delta.
+    #[inline]
     pub fn advance(&mut self, delta: u64) -> Result<(), RecvError> {
         let producer = self.producer.saturating_add(delta);
         let in_ring = producer - self.consumer;
@@ -319,6 +341,7 @@ impl RecvCursor {
 
     /// The contiguous announced region at the consumer: `(offset, len)`, never
     /// crossing the ring end.
+    #[inline]
     pub fn pending(&self) -> Option<(u64, u64)> {
         if self.consumer >= self.producer {
             return None;
@@ -328,6 +351,7 @@ impl RecvCursor {
     }
 
     /// Consumes `len` bytes (at most what [`pending`](Self::pending) returned).
+    #[inline]
     pub fn consume(&mut self, len: u64) {
         debug_assert!(self.consumer + len <= self.producer);
         self.consumer += len;

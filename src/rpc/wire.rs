@@ -72,58 +72,69 @@ mod field {
     pub const CALL_ID: Field = 0..4;
     pub const PIGGYBACK: Field = 4..8;
     pub const LEN: Field = 8..12;
+    #[inline]
     pub const fn payload(len: usize) -> Field {
         12..12 + len
     }
 }
 
 /// Encodes a batch length (a multiple of 32) as an immediate value.
+#[inline]
 pub fn encode_imm(delta: u64) -> u32 {
     u32::try_from(delta / ALIGNMENT).unwrap_or(u32::MAX)
 }
 
 /// Decodes an immediate value into a batch length in bytes.
+#[inline]
 pub fn decode_imm(imm: u32) -> u64 {
     u64::from(imm) * ALIGNMENT
 }
 
 /// `x` rounded up to a multiple of [`ALIGNMENT`].
+#[inline]
 pub const fn align_up(x: u64) -> u64 {
     (x + ALIGNMENT - 1) & !(ALIGNMENT - 1)
 }
 
 /// `x` rounded down to a multiple of [`ALIGNMENT`].
+#[inline]
 pub const fn align_down(x: u64) -> u64 {
     x & !(ALIGNMENT - 1)
 }
 
 /// Bytes a message with `payload_len` bytes of payload takes on a ring:
 /// `ceil((12 + payload_len) / 32) * 32`.
+#[inline]
 pub const fn padded_message_size(payload_len: u32) -> u64 {
     align_up(HEADER_SIZE as u64 + payload_len as u64)
 }
 
 /// `call_id` with the response flag set.
+#[inline]
 pub const fn to_response_id(call_id: u32) -> u32 {
     call_id | RESPONSE_FLAG
 }
 
 /// `call_id` without the response flag.
+#[inline]
 pub const fn from_response_id(call_id: u32) -> u32 {
     call_id & !RESPONSE_FLAG
 }
 
 /// Whether `call_id` marks a response.
+#[inline]
 pub const fn is_response(call_id: u32) -> bool {
     call_id & RESPONSE_FLAG != 0
 }
 
+#[inline]
 fn u32_at(b: &[u8], f: field::Field) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[f]);
     u32::from_le_bytes(a)
 }
 
+#[inline]
 fn u64_at(b: &[u8], f: field::Field) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[f]);
@@ -138,11 +149,13 @@ pub struct FlowMeta<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> FlowMeta<T> {
     /// Wraps a buffer without checking its length.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         FlowMeta { buffer }
     }
 
     /// Wraps a buffer, checking it holds at least 32 bytes.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let m = Self::new_unchecked(buffer);
         m.check_len()?;
@@ -150,6 +163,7 @@ impl<T: AsRef<[u8]>> FlowMeta<T> {
     }
 
     /// Checks the buffer is long enough for every accessor.
+    #[inline]
     pub fn check_len(&self) -> Result<(), WireError> {
         let available = self.buffer.as_ref().len();
         if available < FLOW_METADATA_SIZE {
@@ -162,16 +176,19 @@ impl<T: AsRef<[u8]>> FlowMeta<T> {
     }
 
     /// The sender's receive-ring consumer position.
+    #[inline]
     pub fn consumer_pos(&self) -> u64 {
         u64_at(self.buffer.as_ref(), field::CONSUMER_POS)
     }
 
     /// Credit granted to the reader, in bytes.
+    #[inline]
     pub fn credit_grant(&self) -> u64 {
         u64_at(self.buffer.as_ref(), field::CREDIT_GRANT)
     }
 
     /// Number of messages that follow, or [`WRAP_MESSAGE_COUNT`].
+    #[inline]
     pub fn message_count(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::MESSAGE_COUNT)
     }
@@ -179,21 +196,25 @@ impl<T: AsRef<[u8]>> FlowMeta<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> FlowMeta<T> {
     /// Sets the consumer position.
+    #[inline]
     pub fn set_consumer_pos(&mut self, v: u64) {
         self.buffer.as_mut()[field::CONSUMER_POS].copy_from_slice(&v.to_le_bytes());
     }
 
     /// Sets the credit grant.
+    #[inline]
     pub fn set_credit_grant(&mut self, v: u64) {
         self.buffer.as_mut()[field::CREDIT_GRANT].copy_from_slice(&v.to_le_bytes());
     }
 
     /// Sets the message count.
+    #[inline]
     pub fn set_message_count(&mut self, v: u32) {
         self.buffer.as_mut()[field::MESSAGE_COUNT].copy_from_slice(&v.to_le_bytes());
     }
 
     /// Zeroes the padding.
+    #[inline]
     pub fn clear_padding(&mut self) {
         self.buffer.as_mut()[field::META_PAD].fill(0);
     }
@@ -212,6 +233,7 @@ pub struct FlowMetaRepr {
 
 impl FlowMetaRepr {
     /// Parses a checked view.
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(m: &FlowMeta<T>) -> Result<Self, WireError> {
         m.check_len()?;
         Ok(FlowMetaRepr {
@@ -222,16 +244,19 @@ impl FlowMetaRepr {
     }
 
     /// Bytes [`emit`](Self::emit) writes.
+    #[inline]
     pub const fn buffer_len(&self) -> usize {
         FLOW_METADATA_SIZE
     }
 
     /// Whether this is a wrap marker.
+    #[inline]
     pub const fn is_wrap(&self) -> bool {
         self.message_count == WRAP_MESSAGE_COUNT
     }
 
     /// Writes the block (the view must have been checked).
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, m: &mut FlowMeta<T>) {
         m.set_consumer_pos(self.consumer_pos);
         m.set_credit_grant(self.credit_grant);
@@ -248,11 +273,13 @@ pub struct Message<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Message<T> {
     /// Wraps a buffer without checking its length.
+    #[inline]
     pub const fn new_unchecked(buffer: T) -> Self {
         Message { buffer }
     }
 
     /// Wraps a buffer, checking it holds the header and the whole payload.
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, WireError> {
         let m = Self::new_unchecked(buffer);
         m.check_len()?;
@@ -260,6 +287,7 @@ impl<T: AsRef<[u8]>> Message<T> {
     }
 
     /// Checks the header and the payload it announces fit in the buffer.
+    #[inline]
     pub fn check_len(&self) -> Result<(), WireError> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_SIZE {
@@ -279,26 +307,31 @@ impl<T: AsRef<[u8]>> Message<T> {
     }
 
     /// The call id, with [`RESPONSE_FLAG`] on responses.
+    #[inline]
     pub fn call_id(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::CALL_ID)
     }
 
     /// The piggy-back field: the response allowance in 32-byte blocks.
+    #[inline]
     pub fn piggyback(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::PIGGYBACK)
     }
 
     /// The payload length.
+    #[inline]
     pub fn len(&self) -> u32 {
         u32_at(self.buffer.as_ref(), field::LEN)
     }
 
     /// Whether the payload is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The payload.
+    #[inline]
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[field::payload(self.len() as usize)]
     }
@@ -306,21 +339,25 @@ impl<T: AsRef<[u8]>> Message<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Message<T> {
     /// Sets the call id.
+    #[inline]
     pub fn set_call_id(&mut self, v: u32) {
         self.buffer.as_mut()[field::CALL_ID].copy_from_slice(&v.to_le_bytes());
     }
 
     /// Sets the piggy-back field.
+    #[inline]
     pub fn set_piggyback(&mut self, v: u32) {
         self.buffer.as_mut()[field::PIGGYBACK].copy_from_slice(&v.to_le_bytes());
     }
 
     /// Sets the payload length.
+    #[inline]
     pub fn set_len(&mut self, v: u32) {
         self.buffer.as_mut()[field::LEN].copy_from_slice(&v.to_le_bytes());
     }
 
     /// The payload, mutable.
+    #[inline]
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let len = self.len() as usize;
         &mut self.buffer.as_mut()[field::payload(len)]
@@ -340,6 +377,7 @@ pub struct MessageRepr {
 
 impl MessageRepr {
     /// Parses a view's header (checking the payload fits).
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(m: &Message<T>) -> Result<Self, WireError> {
         m.check_len()?;
         Ok(MessageRepr {
@@ -350,12 +388,14 @@ impl MessageRepr {
     }
 
     /// Bytes the message takes on the ring, padding included.
+    #[inline]
     pub const fn buffer_len(&self) -> u64 {
         padded_message_size(self.len)
     }
 
     /// Writes the header (the payload is written through [`Message::payload_mut`]).
     /// The buffer must hold at least [`HEADER_SIZE`] bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, m: &mut Message<T>) {
         m.set_call_id(self.call_id);
         m.set_piggyback(self.piggyback);
@@ -377,6 +417,7 @@ pub struct Batch<'a> {
 impl<'a> Batch<'a> {
     /// Parses and validates the batch at the start of `bytes` (which may hold
     /// more after it): every message header and payload must lie within `bytes`.
+    #[inline]
     pub fn new_checked(bytes: &'a [u8]) -> Result<Self, WireError> {
         let meta = FlowMetaRepr::parse(&FlowMeta::new_checked(bytes)?)?;
         if meta.is_wrap() {
@@ -423,26 +464,31 @@ impl<'a> Batch<'a> {
     }
 
     /// The flow metadata.
+    #[inline]
     pub fn meta(&self) -> FlowMetaRepr {
         self.meta
     }
 
     /// Whether this is a wrap marker.
+    #[inline]
     pub fn is_wrap(&self) -> bool {
         self.meta.is_wrap()
     }
 
     /// Length of the batch on the ring, in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the batch is only a metadata block.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == FLOW_METADATA_SIZE
     }
 
     /// The messages, in order (none for a wrap marker).
+    #[inline]
     pub fn messages(&self) -> Messages<'a> {
         let count = if self.is_wrap() {
             0
@@ -468,6 +514,7 @@ pub struct Messages<'a> {
 impl<'a> Iterator for Messages<'a> {
     type Item = Message<&'a [u8]>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 {
             return None;

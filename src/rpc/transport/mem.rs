@@ -28,6 +28,7 @@ impl MemLink {
     }
 
     /// Side 0 or 1 (any other value is taken as 1) as a [`Transport`].
+    #[inline]
     pub fn side(&mut self, side: usize) -> MemSide<'_> {
         MemSide {
             link: self,
@@ -62,11 +63,13 @@ impl MemLink {
     }
 
     /// Immediates queued for side `side` and not yet polled.
+    #[inline]
     pub fn queued(&self, side: usize) -> usize {
         self.imms[usize::from(side != 0)].len()
     }
 
     /// Writes side `side` has issued.
+    #[inline]
     pub fn writes(&self, side: usize) -> u64 {
         self.writes[usize::from(side != 0)]
     }
@@ -80,14 +83,17 @@ pub struct MemSide<'a> {
 }
 
 impl Transport for MemSide<'_> {
+    #[inline]
     fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
         self.link.inject(1 - self.me, offset, data, imm)
     }
 
+    #[inline]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
         Ok(self.link.imms[self.me].pop_front())
     }
 
+    #[inline]
     fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {
         let ring = &self.link.rings[self.me];
         usize::try_from(offset)
@@ -97,10 +103,12 @@ impl Transport for MemSide<'_> {
             .unwrap_or(&[])
     }
 
+    #[inline]
     fn publish_consumer(&mut self, pos: u64) {
         self.link.consumer[self.me] = pos;
     }
 
+    #[inline]
     fn read_remote_consumer(&mut self) -> Result<Option<u64>, TransportError> {
         Ok(Some(self.link.consumer[1 - self.me]))
     }

@@ -61,18 +61,23 @@ pub trait Transport {
 }
 
 impl<T: Transport + ?Sized> Transport for &mut T {
+    #[inline]
     fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
         (**self).write_with_imm(offset, data, imm)
     }
+    #[inline]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
         (**self).poll_imm()
     }
+    #[inline]
     fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {
         (**self).recv_bytes(offset, len)
     }
+    #[inline]
     fn publish_consumer(&mut self, pos: u64) {
         (**self).publish_consumer(pos)
     }
+    #[inline]
     fn read_remote_consumer(&mut self) -> Result<Option<u64>, TransportError> {
         (**self).read_remote_consumer()
     }
