@@ -5,6 +5,10 @@
 //! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
 //!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
 //!   and prints the report next to the ping-pong baseline.
+//! * `rpc raw server|client PATH LEN`: the shared-memory transport alone, one
+//!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
+//!   core 1), to separate transport from endpoint cost.
+//! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 
 use clap::Parser;
 use linerate::rpc::cli::{self, RpcArgs};
@@ -63,8 +67,69 @@ fn local(ring: u64, depth: u32, rounds: u32) {
     );
 }
 
+/// Transport alone: a write-with-immediate echoed back, no endpoint.
+fn raw(role: &str, path: &str, core: usize, len: usize) {
+    use linerate::rpc::transport::shm::ShmTransport;
+    use linerate::rpc::Transport;
+    let id = core_affinity::get_core_ids()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == core)
+        .unwrap();
+    core_affinity::set_for_current(id);
+    let data = vec![7u8; len];
+    let mut off = 0u64;
+    let ring = 65536u64;
+    if role == "server" {
+        let mut t = ShmTransport::create(std::path::Path::new(path), ring).unwrap();
+        let mut n = 0u64;
+        while n < 3_000_000 {
+            if let Some(imm) = t.poll_imm().unwrap() {
+                std::hint::black_box(t.recv_bytes(off, len as u64));
+                t.write_with_imm(off, &data, imm).unwrap();
+                off = (off + 128) % (ring - 256);
+                n += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let _ = std::fs::remove_file(path);
+    } else {
+        let mut t = loop {
+            if let Ok(t) = ShmTransport::open(std::path::Path::new(path)) {
+                break t;
+            }
+        };
+        let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut prev = std::time::Instant::now();
+        for _ in 0..3_000_000u64 {
+            t.write_with_imm(off, &data, 4).unwrap();
+            while t.poll_imm().unwrap().is_none() {}
+            std::hint::black_box(t.recv_bytes(off, len as u64));
+            off = (off + 128) % (ring - 256);
+            let now = std::time::Instant::now();
+            hist.record((now - prev).as_nanos() as u64).unwrap();
+            prev = now;
+        }
+        println!(
+            "raw transport echo of {len} bytes: RTT p50 {} ns p10 {} ns",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.1)
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() >= 4 && args[1] == "raw" {
+        let len: usize = args[4].parse().unwrap();
+        raw(
+            &args[2],
+            &args[3],
+            if args[2] == "server" { 0 } else { 1 },
+            len,
+        );
+        return;
+    }
     if args.iter().any(|a| a == "local") {
         for ring in [1 << 16, 1 << 20] {
             local(ring, 1, 2_000_000);

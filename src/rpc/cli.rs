@@ -377,12 +377,12 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// Keeps the issue stamps of the responses one `poll` delivered; the clock is
+/// read once after the poll (as the ping-pong reads it once per round trip), not
+/// on every spin.
 struct ClientHandler {
-    hist: Histogram<u64>,
-    now: u64,
-    done: u64,
+    issued: Vec<u64>,
     requests: u64,
-    recording: bool,
 }
 
 impl Handler<u64> for ClientHandler {
@@ -390,9 +390,8 @@ impl Handler<u64> for ClientHandler {
         self.requests += 1;
     }
     fn on_response(&mut self, _call_id: u32, issued: u64, _payload: &[u8]) {
-        if self.recording {
-            let _ = self.hist.record(self.now.saturating_sub(issued).max(1));
-            self.done += 1;
+        if self.issued.len() < self.issued.capacity() {
+            self.issued.push(issued);
         }
     }
 }
@@ -545,6 +544,10 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     })
 }
 
+fn config_pending<U>(ep: &Endpoint<U>) -> usize {
+    ep.pending_calls() as usize + 4096
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_depth(
     ep: &mut Endpoint<u64>,
@@ -557,43 +560,26 @@ fn run_depth(
     pp: Option<&PingPongReport>,
 ) -> CliResult<DepthReport> {
     let mut h = ClientHandler {
-        hist: new_hist()?,
-        now: 0,
-        done: 0,
+        issued: Vec::with_capacity(config_pending(ep)),
         requests: 0,
-        recording: true,
     };
+    let mut hist = new_hist()?;
     let fail = |e: super::RpcError| (1, e.to_string());
     let writes0 = ep.stats().writes;
     let mut retries = 0u64;
     // Warm up briefly, then measure.
     let warm = duration / 10;
     let start = clock.now();
+    let mut now = start;
     let mut measuring = false;
     let mut t0 = start;
-    let mut done0 = 0;
+    let mut done = 0u64;
     let mut win = Windows::new(0, duration);
-    let end_nanos;
+    let mut idle = 0u32;
     loop {
-        let now = clock.now();
-        h.now = now.as_nanos();
-        if measuring {
-            win.tick(h.now, h.done - done0);
-        } else if now - start >= warm {
-            measuring = true;
-            t0 = now;
-            done0 = h.done;
-            h.hist.reset();
-            win.start_ns = h.now;
-        }
-        if measuring && now - t0 >= duration {
-            end_nanos = now.as_nanos();
-            break;
-        }
-        ep.poll(t, &mut h).map_err(fail)?;
         if ep.pending_calls() < depth {
             while ep.pending_calls() < depth {
-                match ep.call(payload, resp_size, h.now) {
+                match ep.call(payload, resp_size, now.as_nanos()) {
                     Ok(_) => {}
                     Err(e) if e.kind.is_retryable() => {
                         retries += 1;
@@ -604,14 +590,38 @@ fn run_depth(
             }
             ep.flush(t).map_err(fail)?;
         }
+        ep.poll(t, &mut h).map_err(fail)?;
+        if h.issued.is_empty() {
+            idle += 1;
+            if idle < 1024 {
+                continue;
+            }
+        }
+        idle = 0;
+        now = clock.now();
+        let ns = now.as_nanos();
+        if measuring {
+            for &i in &h.issued {
+                let _ = hist.record(ns.saturating_sub(i).max(1));
+            }
+            done += h.issued.len() as u64;
+            win.tick(ns, done);
+            if now - t0 >= duration {
+                break;
+            }
+        } else if now - start >= warm {
+            measuring = true;
+            t0 = now;
+            win.start_ns = ns;
+        }
+        h.issued.clear();
     }
-    let rpcs = h.done - done0;
-    h.recording = false;
-    let seconds = (end_nanos - t0.as_nanos()) as f64 * 1e-9;
+    let rpcs = done;
+    let seconds = (now - t0).as_secs_f64();
     // Drain so the next depth starts clean.
     let drain_start = clock.now();
     while ep.pending_calls() > 0 {
-        h.now = clock.now().as_nanos();
+        h.issued.clear();
         ep.poll(t, &mut h).map_err(fail)?;
         if clock.now() - drain_start > Duration::from_secs(10) {
             return Err((1, "responses stopped arriving".into()));
@@ -622,7 +632,7 @@ fn run_depth(
     }
     let rpc_per_sec = rpcs as f64 / seconds;
     let mean_rtt_ns = f64::from(depth) * 1e9 / rpc_per_sec;
-    let latency = Latency::of(&h.hist);
+    let latency = Latency::of(&hist);
     Ok(DepthReport {
         depth,
         rpcs,

@@ -642,7 +642,12 @@ impl<U> Endpoint<U> {
             }
         }
         while let Some(seg) = self.send.next_segment() {
-            t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm)?;
+            match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
+                Ok(()) => {}
+                // Left for the next poll.
+                Err(TransportError::Busy) => break,
+                Err(e) => return Err(e.into()),
+            }
             self.send.mark_flushed(&seg);
             self.stats.writes += 1;
         }

@@ -33,6 +33,10 @@ pub enum TransportError {
         /// The ring size.
         size: u64,
     },
+    /// No room to post the write now (a full completion or send queue); retry
+    /// after the peer made progress. Nothing was written.
+    #[error("transport busy")]
+    Busy,
     /// The peer went away or the medium failed.
     #[error("transport failed: {0}")]
     Failed(String),

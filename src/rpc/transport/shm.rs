@@ -3,12 +3,12 @@
 //! hugetlbfs mount when there is one, else in `/dev/shm`.
 //!
 //! ```text
-//! 0     header page: magic, ring size, completion entries, the two info records,
+//! 0     header page: magic, ring size, completion slots, the two info records,
 //!       control words (for tools), a ping-pong line, the two consumer positions
-//!       (each in its own 128-byte block)
+//!       and the two completion-ring read counters (each in its own 128 bytes)
 //! 4096  side 0's receive ring (ring_size bytes)
 //!       side 1's receive ring
-//!       side 0's completion ring (ring_size / 32 slots of u64)
+//!       side 0's completion ring (COMP_SLOTS slots of 128 bytes)
 //!       side 1's completion ring
 //! ```
 //!
@@ -16,14 +16,22 @@
 //! ([`ShmTransport::open`]). Each side publishes its [`PeerInfo`] in the header;
 //! that is the out-of-band exchange.
 //!
-//! A write-with-immediate copies the bytes into the peer's receive ring, then
+//! A write-with-immediate puts the bytes into the peer's receive ring and then
 //! stores `(sequence << 32) | imm` into the peer's next completion slot with
-//! Release ordering; the peer polls that slot with Acquire and, seeing the
-//! expected sequence, knows the bytes are visible. The slot count (`ring / 32`)
-//! bounds the outstanding immediates (each announces at least 32 bytes and no
-//! more than a ring's worth is unconsumed), so slots are never overwritten unread.
-//! The consumer position is a Release store and an Acquire load, which is also
-//! what keeps the peer from overwriting bytes still being read.
+//! Release ordering; the peer polls that word with Acquire and, seeing the
+//! expected sequence, knows the bytes are visible. Writes of up to
+//! [`INLINE_MAX`] bytes travel inside the two cache lines of the completion slot
+//! instead (each line ends its stores with the tag), and the receiving side
+//! copies them to the ring offset named in the slot when it polls: the
+//! shared-memory form of a NIC's "data in the completion entry" for small
+//! messages, which saves a dependent cache-line transfer per batch. Either way
+//! the endpoint sees ring bytes announced by an immediate.
+//!
+//! The completion ring has [`COMP_SLOTS`] slots; the reader publishes how many
+//! it took, and the writer reads that only when its cached copy says the ring is
+//! full (then [`TransportError::Busy`] until the peer polls). The consumer
+//! position is a Release store and an Acquire load, which is also what keeps the
+//! peer from overwriting bytes still being read.
 //!
 //! This is the only file of the RPC module with `unsafe`: raw accesses to the
 //! shared mapping.
@@ -46,6 +54,17 @@ const OFF_INFO: usize = 256; // 2 x 128: ready, ring_size, initial_credit, max_r
 const OFF_CONTROL: usize = 1024; // CONTROL_WORDS x u64
 const OFF_PINGPONG: usize = 1536;
 const OFF_CONSUMER: usize = 2048; // 2 x 128
+const OFF_COMP_TAIL: usize = 2304; // 2 x 128
+/// Completion slots per side.
+pub const COMP_SLOTS: u64 = 256;
+const SLOT_SIZE: usize = 128;
+const SLOT_LINE0_DATA: usize = 16;
+const SLOT_LINE1_TAG: usize = 64;
+const SLOT_LINE1_DATA: usize = 72;
+const LINE0_DATA_MAX: usize = 48;
+/// Largest write carried inside a completion slot.
+pub const INLINE_MAX: usize = LINE0_DATA_MAX + (SLOT_SIZE - SLOT_LINE1_DATA);
+const INLINE_FLAG: u64 = 1 << 63;
 /// Number of control words tools may use for their own coordination.
 pub const CONTROL_WORDS: usize = 16;
 
@@ -90,8 +109,7 @@ pub fn default_path(name: &str) -> PathBuf {
 
 #[inline]
 fn layout_len(ring_size: u64) -> usize {
-    let comp = (ring_size / 32) as usize * 8;
-    HEADER_SIZE + 2 * ring_size as usize + 2 * comp
+    HEADER_SIZE + 2 * ring_size as usize + 2 * COMP_SLOTS as usize * SLOT_SIZE
 }
 
 /// One side of a shared-memory connection.
@@ -101,10 +119,9 @@ pub struct ShmTransport {
     path: PathBuf,
     me: usize,
     ring_size: u64,
-    comp_entries: u64,
     send_seq: u64,
+    peer_taken: u64,
     recv_seq: u64,
-    recv_total: u64,
     base: *mut u8,
 }
 
@@ -141,15 +158,14 @@ impl ShmTransport {
             path: path.to_owned(),
             me: 0,
             ring_size,
-            comp_entries: ring_size / 32,
             send_seq: 0,
+            peer_taken: 0,
             recv_seq: 0,
-            recv_total: 0,
             base,
         };
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
-            .store(ring_size / 32, Ordering::Relaxed);
+            .store(COMP_SLOTS, Ordering::Relaxed);
         t.word(OFF_MAGIC).store(MAGIC, Ordering::Release);
         Ok(t)
     }
@@ -178,10 +194,9 @@ impl ShmTransport {
             path: path.to_owned(),
             me: 1,
             ring_size: 0,
-            comp_entries: 0,
             send_seq: 0,
+            peer_taken: 0,
             recv_seq: 0,
-            recv_total: 0,
             base,
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
@@ -190,13 +205,12 @@ impl ShmTransport {
         let ring_size = t.word(OFF_RING_SIZE).load(Ordering::Relaxed);
         let comp = t.word(OFF_COMP_ENTRIES).load(Ordering::Relaxed);
         if check_ring_size(ring_size).is_err()
-            || comp != ring_size / 32
+            || comp != COMP_SLOTS
             || layout_len(ring_size) > file_len
         {
             return Err(ShmError::Corrupt(path.to_owned()));
         }
         t.ring_size = ring_size;
-        t.comp_entries = comp;
         Ok(t)
     }
 
@@ -272,16 +286,25 @@ impl ShmTransport {
         unsafe { self.base.add(HEADER_SIZE + side * self.ring_size as usize) }
     }
 
+    /// Base of completion slot `seq` of `side`'s completion ring.
     #[inline]
-    fn comp_slot(&self, side: usize, seq: u64) -> &AtomicU64 {
-        let idx = (seq & (self.comp_entries - 1)) as usize;
+    fn slot_ptr(&self, side: usize, seq: u64) -> *mut u8 {
+        let idx = (seq & (COMP_SLOTS - 1)) as usize;
         let off = HEADER_SIZE
             + 2 * self.ring_size as usize
-            + side * self.comp_entries as usize * 8
-            + idx * 8;
-        // SAFETY: `off` is 8-aligned and inside the completion rings of the
-        // mapping; slots are only accessed atomically.
-        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+            + (side * COMP_SLOTS as usize + idx) * SLOT_SIZE;
+        // SAFETY: the completion rings follow the receive rings inside the
+        // mapping (its length was checked against the layout).
+        unsafe { self.base.add(off) }
+    }
+
+    /// The 8-byte word at `off` in slot `seq` of `side`.
+    #[inline]
+    fn slot_word(&self, side: usize, seq: u64, off: usize) -> &AtomicU64 {
+        debug_assert!(off % 8 == 0 && off + 8 <= SLOT_SIZE);
+        // SAFETY: the slot is 128-byte aligned inside the mapping and `off` an
+        // 8-aligned offset within it; these words are only accessed atomically.
+        unsafe { &*(self.slot_ptr(side, seq).add(off) as *const AtomicU64) }
     }
 
     #[inline]
@@ -289,25 +312,25 @@ impl ShmTransport {
         self.word(OFF_CONSUMER + 128 * side)
     }
 
-    /// While waiting, asks for the cache lines of the first 128 bytes where the peer's next
-    /// write will land, so that they travel in parallel with the completion
-    /// slot instead of after it.
+    #[inline]
+    fn taken_word(&self, side: usize) -> &AtomicU64 {
+        self.word(OFF_COMP_TAIL + 128 * side)
+    }
+
+    /// While waiting on the first line of the next completion slot, asks for its
+    /// second line, so an inline write's two lines travel in parallel.
     #[inline]
     fn prefetch_next(&self) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let off = (self.recv_total & (self.ring_size - 1)) as usize;
-            let p = self.ring_ptr(self.me).wrapping_add(off) as *const i8;
-            // SAFETY: SSE is part of the x86_64 baseline. Both lines lie inside the
-            // mapping: `off` is below the ring size, and a line past a ring end
-            // is the next ring or a completion ring. A prefetch is a hint, not a
-            // memory access, so a concurrent write by the peer is no data race.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(p);
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
-                _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(127));
-            }
+            let p = self
+                .slot_ptr(self.me, self.recv_seq)
+                .wrapping_add(SLOT_LINE1_TAG) as *const i8;
+            // SAFETY: SSE is part of the x86_64 baseline; the line lies inside the
+            // slot. A prefetch is a hint, not a memory access, so a concurrent
+            // write by the peer is no data race.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
         }
     }
 
@@ -330,36 +353,112 @@ impl Transport for ShmTransport {
             });
         }
         let peer = 1 - self.me;
-        // SAFETY: `offset + len <= ring_size` was checked, so the destination lies
-        // inside the peer's receive ring in the mapping; `data` is local memory,
-        // so the ranges do not overlap. By the ring protocol the peer reads this
-        // range only after the Release store below announces it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                self.ring_ptr(peer).add(offset as usize),
-                data.len(),
-            );
+        if self.send_seq - self.peer_taken >= COMP_SLOTS {
+            self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
+            if self.send_seq.wrapping_sub(self.peer_taken) >= COMP_SLOTS {
+                return Err(TransportError::Busy);
+            }
         }
+        let seq = self.send_seq;
+        let tag = (((seq + 1) as u32 as u64) << 32) | u64::from(imm);
+        let slot = self.slot_ptr(peer, seq);
+        if data.len() <= INLINE_MAX {
+            let first = data.len().min(LINE0_DATA_MAX);
+            if data.len() > first {
+                // SAFETY: at most INLINE_MAX - 48 = 56 bytes into the second
+                // line's data area of a slot the peer has released (checked
+                // above against its published count); `data` is local memory.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr().add(first),
+                        slot.add(SLOT_LINE1_DATA),
+                        data.len() - first,
+                    );
+                }
+                self.slot_word(peer, seq, SLOT_LINE1_TAG)
+                    .store(tag, Ordering::Release);
+            }
+            // SAFETY: at most 48 bytes into the first line's data area of the
+            // same released slot.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data.as_ptr(), slot.add(SLOT_LINE0_DATA), first);
+            }
+            self.slot_word(peer, seq, 8)
+                .store(INLINE_FLAG | (offset << 16) | len, Ordering::Relaxed);
+        } else {
+            // SAFETY: `offset + len <= ring_size` was checked, so the destination
+            // lies inside the peer's receive ring in the mapping; `data` is local
+            // memory, so the ranges do not overlap. By the ring protocol the peer
+            // reads this range only after the Release store below announces it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    self.ring_ptr(peer).add(offset as usize),
+                    data.len(),
+                );
+            }
+            self.slot_word(peer, seq, 8).store(0, Ordering::Relaxed);
+        }
+        self.slot_word(peer, seq, 0).store(tag, Ordering::Release);
         self.send_seq += 1;
-        let tag = (self.send_seq as u32 as u64) << 32;
-        self.comp_slot(peer, self.send_seq - 1)
-            .store(tag | u64::from(imm), Ordering::Release);
         Ok(())
     }
 
     #[inline]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
-        let v = self
-            .comp_slot(self.me, self.recv_seq)
-            .load(Ordering::Acquire);
-        let expect = (self.recv_seq + 1) as u32;
-        if (v >> 32) as u32 != expect {
+        let seq = self.recv_seq;
+        let v = self.slot_word(self.me, seq, 0).load(Ordering::Acquire);
+        if (v >> 32) as u32 != (seq + 1) as u32 {
             self.prefetch_next();
             return Ok(None);
         }
+        let info = self.slot_word(self.me, seq, 8).load(Ordering::Relaxed);
+        if info & INLINE_FLAG != 0 {
+            let len = (info & 0xffff) as usize;
+            let offset = (info & !INLINE_FLAG) >> 16;
+            let corrupt = || TransportError::Failed(format!("corrupt inline completion {info:#x}"));
+            if len > INLINE_MAX
+                || !matches!(offset.checked_add(len as u64), Some(e) if e <= self.ring_size)
+            {
+                return Err(corrupt());
+            }
+            let first = len.min(LINE0_DATA_MAX);
+            let slot = self.slot_ptr(self.me, seq);
+            let dst = self.ring_ptr(self.me);
+            if len > first {
+                if self
+                    .slot_word(self.me, seq, SLOT_LINE1_TAG)
+                    .load(Ordering::Acquire)
+                    != v
+                {
+                    return Err(corrupt());
+                }
+                // SAFETY: 56 bytes at most from the slot's second data area (the
+                // peer finished it: its tag matched) to `offset + 48..offset + len`
+                // of this side's receive ring, in bounds as checked; the ring
+                // range belongs to this write until the consumer passes it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        slot.add(SLOT_LINE1_DATA),
+                        dst.add(offset as usize + first),
+                        len - first,
+                    );
+                }
+            }
+            // SAFETY: at most 48 bytes from the slot's first data area (complete:
+            // its tag was read with Acquire) to `offset..offset + 48` of this
+            // side's receive ring, in bounds as checked.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    slot.add(SLOT_LINE0_DATA),
+                    dst.add(offset as usize),
+                    first,
+                );
+            }
+        }
         self.recv_seq += 1;
-        self.recv_total = self.recv_total.wrapping_add(u64::from(v as u32) * 32);
+        self.taken_word(self.me)
+            .store(self.recv_seq, Ordering::Release);
         Ok(Some(v as u32))
     }
 
@@ -425,11 +524,25 @@ mod test {
         assert!(b.recv_bytes(4064, 64).is_empty());
         b.publish_consumer(96);
         assert_eq!(a.read_remote_consumer().unwrap(), Some(96));
-        // Completion slots are reused around the ring (4096 / 32 = 128 slots).
-        for i in 0..300u32 {
+        // Completion slots are reused around the ring.
+        for i in 0..600u32 {
             b.write_with_imm(0, &[], i).unwrap();
             assert_eq!(a.poll_imm().unwrap(), Some(i));
         }
+        // Inline (up to 104 bytes, in the slot) and not inline (in the ring).
+        for len in [1usize, 47, 48, 49, 103, 104, 105, 200] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 3 + len) as u8).collect();
+            a.write_with_imm(1024, &data, len as u32).unwrap();
+            assert_eq!(b.poll_imm().unwrap(), Some(len as u32));
+            assert_eq!(b.recv_bytes(1024, len as u64), &data[..], "length {len}");
+        }
+        // A full completion ring is Busy until the peer polls.
+        for i in 0..COMP_SLOTS {
+            a.write_with_imm(0, &[1; 32], i as u32).unwrap();
+        }
+        assert_eq!(a.write_with_imm(0, &[1; 32], 0), Err(TransportError::Busy));
+        assert_eq!(b.poll_imm().unwrap(), Some(0));
+        a.write_with_imm(0, &[1; 32], 7).unwrap();
     }
 
     #[test]
