@@ -156,6 +156,8 @@ pub struct WindowRates {
     pub count: usize,
     /// Median window rate, per second.
     pub median_per_sec: f64,
+    /// 90th-percentile window rate, per second.
+    pub p90_per_sec: f64,
     /// Best window rate, per second.
     pub max_per_sec: f64,
 }
@@ -198,6 +200,7 @@ impl Windows {
         WindowRates {
             count: n,
             median_per_sec: if n == 0 { 0.0 } else { self.rates[n / 2] },
+            p90_per_sec: if n == 0 { 0.0 } else { self.rates[n * 9 / 10] },
             max_per_sec: self.rates.last().copied().unwrap_or(0.0),
         }
     }

@@ -300,6 +300,7 @@ pub struct Endpoint<U> {
     want_read: bool,
     published: u64,
     credit_key: (u64, u64, u64),
+    settled: bool,
     stats: Stats,
 }
 
@@ -383,6 +384,7 @@ impl<U> Endpoint<U> {
             want_read: false,
             published: 0,
             credit_key: (u64::MAX, 0, 0),
+            settled: false,
             stats: Stats::default(),
         })
     }
@@ -476,6 +478,7 @@ impl<U> Endpoint<U> {
         let cons = self.send.consumption(padded);
         if !self.flow.has_room(self.send.producer(), cons) {
             self.want_read = true;
+            self.settled = false;
             return refuse(CallErrorKind::RingFull, user);
         }
         let Some(allowance) = self.flow.reserve_call(response_allowance) else {
@@ -532,6 +535,7 @@ impl<U> Endpoint<U> {
     /// Appends a message, wrapping first when it would not fit before the ring
     /// end. Grants given on the way count the whole message as in flight.
     fn write(&mut self, repr: MessageRepr, payload: &[u8], cons: u64) {
+        self.settled = false;
         let target = self.send.producer() + cons;
         if self.send.needs_wrap(repr.buffer_len()) {
             let consumer = self.recv.consumer();
@@ -568,8 +572,15 @@ impl<U> Endpoint<U> {
         t: &mut T,
         h: &mut H,
     ) -> Result<(), RpcError> {
+        let mut got = false;
         while let Some(imm) = t.poll_imm()? {
             self.recv.advance(decode_imm(imm))?;
+            got = true;
+        }
+        if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
+            // Nothing arrived and nothing changed since a poll that had nothing
+            // left to do: the rest would decide the same again.
+            return Ok(());
         }
         while let Some((offset, len)) = self.recv.pending() {
             let pos = self.recv.consumer();
@@ -582,14 +593,17 @@ impl<U> Endpoint<U> {
             self.flow.note_reported_consumer(consumer);
             self.published = consumer;
         }
-        if self.wants_read() {
+        let wants_read = self.wants_read();
+        if wants_read {
             if let Some(pos) = t.read_remote_consumer()? {
                 self.flow.on_remote_consumer(pos, self.send.flushed())?;
                 self.stats.consumer_reads += 1;
                 self.want_read = false;
             }
         }
-        self.flush_inner(t)
+        self.flush_inner(t)?;
+        self.settled = !wants_read && !self.has_unflushed();
+        Ok(())
     }
 
     /// The piggy-backed consumer position is stale when a call found the ring
