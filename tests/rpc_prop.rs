@@ -62,6 +62,7 @@ enum Op {
     Call { side: usize, len: usize, resp: u32 },
     Reply { side: usize, pick: usize },
     Poll { side: usize },
+    Busy { side: usize, n: u32 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -69,6 +70,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..2usize, 8..200usize, 8..200u32).prop_map(|(side, len, resp)| Op::Call { side, len, resp }),
         3 => (0..2usize, any::<usize>()).prop_map(|(side, pick)| Op::Reply { side, pick }),
         3 => (0..2usize).prop_map(|side| Op::Poll { side }),
+        1 => (0..2usize, 1..4u32).prop_map(|(side, n)| Op::Busy { side, n }),
     ]
 }
 
@@ -218,6 +220,7 @@ proptest! {
                 }
                 Op::Reply { side, pick } => w.reply(side, pick),
                 Op::Poll { side } => w.poll(side),
+                Op::Busy { side, n } => w.link.refuse_writes(side, n),
             }
             w.check();
         }

@@ -884,6 +884,45 @@ mod test {
     }
 
     #[test]
+    fn ring_full_reads_the_peer_consumer() {
+        let (mut a, mut b, mut link) = pair(4096);
+        let (mut ha, mut hb) = (Rec::default(), Rec::default());
+        // B takes the requests in but never sends anything back, so A's
+        // piggy-backed view of B's consumer never moves.
+        let mut sent = 0;
+        let kind = loop {
+            match a.call(&[0u8; 200], 0, sent) {
+                Ok(_) => sent += 1,
+                Err(e) => break e.kind,
+            }
+            a.poll(&mut link.side(0), &mut ha).unwrap();
+            b.poll(&mut link.side(1), &mut hb).unwrap();
+        };
+        assert_eq!(kind, CallErrorKind::RingFull);
+        assert_eq!(link.writes(1), 0);
+        assert_eq!(a.stats().consumer_reads, 0);
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert_eq!(a.stats().consumer_reads, 1);
+        assert!(a.call(&[0u8; 200], 0, sent).is_ok());
+        assert!(a.invariant_holds());
+    }
+
+    #[test]
+    fn busy_transport_keeps_data_for_next_poll() {
+        let (mut a, mut b, mut link) = pair(4096);
+        let (mut ha, mut hb) = (Rec::default(), Rec::default());
+        a.call(b"x", 8, 1).unwrap();
+        link.refuse_writes(0, 1);
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert!(a.has_unflushed());
+        a.call(b"y", 8, 2).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert!(!a.has_unflushed());
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        assert_eq!(hb.requests.len(), 2);
+    }
+
+    #[test]
     fn permanent_errors() {
         let (mut a, _, _) = pair(4096);
         let big = vec![0u8; a.max_payload() as usize + 1];

@@ -14,6 +14,7 @@ pub struct MemLink {
     imms: [VecDeque<u32>; 2],
     consumer: [u64; 2],
     writes: [u64; 2],
+    refuse: [u32; 2],
 }
 
 impl MemLink {
@@ -24,6 +25,7 @@ impl MemLink {
             imms: [VecDeque::new(), VecDeque::new()],
             consumer: [0, 0],
             writes: [0, 0],
+            refuse: [0, 0],
         }
     }
 
@@ -62,6 +64,12 @@ impl MemLink {
         Ok(())
     }
 
+    /// Makes the next `n` writes of side `side` fail with
+    /// [`TransportError::Busy`], as a full send or completion queue would.
+    pub fn refuse_writes(&mut self, side: usize, n: u32) {
+        self.refuse[usize::from(side != 0)] = n;
+    }
+
     /// Immediates queued for side `side` and not yet polled.
     #[inline]
     pub fn queued(&self, side: usize) -> usize {
@@ -85,6 +93,10 @@ pub struct MemSide<'a> {
 impl Transport for MemSide<'_> {
     #[inline]
     fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
+        if self.link.refuse[self.me] > 0 {
+            self.link.refuse[self.me] -= 1;
+            return Err(TransportError::Busy);
+        }
         self.link.inject(1 - self.me, offset, data, imm)
     }
 
