@@ -200,7 +200,11 @@ impl World {
                 self.poll(s);
             }
         }
-        panic!("a largest call never got through: {:?}", self.eps[side]);
+        panic!(
+            "a largest call never got through: {:?} / peer {:?}",
+            self.eps[side],
+            self.eps[1 - side]
+        );
     }
 }
 

@@ -299,7 +299,6 @@ pub struct Endpoint<U> {
     config: Config,
     want_read: bool,
     published: u64,
-    credit_key: (u64, u64, u64),
     settled: bool,
     stats: Stats,
 }
@@ -312,6 +311,8 @@ impl<U> std::fmt::Debug for Endpoint<U> {
             .field("recv_consumer", &self.recv.consumer())
             .field("flow", &self.flow)
             .field("pending", &self.pending.len)
+            .field("want_read", &self.want_read)
+            .field("settled", &self.settled)
             .field("failed", &self.failed)
             .finish()
     }
@@ -383,7 +384,6 @@ impl<U> Endpoint<U> {
             config,
             want_read: false,
             published: 0,
-            credit_key: (u64::MAX, 0, 0),
             settled: false,
             stats: Stats::default(),
         })
@@ -539,8 +539,10 @@ impl<U> Endpoint<U> {
         let target = self.send.producer() + cons;
         if self.send.needs_wrap(repr.buffer_len()) {
             let consumer = self.recv.consumer();
-            let g = self.flow.take_grant(target);
-            self.send.close_batch(consumer, g);
+            if self.send.batch_open() {
+                let g = self.flow.take_grant(target);
+                self.send.close_batch(consumer, g);
+            }
             let g = self.flow.take_grant(target);
             self.send.write_wrap_marker(consumer, g);
             self.flow.note_reported_consumer(consumer);
@@ -602,7 +604,12 @@ impl<U> Endpoint<U> {
             }
         }
         self.flush_inner(t)?;
-        self.settled = !wants_read && !self.has_unflushed();
+        // Closing a batch can leave a grant limited by a stale consumer view,
+        // which calls for a read on the next poll: settled only if not.
+        self.settled = !wants_read
+            && !self.has_unflushed()
+            && !self.wants_read()
+            && self.credit_batch_due().is_none();
         Ok(())
     }
 
@@ -644,16 +651,7 @@ impl<U> Endpoint<U> {
             self.send.close_batch(consumer, g);
             self.flow.note_reported_consumer(consumer);
         } else if !self.has_unflushed() {
-            // Re-evaluate only when something that decides it changed.
-            let key = (
-                self.flow.resp_reservation(),
-                self.flow.remote_consumer(),
-                self.send.producer(),
-            );
-            if key != self.credit_key {
-                self.credit_key = key;
-                self.maybe_credit_batch();
-            }
+            self.maybe_credit_batch();
         }
         while let Some(seg) = self.send.next_segment() {
             match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
@@ -673,24 +671,9 @@ impl<U> Endpoint<U> {
     /// so a caller starved of credit is never left waiting for a batch that
     /// would not come.
     fn maybe_credit_batch(&mut self) {
-        let producer = self.send.producer();
-        let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
-        let cons = if fits {
-            FLOW_METADATA_SIZE as u64
-        } else {
-            room_to_end(producer, self.send.size())
+        let Some((fits, target)) = self.credit_batch_due() else {
+            return;
         };
-        if !self.flow.has_room(producer, cons) {
-            return;
-        }
-        let target = producer + cons;
-        let g = self.flow.grant(target);
-        let max_r = self.flow.max_resp_reservation();
-        let worthwhile =
-            g >= ALIGNMENT && (g >= max_r / 8 || self.flow.resp_reservation() + g == max_r);
-        if !worthwhile {
-            return;
-        }
         let consumer = self.recv.consumer();
         let g = self.flow.take_grant(target);
         if fits {
@@ -702,6 +685,27 @@ impl<U> Endpoint<U> {
         }
         self.flow.note_reported_consumer(consumer);
         self.stats.credit_batches += 1;
+    }
+
+    /// Whether a metadata-only credit batch is due: `Some((fits before the ring
+    /// end, producer after it))`.
+    fn credit_batch_due(&self) -> Option<(bool, u64)> {
+        let producer = self.send.producer();
+        let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
+        let cons = if fits {
+            FLOW_METADATA_SIZE as u64
+        } else {
+            room_to_end(producer, self.send.size())
+        };
+        if !self.flow.has_room(producer, cons) {
+            return None;
+        }
+        let target = producer + cons;
+        let g = self.flow.grant(target);
+        let max_r = self.flow.max_resp_reservation();
+        let worthwhile =
+            g >= ALIGNMENT && (g >= max_r / 8 || self.flow.resp_reservation() + g == max_r);
+        worthwhile.then_some((fits, target))
     }
 
     /// Validates and takes the batch at receive position `pos`; `bytes` is the
