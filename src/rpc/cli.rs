@@ -56,7 +56,8 @@ fn duration_arg(s: &str) -> Result<Duration, String> {
 /// Arguments of `rpc serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// Region file (default: on hugetlbfs if mounted, else /dev/shm/linerate-rpc).
+    /// Region file (default: linerate-rpc on the hugetlbfs mount if there is one
+    /// and the mapping succeeds there, else /dev/shm/linerate-rpc).
     #[arg(long)]
     pub shm: Option<PathBuf>,
     /// Ring size (a power of two).
@@ -73,7 +74,7 @@ pub struct ServeArgs {
 /// Arguments of `rpc bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Region file the server created.
+    /// Region file the server created (default: the server's default places).
     #[arg(long)]
     pub shm: Option<PathBuf>,
     /// Queue depths to measure, in order (comma-separated).
@@ -294,9 +295,23 @@ fn pin(core: Option<usize>) -> CliResult<()> {
     Ok(())
 }
 
-fn region_path(p: &Option<PathBuf>) -> PathBuf {
-    p.clone().unwrap_or_else(|| default_path("linerate-rpc"))
+/// Where to look for the region: the given path, or the default on hugetlbfs
+/// and then in /dev/shm (the server falls back there when hugepages run out).
+fn region_paths(p: &Option<PathBuf>) -> Vec<PathBuf> {
+    match p {
+        Some(p) => vec![p.clone()],
+        None => {
+            let mut v = vec![default_path(DEFAULT_NAME)];
+            let shm = Path::new("/dev/shm").join(DEFAULT_NAME);
+            if !v.contains(&shm) {
+                v.push(shm);
+            }
+            v
+        }
+    }
 }
+
+const DEFAULT_NAME: &str = "linerate-rpc";
 
 struct ServerHandler {
     requests: Vec<Request>,
@@ -312,9 +327,17 @@ impl Handler<()> for ServerHandler {
 /// Runs the server side until the bench says it is done. Returns calls answered.
 pub fn serve(args: &ServeArgs) -> CliResult<u64> {
     pin(args.core)?;
-    let path = region_path(&args.shm);
     let config = Config::new(args.ring);
-    let mut t = ShmTransport::create(&path, args.ring).map_err(|e| (1, e.to_string()))?;
+    let mut created = Err((1, "no region path".to_string()));
+    for path in region_paths(&args.shm) {
+        created = ShmTransport::create(&path, args.ring)
+            .map(|t| (t, path))
+            .map_err(|e| (1, e.to_string()));
+        if created.is_ok() {
+            break;
+        }
+    }
+    let (mut t, path) = created?;
     let _cleanup = RemoveOnDrop(path.clone());
     t.publish_info(&config.local_info());
     eprintln!("rpc serve: waiting on {}", path.display());
@@ -399,18 +422,18 @@ impl Handler<u64> for ClientHandler {
     }
 }
 
-fn open_region(path: &Path, timeout: Duration) -> CliResult<ShmTransport> {
+fn open_region(paths: &[PathBuf], timeout: Duration) -> CliResult<(ShmTransport, PathBuf)> {
     let clock = Clock::new();
     loop {
-        match ShmTransport::open(path) {
-            Ok(t) => return Ok(t),
-            Err(ShmError::NotReady(_)) | Err(ShmError::Io { .. })
-                if clock.now() - crate::time::Instant::ZERO < timeout =>
-            {
-                std::thread::sleep(Duration::from_millis(2));
+        for path in paths {
+            match ShmTransport::open(path) {
+                Ok(t) => return Ok((t, path.clone())),
+                Err(ShmError::NotReady(_)) | Err(ShmError::Io { .. })
+                    if clock.now() - crate::time::Instant::ZERO < timeout => {}
+                Err(e) => return Err((1, e.to_string())),
             }
-            Err(e) => return Err((1, e.to_string())),
         }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -473,8 +496,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     let resp_size =
         u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
     pin(args.core)?;
-    let path = region_path(&args.shm);
-    let mut t = open_region(&path, args.timeout)?;
+    let (mut t, path) = open_region(&region_paths(&args.shm), args.timeout)?;
     let config = Config::new(t.ring_size());
     t.publish_info(&config.local_info());
     let clock = Clock::new();
