@@ -9,6 +9,8 @@
 //!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
 //!   core 1), to separate transport from endpoint cost.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
+//! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
+//!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 
 use clap::Parser;
 use linerate::rpc::cli::{self, RpcArgs};
@@ -118,8 +120,70 @@ fn raw(role: &str, path: &str, core: usize, len: usize) {
     }
 }
 
+/// Endpoint round trips against `rpc serve` with a minimal client loop: no clock
+/// per round trip, only the total time (to separate the bench's bookkeeping).
+fn ep_client(path: &str, n: u64) {
+    use linerate::rpc::transport::shm::ShmTransport;
+    use linerate::rpc::{Config, Endpoint, Handler, Request};
+    use std::sync::atomic::Ordering;
+    struct H(u64);
+    impl Handler<()> for H {
+        fn on_request(&mut self, _: Request, _: &[u8]) {}
+        fn on_response(&mut self, _: u32, _: (), _: &[u8]) {
+            self.0 += 1;
+        }
+    }
+    let id = core_affinity::get_core_ids()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == 1)
+        .unwrap();
+    core_affinity::set_for_current(id);
+    let mut t = loop {
+        if let Ok(t) = ShmTransport::open(std::path::Path::new(path)) {
+            break t;
+        }
+    };
+    let config = Config::new(t.ring_size());
+    t.publish_info(&config.local_info());
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+    };
+    let mut ep: Endpoint<()> = Endpoint::new(config, peer).unwrap();
+    t.control(1).store(32, Ordering::Relaxed);
+    t.control(0).store(2, Ordering::Release);
+    let mut h = H(0);
+    let msg = [0u8; 32];
+    for round in 0..2 {
+        let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut prev = std::time::Instant::now();
+        for i in 0..n {
+            ep.call(&msg, 32, ()).unwrap();
+            ep.flush(&mut t).unwrap();
+            while h.0 <= i + round * n {
+                ep.poll(&mut t, &mut h).unwrap();
+            }
+            let now = std::time::Instant::now();
+            hist.record((now - prev).as_nanos() as u64).unwrap();
+            prev = now;
+        }
+        println!(
+            "endpoint round trip, minimal loop: p50 {} ns p10 {} ns",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.1)
+        );
+    }
+    t.control(0).store(3, Ordering::Release);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() >= 3 && args[1] == "ep" {
+        ep_client(&args[2], 1_000_000);
+        return;
+    }
     if args.len() >= 4 && args[1] == "raw" {
         let len: usize = args[4].parse().unwrap();
         raw(
