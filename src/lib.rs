@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod port;
 pub mod reliable;
 pub mod rng;
+pub mod rpc;
 pub mod runtime;
 #[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 pub mod sys;

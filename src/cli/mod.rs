@@ -31,6 +31,8 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
     Reliable(crate::reliable::cli::ReliableArgs),
+    /// copyrpc-style ring RPC over shared memory: a server and a benchmark client.
+    Rpc(crate::rpc::cli::RpcArgs),
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
     Doctor(crate::doctor::cli::DoctorArgs),
@@ -90,6 +92,7 @@ pub fn main() -> ExitCode {
         Command::Latency(a) => latency::run(&a),
         Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
         Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
+        Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

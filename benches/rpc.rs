@@ -1,0 +1,231 @@
+//! RPC benchmark driver (`harness = false`).
+//!
+//! * `rpc serve ...` / `rpc bench ...`: the same arguments as `linerate rpc`, so
+//!   scripts can use this binary before the subcommand is wired into `linerate`.
+//! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
+//!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
+//!   and prints the report next to the ping-pong baseline.
+//! * `rpc raw server|client PATH LEN`: the shared-memory transport alone, one
+//!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
+//!   core 1), to separate transport from endpoint cost.
+//! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
+//! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
+//!   minimal client loop (core 1), to separate the bench's own bookkeeping.
+
+use clap::Parser;
+use linerate::rpc::cli::{self, RpcArgs};
+use std::process::Command;
+
+#[derive(Debug, Parser)]
+#[command(name = "rpc")]
+struct Top {
+    #[command(flatten)]
+    rpc: RpcArgs,
+}
+
+/// Software cost alone: both endpoints in this thread over the in-memory link,
+/// one call, poll, reply, poll, poll per round trip (no cache-line transfers).
+fn local(ring: u64, depth: u32, rounds: u32) {
+    use linerate::rpc::transport::mem::MemLink;
+    use linerate::rpc::{Config, Endpoint, Handler, Request};
+    struct S(Vec<Request>, u64);
+    impl Handler<u64> for S {
+        fn on_request(&mut self, r: Request, _: &[u8]) {
+            self.0.push(r);
+        }
+        fn on_response(&mut self, _: u32, _: u64, _: &[u8]) {
+            self.1 += 1;
+        }
+    }
+    let c = Config::new(ring);
+    let mut a: Endpoint<u64> = Endpoint::new(c, c.local_info()).unwrap();
+    let mut b: Endpoint<u64> = Endpoint::new(c, c.local_info()).unwrap();
+    let mut link = MemLink::new(c.ring_size as usize);
+    let (mut ha, mut hb) = (
+        S(Vec::with_capacity(4096), 0),
+        S(Vec::with_capacity(4096), 0),
+    );
+    let msg = [0u8; 32];
+    let start = std::time::Instant::now();
+    for _ in 0..rounds {
+        while a.pending_calls() < depth {
+            if a.call(&msg, 32, 0).is_err() {
+                break;
+            }
+        }
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        for r in hb.0.drain(..) {
+            b.reply(&r, &msg).unwrap();
+        }
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+    }
+    let ns = start.elapsed().as_nanos() as f64;
+    println!(
+        "local (one thread, both sides): ring {ring}: depth {depth}: {:.1} ns per RPC, {:.1} M RPC/s",
+        ns / ha.1 as f64,
+        ha.1 as f64 / ns * 1e3
+    );
+}
+
+/// Transport alone: a write-with-immediate echoed back, no endpoint.
+fn raw(role: &str, path: &str, core: usize, len: usize) {
+    use linerate::rpc::transport::shm::ShmTransport;
+    use linerate::rpc::Transport;
+    let id = core_affinity::get_core_ids()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == core)
+        .unwrap();
+    core_affinity::set_for_current(id);
+    let data = vec![7u8; len];
+    let mut off = 0u64;
+    let ring = 65536u64;
+    if role == "server" {
+        let mut t = ShmTransport::create(std::path::Path::new(path), ring).unwrap();
+        let mut n = 0u64;
+        while n < 3_000_000 {
+            if let Some(imm) = t.poll_imm().unwrap() {
+                std::hint::black_box(t.recv_bytes(off, len as u64));
+                t.write_with_imm(off, &data, imm).unwrap();
+                off = (off + 128) % (ring - 256);
+                n += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let _ = std::fs::remove_file(path);
+    } else {
+        let mut t = loop {
+            if let Ok(t) = ShmTransport::open(std::path::Path::new(path)) {
+                break t;
+            }
+        };
+        let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut prev = std::time::Instant::now();
+        for _ in 0..3_000_000u64 {
+            t.write_with_imm(off, &data, 4).unwrap();
+            while t.poll_imm().unwrap().is_none() {}
+            std::hint::black_box(t.recv_bytes(off, len as u64));
+            off = (off + 128) % (ring - 256);
+            let now = std::time::Instant::now();
+            hist.record((now - prev).as_nanos() as u64).unwrap();
+            prev = now;
+        }
+        println!(
+            "raw transport echo of {len} bytes: RTT p50 {} ns p10 {} ns",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.1)
+        );
+    }
+}
+
+/// Endpoint round trips against `rpc serve` with a minimal client loop: no clock
+/// per round trip, only the total time (to separate the bench's bookkeeping).
+fn ep_client(path: &str, n: u64) {
+    use linerate::rpc::transport::shm::ShmTransport;
+    use linerate::rpc::{Config, Endpoint, Handler, Request};
+    use std::sync::atomic::Ordering;
+    struct H(u64);
+    impl Handler<()> for H {
+        fn on_request(&mut self, _: Request, _: &[u8]) {}
+        fn on_response(&mut self, _: u32, _: (), _: &[u8]) {
+            self.0 += 1;
+        }
+    }
+    let id = core_affinity::get_core_ids()
+        .unwrap()
+        .into_iter()
+        .find(|c| c.id == 1)
+        .unwrap();
+    core_affinity::set_for_current(id);
+    let mut t = loop {
+        if let Ok(t) = ShmTransport::open(std::path::Path::new(path)) {
+            break t;
+        }
+    };
+    let config = Config::new(t.ring_size());
+    t.publish_info(&config.local_info());
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+    };
+    let mut ep: Endpoint<()> = Endpoint::new(config, peer).unwrap();
+    t.control(1).store(32, Ordering::Relaxed);
+    t.control(0).store(2, Ordering::Release);
+    let mut h = H(0);
+    let msg = [0u8; 32];
+    for round in 0..2 {
+        let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        let mut prev = std::time::Instant::now();
+        for i in 0..n {
+            ep.call(&msg, 32, ()).unwrap();
+            ep.flush(&mut t).unwrap();
+            while h.0 <= i + round * n {
+                ep.poll(&mut t, &mut h).unwrap();
+            }
+            let now = std::time::Instant::now();
+            hist.record((now - prev).as_nanos() as u64).unwrap();
+            prev = now;
+        }
+        println!(
+            "endpoint round trip, minimal loop: p50 {} ns p10 {} ns",
+            hist.value_at_quantile(0.5),
+            hist.value_at_quantile(0.1)
+        );
+    }
+    t.control(0).store(3, Ordering::Release);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() >= 3 && args[1] == "ep" {
+        ep_client(&args[2], 1_000_000);
+        return;
+    }
+    if args.len() >= 4 && args[1] == "raw" {
+        let len: usize = args[4].parse().unwrap();
+        raw(
+            &args[2],
+            &args[3],
+            if args[2] == "server" { 0 } else { 1 },
+            len,
+        );
+        return;
+    }
+    if args.iter().any(|a| a == "local") {
+        for ring in [1 << 16, 1 << 20] {
+            local(ring, 1, 2_000_000);
+            local(ring, 256, 20_000);
+        }
+        return;
+    }
+    if args.iter().skip(1).any(|a| a == "serve" || a == "bench") {
+        let top = Top::parse_from(args.iter().filter(|a| a.as_str() != "--bench"));
+        std::process::exit(cli::run(&top.rpc));
+    }
+    let name = format!("linerate-rpc-bench-{}", std::process::id());
+    let shm = linerate::rpc::transport::shm::default_path(&name);
+    let shm = shm.display().to_string();
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut server = Command::new(exe)
+        .args(["serve", "--shm", &shm, "--core", "0"])
+        .spawn()
+        .expect("spawn server");
+    let top = Top::parse_from([
+        "rpc",
+        "bench",
+        "--shm",
+        &shm,
+        "--core",
+        "1",
+        "--depth",
+        "1,256",
+        "--duration",
+        "2s",
+    ]);
+    let code = cli::run(&top.rpc);
+    let ok = server.wait().map(|s| s.success()).unwrap_or(false);
+    std::process::exit(if code == 0 && ok { 0 } else { 1 });
+}

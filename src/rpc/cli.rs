@@ -1,0 +1,709 @@
+//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory.
+//!
+//! `serve` creates the region and answers calls; `bench` opens it, measures a
+//! cache-line ping-pong between the two processes first (the physical floor of a
+//! round trip between those cores), then drives RPCs at each queue depth and
+//! prints RPC/s, bytes/s and latency percentiles (JSON with `--json`).
+//!
+//! Control words in the region's header coordinate the phases: word 0 is the
+//! phase, word 1 the response size, word 2 a phase sequence number.
+
+#![forbid(unsafe_code)]
+
+use super::endpoint::{Config, Endpoint, Handler, Request};
+use super::transport::shm::{default_path, ShmError, ShmTransport};
+use crate::time::Clock;
+use crate::units::{parse_duration, parse_size};
+use clap::{Args, Subcommand};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const PHASE_IDLE: u64 = 0;
+const PHASE_PINGPONG: u64 = 1;
+const PHASE_RPC: u64 = 2;
+const PHASE_DONE: u64 = 3;
+const CTL_PHASE: usize = 0;
+const CTL_RESP_SIZE: usize = 1;
+
+/// `linerate rpc ...`
+#[derive(Debug, Clone, Args)]
+pub struct RpcArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RpcCommand,
+}
+
+/// The `rpc` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RpcCommand {
+    /// Create the shared region and answer calls until the bench finishes.
+    Serve(ServeArgs),
+    /// Connect to a server, measure a ping-pong, then RPC/s and latency.
+    Bench(BenchArgs),
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Arguments of `rpc serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Region file (default: linerate-rpc on the hugetlbfs mount if there is one
+    /// and the mapping succeeds there, else /dev/shm/linerate-rpc).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Ring size (a power of two).
+    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
+    pub ring: u64,
+    /// Core to pin to.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Give up when no client connects, or it goes quiet, for this long.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    pub timeout: Duration,
+}
+
+/// Arguments of `rpc bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Region file the server created (default: the server's default places).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Queue depths to measure, in order (comma-separated).
+    #[arg(long, default_value = "1,256", value_delimiter = ',')]
+    pub depth: Vec<u32>,
+    /// Request payload size in bytes.
+    #[arg(long, default_value = "32", value_parser = size_arg)]
+    pub msg_size: u64,
+    /// Response payload size in bytes.
+    #[arg(long, default_value = "32", value_parser = size_arg)]
+    pub resp_size: u64,
+    /// Duration of each RPC measurement.
+    #[arg(long, default_value = "2s", value_parser = duration_arg)]
+    pub duration: Duration,
+    /// Duration of the ping-pong baseline (0 to skip it).
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    pub pingpong: Duration,
+    /// Core to pin to.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Wait this long for the server.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    pub timeout: Duration,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Latency {
+    /// Samples.
+    pub count: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Maximum.
+    pub max_ns: u64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        Latency {
+            count: h.len(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// The ping-pong baseline.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PingPongReport {
+    /// Round trips per second.
+    pub round_trips_per_sec: f64,
+    /// Mean round trip, from the count.
+    pub mean_rtt_ns: f64,
+    /// Round-trip latency (one clock read per round trip).
+    pub rtt: Latency,
+    /// Round trips per second in 1 ms windows: median and best window (robust
+    /// against the other processes of a shared machine preempting either side).
+    pub windows: WindowRates,
+}
+
+/// Rates measured over consecutive 1 ms windows.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct WindowRates {
+    /// Windows measured.
+    pub count: usize,
+    /// Median window rate, per second.
+    pub median_per_sec: f64,
+    /// 90th-percentile window rate, per second.
+    pub p90_per_sec: f64,
+    /// Best window rate, per second.
+    pub max_per_sec: f64,
+}
+
+struct Windows {
+    width_ns: u64,
+    start_ns: u64,
+    last_count: u64,
+    rates: Vec<f64>,
+}
+
+impl Windows {
+    fn new(start_ns: u64, total: Duration) -> Self {
+        let width_ns = 1_000_000;
+        let n = (crate::time::duration_nanos(total) / width_ns) as usize + 16;
+        Windows {
+            width_ns,
+            start_ns,
+            last_count: 0,
+            rates: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self, now_ns: u64, count: u64) {
+        let elapsed = now_ns.saturating_sub(self.start_ns);
+        if elapsed >= self.width_ns {
+            if self.rates.len() < self.rates.capacity() {
+                self.rates
+                    .push((count - self.last_count) as f64 * 1e9 / elapsed as f64);
+            }
+            self.start_ns = now_ns;
+            self.last_count = count;
+        }
+    }
+
+    fn summary(mut self) -> WindowRates {
+        self.rates.sort_by(f64::total_cmp);
+        let n = self.rates.len();
+        WindowRates {
+            count: n,
+            median_per_sec: if n == 0 { 0.0 } else { self.rates[n / 2] },
+            p90_per_sec: if n == 0 { 0.0 } else { self.rates[n * 9 / 10] },
+            max_per_sec: self.rates.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// One queue depth's result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DepthReport {
+    /// Queue depth.
+    pub depth: u32,
+    /// Completed RPCs.
+    pub rpcs: u64,
+    /// Measured time in seconds.
+    pub seconds: f64,
+    /// RPCs per second.
+    pub rpc_per_sec: f64,
+    /// Request plus response payload bytes per second.
+    pub bytes_per_sec: f64,
+    /// Call-to-response latency.
+    pub latency: Latency,
+    /// Mean time per RPC at this depth, `depth / rpc_per_sec`.
+    pub mean_rtt_ns: f64,
+    /// `mean_rtt_ns / ping-pong mean_rtt_ns` (depth 1 is the comparable one).
+    pub rtt_vs_pingpong: Option<f64>,
+    /// RPCs per second in 1 ms windows (see [`PingPongReport::windows`]).
+    pub windows: WindowRates,
+    /// Median latency over the ping-pong's median round trip.
+    pub p50_vs_pingpong_p50: Option<f64>,
+    /// Writes with immediate the client issued.
+    pub writes: u64,
+    /// Times a call was refused for credit or ring room and retried.
+    pub retries: u64,
+}
+
+/// The whole bench report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BenchReport {
+    /// Region file.
+    pub shm: String,
+    /// Ring size.
+    pub ring_size: u64,
+    /// Request payload bytes.
+    pub msg_size: u64,
+    /// Response payload bytes.
+    pub resp_size: u64,
+    /// Core of the bench process, if pinned.
+    pub core: Option<usize>,
+    /// The ping-pong baseline.
+    pub pingpong: Option<PingPongReport>,
+    /// One entry per depth.
+    pub depths: Vec<DepthReport>,
+}
+
+/// Runs `linerate rpc ...`; returns the exit status (0, 1 runtime failure, 2 bad input).
+pub fn run(args: &RpcArgs) -> i32 {
+    let r = match &args.command {
+        RpcCommand::Serve(a) => serve(a).map(|n| {
+            eprintln!("rpc serve: answered {n} calls");
+        }),
+        RpcCommand::Bench(a) => bench(a).and_then(|rep| {
+            print_report(&rep);
+            if let Some(p) = &a.json {
+                let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
+                std::fs::write(p, text).map_err(|e| (1, format!("{}: {e}", p.display())))?;
+            }
+            Ok(())
+        }),
+    };
+    match r {
+        Ok(()) => 0,
+        Err((code, msg)) => {
+            eprintln!("linerate rpc: {msg}");
+            code
+        }
+    }
+}
+
+type CliResult<T> = Result<T, (i32, String)>;
+
+fn pin(core: Option<usize>) -> CliResult<()> {
+    if let Some(c) = core {
+        let ok = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .find(|id| id.id == c)
+            .is_some_and(core_affinity::set_for_current);
+        if !ok {
+            return Err((2, format!("cannot pin to core {c}")));
+        }
+    }
+    Ok(())
+}
+
+/// Where to look for the region: the given path, or the default on hugetlbfs
+/// and then in /dev/shm (the server falls back there when hugepages run out).
+fn region_paths(p: &Option<PathBuf>) -> Vec<PathBuf> {
+    match p {
+        Some(p) => vec![p.clone()],
+        None => {
+            let mut v = vec![default_path(DEFAULT_NAME)];
+            let shm = Path::new("/dev/shm").join(DEFAULT_NAME);
+            if !v.contains(&shm) {
+                v.push(shm);
+            }
+            v
+        }
+    }
+}
+
+const DEFAULT_NAME: &str = "linerate-rpc";
+
+struct ServerHandler {
+    requests: Vec<Request>,
+}
+
+impl Handler<()> for ServerHandler {
+    fn on_request(&mut self, req: Request, _payload: &[u8]) {
+        self.requests.push(req);
+    }
+    fn on_response(&mut self, _call_id: u32, _user: (), _payload: &[u8]) {}
+}
+
+/// Runs the server side until the bench says it is done. Returns calls answered.
+pub fn serve(args: &ServeArgs) -> CliResult<u64> {
+    pin(args.core)?;
+    let config = Config::new(args.ring);
+    let mut created = Err((1, "no region path".to_string()));
+    for path in region_paths(&args.shm) {
+        created = ShmTransport::create(&path, args.ring)
+            .map(|t| (t, path))
+            .map_err(|e| (1, e.to_string()));
+        if created.is_ok() {
+            break;
+        }
+    }
+    let (mut t, path) = created?;
+    let _cleanup = RemoveOnDrop(path.clone());
+    t.publish_info(&config.local_info());
+    eprintln!("rpc serve: waiting on {}", path.display());
+    let clock = Clock::new();
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+        if clock.now().as_nanos() > crate::time::duration_nanos(args.timeout) {
+            return Err((1, "no client connected".into()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut ep: Endpoint<()> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
+    let mut h = ServerHandler {
+        requests: Vec::with_capacity(config.max_pending_calls as usize),
+    };
+    let resp = vec![0x5au8; 1 << 16];
+    let mut answered = 0u64;
+    let mut last_seen = u64::MAX;
+    let mut idle_since = clock.now();
+    let mut spins = 0u32;
+    loop {
+        match t.control(CTL_PHASE).load(Ordering::Acquire) {
+            PHASE_DONE => return Ok(answered),
+            PHASE_PINGPONG => {
+                let pp = t.pingpong();
+                let v = pp.load(Ordering::Acquire);
+                if v % 2 == 1 && v != last_seen {
+                    pp.store(v + 1, Ordering::Release);
+                    last_seen = v;
+                    idle_since = clock.now();
+                }
+            }
+            _ => {
+                let resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
+                ep.poll(&mut t, &mut h).map_err(|e| (1, e.to_string()))?;
+                if !h.requests.is_empty() {
+                    idle_since = clock.now();
+                }
+                if !h.requests.is_empty() {
+                    for req in h.requests.drain(..) {
+                        let n = resp_size.min(req.max_response() as usize).min(resp.len());
+                        ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
+                        answered += 1;
+                    }
+                    ep.flush(&mut t).map_err(|e| (1, e.to_string()))?;
+                }
+            }
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 4096 == 0 && clock.now() - idle_since > args.timeout {
+            return Err((1, "client went quiet".into()));
+        }
+    }
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Keeps the issue stamps of the responses one `poll` delivered; the clock is
+/// read once after the poll (as the ping-pong reads it once per round trip), not
+/// on every spin.
+struct ClientHandler {
+    issued: Vec<u64>,
+    requests: u64,
+}
+
+impl Handler<u64> for ClientHandler {
+    fn on_request(&mut self, _req: Request, _payload: &[u8]) {
+        self.requests += 1;
+    }
+    fn on_response(&mut self, _call_id: u32, issued: u64, _payload: &[u8]) {
+        if self.issued.len() < self.issued.capacity() {
+            self.issued.push(issued);
+        }
+    }
+}
+
+fn open_region(paths: &[PathBuf], timeout: Duration) -> CliResult<(ShmTransport, PathBuf)> {
+    let clock = Clock::new();
+    loop {
+        for path in paths {
+            match ShmTransport::open(path) {
+                Ok(t) => return Ok((t, path.clone())),
+                Err(ShmError::NotReady(_)) | Err(ShmError::Io { .. })
+                    if clock.now() - crate::time::Instant::ZERO < timeout => {}
+                Err(e) => return Err((1, e.to_string())),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn new_hist() -> CliResult<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| (1, e.to_string()))
+}
+
+fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
+    let clock = Clock::new();
+    let mut hist = new_hist()?;
+    let pp = t.pingpong();
+    let mut v = pp.load(Ordering::Acquire);
+    if v % 2 == 1 {
+        v += 1;
+    }
+    t.control(CTL_PHASE)
+        .store(PHASE_PINGPONG, Ordering::Release);
+    let deadline = crate::time::duration_nanos(dur);
+    let start = clock.now();
+    let mut prev = start;
+    let mut n = 0u64;
+    let mut win = Windows::new(start.as_nanos(), dur);
+    loop {
+        pp.store(v + 1, Ordering::Release);
+        let mut spins = 0u64;
+        while pp.load(Ordering::Acquire) != v + 2 {
+            spins += 1;
+            if spins == 1 << 32 {
+                return Err((1, "server does not answer the ping-pong".into()));
+            }
+            std::hint::spin_loop();
+        }
+        v += 2;
+        n += 1;
+        let now = clock.now();
+        let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+        win.tick(now.as_nanos(), n);
+        prev = now;
+        if (now - start).as_nanos() as u64 >= deadline {
+            break;
+        }
+    }
+    let secs = (prev - start).as_secs_f64();
+    t.control(CTL_PHASE).store(PHASE_IDLE, Ordering::Release);
+    Ok(PingPongReport {
+        round_trips_per_sec: n as f64 / secs,
+        mean_rtt_ns: secs * 1e9 / n as f64,
+        rtt: Latency::of(&hist),
+        windows: win.summary(),
+    })
+}
+
+/// Runs the bench side against a running server.
+pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
+    if args.depth.is_empty() || args.depth.contains(&0) {
+        return Err((2, "queue depths must be at least 1".into()));
+    }
+    let msg_size =
+        usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
+    let resp_size =
+        u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
+    pin(args.core)?;
+    let (mut t, path) = open_region(&region_paths(&args.shm), args.timeout)?;
+    let config = Config::new(t.ring_size());
+    t.publish_info(&config.local_info());
+    let clock = Clock::new();
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+        if clock.now() - crate::time::Instant::ZERO > args.timeout {
+            return Err((1, "server did not publish its info".into()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut ep: Endpoint<u64> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
+    if msg_size > ep.max_payload() as usize {
+        return Err((
+            2,
+            format!("message size above the maximum {}", ep.max_payload()),
+        ));
+    }
+    if resp_size > ep.max_response_allowance() {
+        return Err((
+            2,
+            format!(
+                "response size above the maximum {}",
+                ep.max_response_allowance()
+            ),
+        ));
+    }
+    let max_depth = *args.depth.iter().max().unwrap_or(&1);
+    if max_depth > config.max_pending_calls {
+        return Err((2, format!("queue depth above {}", config.max_pending_calls)));
+    }
+    t.control(CTL_RESP_SIZE)
+        .store(u64::from(resp_size), Ordering::Relaxed);
+
+    let pp = if args.pingpong.is_zero() {
+        None
+    } else {
+        Some(pingpong(&t, args.pingpong)?)
+    };
+
+    t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
+    let payload = vec![0xa5u8; msg_size];
+    let mut depths = Vec::new();
+    let result = (|| -> CliResult<()> {
+        for &depth in &args.depth {
+            depths.push(run_depth(
+                &mut ep,
+                &mut t,
+                &clock,
+                &payload,
+                resp_size,
+                depth,
+                args.duration,
+                pp.as_ref(),
+            )?);
+        }
+        Ok(())
+    })();
+    t.control(CTL_PHASE).store(PHASE_DONE, Ordering::Release);
+    result?;
+    Ok(BenchReport {
+        shm: path.display().to_string(),
+        ring_size: t.ring_size(),
+        msg_size: args.msg_size,
+        resp_size: args.resp_size,
+        core: args.core,
+        pingpong: pp,
+        depths,
+    })
+}
+
+fn config_pending<U>(ep: &Endpoint<U>) -> usize {
+    ep.pending_calls() as usize + 4096
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_depth(
+    ep: &mut Endpoint<u64>,
+    t: &mut ShmTransport,
+    clock: &Clock,
+    payload: &[u8],
+    resp_size: u32,
+    depth: u32,
+    duration: Duration,
+    pp: Option<&PingPongReport>,
+) -> CliResult<DepthReport> {
+    let mut h = ClientHandler {
+        issued: Vec::with_capacity(config_pending(ep)),
+        requests: 0,
+    };
+    let mut hist = new_hist()?;
+    let fail = |e: super::RpcError| (1, e.to_string());
+    let writes0 = ep.stats().writes;
+    let mut retries = 0u64;
+    // Warm up briefly, then measure.
+    let warm = duration / 10;
+    let start = clock.now();
+    let mut now = start;
+    let mut measuring = false;
+    let mut t0 = start;
+    let mut done = 0u64;
+    let mut win = Windows::new(0, duration);
+    let mut idle = 0u32;
+    loop {
+        if ep.pending_calls() < depth {
+            while ep.pending_calls() < depth {
+                match ep.call(payload, resp_size, now.as_nanos()) {
+                    Ok(_) => {}
+                    Err(e) if e.kind.is_retryable() => {
+                        retries += 1;
+                        break;
+                    }
+                    Err(e) => return Err((1, format!("call failed: {:?}", e.kind))),
+                }
+            }
+            ep.flush(t).map_err(fail)?;
+        }
+        ep.poll(t, &mut h).map_err(fail)?;
+        if h.issued.is_empty() {
+            idle += 1;
+            if idle < 1024 {
+                continue;
+            }
+        }
+        idle = 0;
+        now = clock.now();
+        let ns = now.as_nanos();
+        if measuring {
+            for &i in &h.issued {
+                let _ = hist.record(ns.saturating_sub(i).max(1));
+            }
+            done += h.issued.len() as u64;
+            win.tick(ns, done);
+            if now - t0 >= duration {
+                break;
+            }
+        } else if now - start >= warm {
+            measuring = true;
+            t0 = now;
+            win.start_ns = ns;
+        }
+        h.issued.clear();
+    }
+    let rpcs = done;
+    let seconds = (now - t0).as_secs_f64();
+    // Drain so the next depth starts clean.
+    let drain_start = clock.now();
+    while ep.pending_calls() > 0 {
+        h.issued.clear();
+        ep.poll(t, &mut h).map_err(fail)?;
+        if clock.now() - drain_start > Duration::from_secs(10) {
+            return Err((1, "responses stopped arriving".into()));
+        }
+    }
+    if h.requests > 0 {
+        return Err((1, "the server sent requests".into()));
+    }
+    let rpc_per_sec = rpcs as f64 / seconds;
+    let mean_rtt_ns = f64::from(depth) * 1e9 / rpc_per_sec;
+    let latency = Latency::of(&hist);
+    Ok(DepthReport {
+        depth,
+        rpcs,
+        seconds,
+        rpc_per_sec,
+        bytes_per_sec: rpc_per_sec * (payload.len() as f64 + f64::from(resp_size)),
+        latency,
+        mean_rtt_ns,
+        rtt_vs_pingpong: pp.map(|p| mean_rtt_ns / p.mean_rtt_ns),
+        windows: win.summary(),
+        p50_vs_pingpong_p50: pp.map(|p| latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64),
+        writes: ep.stats().writes - writes0,
+        retries,
+    })
+}
+
+fn print_report(r: &BenchReport) {
+    println!(
+        "rpc bench over {} (ring {} B, request {} B, response {} B)",
+        r.shm, r.ring_size, r.msg_size, r.resp_size
+    );
+    if let Some(p) = &r.pingpong {
+        println!(
+            "  ping-pong   {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
+            p.round_trips_per_sec,
+            p.windows.median_per_sec,
+            p.windows.max_per_sec,
+            p.rtt.p50_ns,
+            p.rtt.p99_ns
+        );
+    }
+    for d in &r.depths {
+        println!(
+            "  depth {:>4}  {:>11.0} RPC/s         (1 ms windows: median {:>11.0}, best {:>11.0})   {:>8.1} MB/s   latency p50 {:>6} ns   p90 {:>6} ns   p99 {:>8} ns   p99.9 {:>9} ns{}",
+            d.depth,
+            d.rpc_per_sec,
+            d.windows.median_per_sec,
+            d.windows.max_per_sec,
+            d.bytes_per_sec / 1e6,
+            d.latency.p50_ns,
+            d.latency.p90_ns,
+            d.latency.p99_ns,
+            d.latency.p999_ns,
+            d.p50_vs_pingpong_p50
+                .map(|x| format!("   p50 {x:.2}x ping-pong p50"))
+                .unwrap_or_default()
+        );
+    }
+}
