@@ -8,5 +8,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
+pub mod search;
 pub mod time;
 pub mod units;
