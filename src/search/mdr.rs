@@ -274,10 +274,23 @@ impl MdrSearch {
         hi < self.grid.top() && self.role(hi, g, p) == Some(false)
     }
 
-    /// A goal whose lower bound is the minimum rate and fails there at this phase's duration.
+    /// A goal whose lower bound is the minimum rate and fails there at this phase's duration
+    /// (a failure at the minimum is only believed from a trial of the phase's duration).
     fn goal_failed(&self, g: usize, p: u32) -> bool {
         let lo = self.intervals[g].lo;
-        lo == 0 && self.role(0, g, p) == Some(true) && self.confirmed(0, g, p)
+        lo == 0
+            && self.role(0, g, p) == Some(true)
+            && self.confirmed(0, g, p)
+            && self.measured_at_phase(0, p)
+    }
+
+    /// Whether the latest trial at `idx` has the duration of phase `p`.
+    fn measured_at_phase(&self, idx: usize, p: u32) -> bool {
+        let d = self.phase_duration(p);
+        self.samples
+            .get(&idx)
+            .and_then(|v| v.last())
+            .is_some_and(|s| s.duration >= d * (1.0 - DURATION_EPS))
     }
 
     /// Applies the seed's update rules for a load `x` just classified, to goal `g`.
@@ -363,7 +376,7 @@ impl MdrSearch {
         // 4. Re-measure lower bounds, then upper bounds, at this phase's duration.
         for &g in &active {
             let lo = self.intervals[g].lo;
-            if !self.confirmed(lo, g, p) {
+            if !self.confirmed(lo, g, p) || lo == 0 && !self.measured_at_phase(0, p) {
                 return Some(lo);
             }
         }
@@ -584,5 +597,506 @@ impl Searcher for MdrSearch {
 
     fn algorithm(&self) -> &'static str {
         "mdr"
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::search::measurer::Measurer;
+    use crate::search::sim::{SimDut, SimModel};
+
+    fn cfg() -> SearchConfig {
+        SearchConfig {
+            min_rate: 1e6,
+            max_rate: 16e6,
+            ..SearchConfig::csit()
+        }
+    }
+
+    /// A search placed in phase `p` with the given samples `(index, duration, loss ratio)`
+    /// and intervals.
+    fn placed(
+        cfg: SearchConfig,
+        p: u32,
+        samples: &[(usize, f64, f64)],
+        iv: &[(usize, usize)],
+    ) -> MdrSearch {
+        let mut s = MdrSearch::new(cfg).unwrap();
+        for &(i, duration, loss_ratio) in samples {
+            s.samples.entry(i).or_default().push(Sample {
+                duration,
+                loss_ratio,
+            });
+        }
+        s.intervals = iv.iter().map(|&(lo, hi)| Interval { lo, hi }).collect();
+        s.stage = Stage::Phase(p);
+        s
+    }
+
+    fn counts(rate: f64, duration: f64, loss_ratio: f64) -> TrialCounts {
+        let offered = (rate * duration).floor() as u64;
+        TrialCounts {
+            offered,
+            received: offered - (offered as f64 * loss_ratio).ceil() as u64,
+        }
+    }
+
+    #[test]
+    fn phase_durations_and_widths() {
+        let s = MdrSearch::new(SearchConfig::csit()).unwrap();
+        assert_eq!(s.phase_duration(1), 1.0);
+        assert!((s.phase_duration(2) - 30f64.sqrt()).abs() < 1e-12);
+        assert_eq!(s.phase_duration(3), 30.0);
+        let base = s.grid().steps_for_width(0.005);
+        assert_eq!(base, 1);
+        // Fast mode: the last intermediate phase already has the final width.
+        assert_eq!(
+            [
+                s.phase_steps(0, 1),
+                s.phase_steps(0, 2),
+                s.phase_steps(0, 3)
+            ],
+            [2, 1, 1]
+        );
+        let exact = MdrSearch::new(SearchConfig {
+            seed_exact: true,
+            ..SearchConfig::csit()
+        })
+        .unwrap();
+        // Seed: width goals double per earlier phase.
+        assert_eq!(
+            [
+                exact.phase_steps(0, 1),
+                exact.phase_steps(0, 2),
+                exact.phase_steps(0, 3)
+            ],
+            [4, 2, 1]
+        );
+    }
+
+    #[test]
+    fn initial_phase_max_mrr_mrr2() {
+        let mut s = MdrSearch::new(cfg()).unwrap();
+        let top = s.grid().top();
+        let t0 = s.next_trial().unwrap();
+        assert_eq!(
+            (t0.phase, t0.rate_pps, t0.duration_s),
+            (Phase::Initial, 16e6, 1.0)
+        );
+        assert_eq!(s.next_trial(), Some(t0), "the same trial until recorded");
+        // Received 8 Mpps: MRR.
+        s.record(TrialCounts {
+            offered: 16_000_000,
+            received: 8_000_000,
+        });
+        let t1 = s.next_trial().unwrap();
+        let idx1 = s.grid().floor_index(8e6);
+        assert_eq!(t1.rate_pps, s.grid().rate(idx1));
+        // At the MRR almost everything passes: MRR2 would be within the width goal, so it is
+        // placed the first phase's width goal below (sufficient width).
+        s.record(counts(t1.rate_pps, 1.0, 0.0001));
+        let t2 = s.next_trial().unwrap();
+        let idx2 = idx1 - s.phase_steps(0, 1);
+        assert_eq!(t2.rate_pps, s.grid().rate(idx2));
+        s.record(counts(t2.rate_pps, 1.0, 0.0));
+        assert_eq!(s.intervals(), &[Interval { lo: idx2, hi: idx1 }; 2]);
+        assert!(idx1 < top);
+        assert_eq!(s.phase(), Some(Phase::Intermediate(1)));
+    }
+
+    #[test]
+    fn external_search_down_doubles_width() {
+        // NDR lower bound invalid (lost packets): move down by two interval widths.
+        let s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.001), (110, 1.0, 0.01)],
+            &[(100, 110), (100, 110)],
+        );
+        assert_eq!(s.select(1), Some(80));
+        // PDR lower bound invalid and NDR fine: PDR's turn (NDR's priority first though).
+        let s = placed(
+            cfg(),
+            1,
+            &[
+                (100, 1.0, 0.0),
+                (102, 1.0, 0.001),
+                (104, 1.0, 0.01),
+                (110, 1.0, 0.01),
+            ],
+            &[(100, 102), (104, 110)],
+        );
+        assert_eq!(s.select(1), Some(104 - 12));
+    }
+
+    #[test]
+    fn external_search_down_updates_bounds() {
+        let mut s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.001), (110, 1.0, 0.01)],
+            &[(100, 110), (100, 110)],
+        );
+        // Still losing at 80: 80 is the new (invalid) lower bound, 100 a valid upper bound.
+        s.samples.entry(80).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.0001,
+        });
+        s.update_all(80, 1);
+        assert_eq!(s.intervals[0], Interval { lo: 80, hi: 100 });
+        assert!(s.lo_invalid(0, 1) && s.hi_valid(0, 1));
+        // Width is now 20, the next step goes 40 further down.
+        assert_eq!(s.select(1), Some(40));
+        // No loss at 40: valid lower bound; the old invalid lower bound is a valid upper one.
+        s.samples.entry(40).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.0,
+        });
+        s.update_all(40, 1);
+        assert_eq!(s.intervals[0], Interval { lo: 40, hi: 80 });
+        assert!(s.lo_valid(0, 1) && s.hi_valid(0, 1));
+    }
+
+    #[test]
+    fn external_search_up() {
+        // PDR upper bound invalid (loss within PLR at 110): move up by two widths.
+        let mut s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.0), (110, 1.0, 0.001)],
+            &[(100, 110), (100, 110)],
+        );
+        // NDR's hi is valid (loss > 0) and NDR is narrow enough? No: width 10 > 2 steps, but
+        // external search has priority over internal search.
+        assert_eq!(s.select(1), Some(130));
+        s.samples.entry(130).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.002,
+        });
+        s.update_all(130, 1);
+        assert_eq!(s.intervals[1], Interval { lo: 110, hi: 130 });
+        assert_eq!(
+            s.intervals[0],
+            Interval { lo: 100, hi: 110 },
+            "conservative: above a valid upper bound"
+        );
+        s.samples.entry(170).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.2,
+        });
+        s.update_all(170, 1);
+        assert_eq!(s.intervals[1], Interval { lo: 130, hi: 170 });
+    }
+
+    #[test]
+    fn sufficient_width_for_external_steps() {
+        // Interval width 0 (lo == hi at an invalid bound): the step is the phase's width goal.
+        let s = placed(cfg(), 1, &[(100, 1.0, 0.01)], &[(100, 100), (100, 100)]);
+        assert_eq!(s.select(1), Some(100 - s.phase_steps(0, 1)));
+    }
+
+    #[test]
+    fn internal_search_bisects_in_log_space() {
+        let mut s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.0), (120, 1.0, 0.5)],
+            &[(100, 120), (100, 120)],
+        );
+        assert_eq!(s.select(1), Some(110));
+        s.samples.entry(110).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.001,
+        });
+        s.update_all(110, 1);
+        // Bad for NDR: new NDR upper bound; good for PDR: new PDR lower bound.
+        assert_eq!(
+            s.intervals(),
+            &[Interval { lo: 100, hi: 110 }, Interval { lo: 110, hi: 120 }]
+        );
+        // NDR first.
+        assert_eq!(s.select(1), Some(105));
+    }
+
+    #[test]
+    fn remeasure_priorities() {
+        // Phase 2 (5.48 s): everything narrow, measured at 1 s only.
+        let samples = [
+            (100, 1.0, 0.0),
+            (101, 1.0, 0.001),
+            (103, 1.0, 0.0),
+            (104, 1.0, 0.5),
+        ];
+        let mut c = cfg();
+        c.seed_exact = true;
+        let mut s = placed(c, 2, &samples, &[(100, 101), (103, 104)]);
+        let d = s.phase_duration(2);
+        let mut order = Vec::new();
+        while let Some(x) = s.select(2) {
+            order.push(x);
+            let loss = samples.iter().find(|t| t.0 == x).unwrap().2;
+            s.samples.get_mut(&x).unwrap().push(Sample {
+                duration: d,
+                loss_ratio: loss,
+            });
+            s.update_all(x, 2);
+        }
+        // NDR lower, PDR lower, NDR upper, PDR upper.
+        assert_eq!(order, [100, 103, 101, 104]);
+        // Without seed_exact, short failing trials are accepted as upper bounds.
+        let mut s = placed(cfg(), 2, &samples, &[(100, 101), (103, 104)]);
+        assert_eq!(s.select(2), Some(100));
+        s.samples.get_mut(&100).unwrap().push(Sample {
+            duration: d,
+            loss_ratio: 0.0,
+        });
+        assert_eq!(s.select(2), Some(103));
+        s.samples.get_mut(&103).unwrap().push(Sample {
+            duration: d,
+            loss_ratio: 0.0,
+        });
+        assert_eq!(s.select(2), None);
+    }
+
+    #[test]
+    fn conservative_updates() {
+        let mut s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.0), (110, 1.0, 0.01)],
+            &[(100, 110), (100, 110)],
+        );
+        // A good trial above a valid upper bound never moves it.
+        s.samples.entry(120).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.0,
+        });
+        s.update_all(120, 1);
+        assert_eq!(s.intervals[0], Interval { lo: 100, hi: 110 });
+        // A bad trial below a valid lower bound always moves it: it becomes the (invalid)
+        // lower bound, the upper bound is the lowest failing load above it.
+        s.samples.entry(90).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.1,
+        });
+        s.update_all(90, 1);
+        assert_eq!(s.intervals[0], Interval { lo: 90, hi: 110 });
+        assert!(s.lo_invalid(0, 1));
+    }
+
+    #[test]
+    fn optimistic_maximum() {
+        let c = cfg();
+        let top = MdrSearch::new(c.clone()).unwrap().grid().top();
+        // External up never passes the maximum.
+        let s = placed(
+            c.clone(),
+            1,
+            &[(top - 3, 1.0, 0.0), (top - 1, 1.0, 0.0)],
+            &[(top - 3, top - 1); 2],
+        );
+        assert_eq!(s.select(1), Some(top));
+        // An upper bound at the maximum rate is valid without a failing trial.
+        let s = placed(c.clone(), 1, &[(top - 1, 1.0, 0.0)], &[(top - 1, top); 2]);
+        assert!(s.hi_valid(0, 1) && s.hi_valid(1, 1));
+        // No loss at line rate: the result says the maximum is only a lower bound.
+        let model = SimModel {
+            ndr: 40e6,
+            pdr: 41e6,
+            ..SimModel::default()
+        };
+        let mut s = MdrSearch::new(c).unwrap();
+        let r = crate::search::drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap();
+        for g in &r.outcome.goals {
+            assert!(g.max_rate_is_lower_bound && !g.incomplete, "{g:?}");
+            assert_eq!((g.lower_pps, g.upper_pps), (Some(16e6), None));
+        }
+        assert!(r.trials.iter().all(|t| t.rate_pps <= 16e6));
+    }
+
+    #[test]
+    fn pessimistic_minimum() {
+        let c = cfg();
+        // Decreases stop at the minimum rate.
+        let s = placed(
+            c.clone(),
+            1,
+            &[(3, 1.0, 0.01), (5, 1.0, 0.02)],
+            &[(3, 5); 2],
+        );
+        assert_eq!(s.select(1), Some(0));
+        // A lower bound at the minimum that fails at a shorter duration is re-measured...
+        let s = placed(
+            c.clone(),
+            2,
+            &[(0, 1.0, 0.01), (5, 1.0, 0.02)],
+            &[(0, 5); 2],
+        );
+        assert_eq!(s.select(2), Some(0));
+        // ...and once it fails at the phase's duration the goal stops refining.
+        let d = s.phase_duration(2);
+        let s = placed(c.clone(), 2, &[(0, d, 0.01), (5, 1.0, 0.02)], &[(0, 5); 2]);
+        assert_eq!(s.select(2), None);
+        // The minimum rate still losing is a clear failure in the result.
+        let model = SimModel {
+            ndr: 0.5e6,
+            pdr: 0.51e6,
+            ..SimModel::default()
+        };
+        let mut s = MdrSearch::new(c).unwrap();
+        let r = crate::search::drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap();
+        for g in &r.outcome.goals {
+            assert!(g.min_rate_fails, "{g:?}");
+            assert_eq!((g.lower_pps, g.upper_pps), (None, Some(1e6)));
+        }
+        assert!(r.trials.iter().all(|t| t.rate_pps >= 1e6));
+    }
+
+    #[test]
+    fn timeout_stops_within_budget() {
+        let mut c = cfg();
+        c.time_budget = Some(40.0);
+        c.trial_overhead = 0.5;
+        let mut s = MdrSearch::new(c).unwrap();
+        let model = SimModel {
+            ndr: 5e6,
+            pdr: 5.1e6,
+            ..SimModel::default()
+        };
+        let r = crate::search::drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap();
+        assert!(r.outcome.timed_out);
+        let accounted: f64 = r.trials.iter().map(|t| t.duration_s + 0.5).sum();
+        assert!(accounted <= 40.0, "{accounted}");
+        assert!(r.outcome.goals.iter().all(|g| g.incomplete));
+        assert_eq!(r.trials.last().unwrap().end_s, accounted);
+    }
+
+    #[test]
+    fn settled_loads_are_not_measured_again() {
+        // The maximum rate failed at 1 s; an external step up landing there needs no trial.
+        let c = cfg();
+        let top = MdrSearch::new(c.clone()).unwrap().grid().top();
+        let mut s = placed(
+            c,
+            1,
+            &[(top, 1.0, 0.3), (top - 4, 1.0, 0.0), (top - 2, 1.0, 0.001)],
+            &[(top - 4, top - 2); 2],
+        );
+        let t = s.next_trial().unwrap();
+        assert_ne!(t.rate_pps, s.grid().rate(top));
+        assert_eq!(
+            s.intervals[1],
+            Interval {
+                lo: top - 2,
+                hi: top
+            }
+        );
+    }
+
+    #[test]
+    fn draft_mode_needs_duration_sum() {
+        let mut c = cfg();
+        c.final_duration = 1.0;
+        c.phases = 0;
+        c.goals = vec![Goal {
+            exceed_ratio: 0.5,
+            duration_sum: Some(4.0),
+            ..Goal::new("PDR", 0.005, 0.01)
+        }];
+        let mut s = placed(c, 1, &[], &[(100, 110)]);
+        let st = |s: &MdrSearch| s.state(100, 0, 1).unwrap();
+        s.samples.entry(100).or_default().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.01,
+        });
+        assert_eq!(
+            st(&s),
+            LoadState {
+                bad: None,
+                confirmed: false
+            }
+        );
+        s.samples.get_mut(&100).unwrap().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.0,
+        });
+        s.samples.get_mut(&100).unwrap().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.0,
+        });
+        // 1 bad second out of 3, 4 needed: even a 4th bad one keeps it within 50 %.
+        assert_eq!(
+            st(&s),
+            LoadState {
+                bad: Some(false),
+                confirmed: true
+            }
+        );
+        s.samples.get_mut(&100).unwrap().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.02,
+        });
+        s.samples.get_mut(&100).unwrap().push(Sample {
+            duration: 1.0,
+            loss_ratio: 0.02,
+        });
+        // 3 bad out of 5: the exceed ratio is passed.
+        assert_eq!(
+            st(&s),
+            LoadState {
+                bad: Some(true),
+                confirmed: true
+            }
+        );
+    }
+
+    /// A measurer that fails the test if asked for a rate outside the grid's range.
+    struct Bounded<M>(M, f64, f64);
+    impl<M: Measurer> Measurer for Bounded<M> {
+        fn measure(
+            &mut self,
+            rate: f64,
+            d: f64,
+        ) -> Result<TrialCounts, crate::search::MeasureError> {
+            assert!(
+                rate >= self.1 && rate <= self.2,
+                "rate {rate} outside the limits"
+            );
+            self.0.measure(rate, d)
+        }
+    }
+
+    #[test]
+    fn consistent_dut_contains_truth() {
+        let c = SearchConfig::csit();
+        let model = SimModel {
+            ndr: 12e6,
+            pdr: 12.24e6,
+            ..SimModel::default()
+        };
+        let mut s = MdrSearch::new(c.clone()).unwrap();
+        let mut m = Bounded(SimDut::new(model), c.min_rate, c.max_rate);
+        let r = crate::search::drive(&mut s, &mut m, &mut |_, _| {}).unwrap();
+        for g in &r.outcome.goals {
+            let truth = model.true_rate(g.goal.loss_ratio, 30.0);
+            assert!(
+                g.lower_pps.unwrap() <= truth && truth <= g.upper_pps.unwrap(),
+                "{g:?}"
+            );
+            assert!(g.width.unwrap() <= g.goal.width * (1.0 + 1e-9));
+            assert!(!g.incomplete && !g.max_rate_is_lower_bound && !g.min_rate_fails);
+            assert!(g.trial_count >= 1 && g.trial_duration_sum_s >= 30.0);
+        }
+        let phases: Vec<Phase> = r.phases.iter().map(|p| p.phase).collect();
+        assert_eq!(
+            phases,
+            [
+                Phase::Initial,
+                Phase::Intermediate(1),
+                Phase::Intermediate(2),
+                Phase::Final
+            ]
+        );
     }
 }

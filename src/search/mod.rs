@@ -116,3 +116,209 @@ pub fn report_of(searcher: &dyn Searcher) -> Report {
         outcome: searcher.outcome(),
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(searcher: &mut dyn Searcher, model: SimModel) -> Report {
+        drive(searcher, &mut SimDut::new(model), &mut |_, _| {}).unwrap()
+    }
+
+    fn check_contains(report: &Report, model: &SimModel) -> Result<(), TestCaseError> {
+        let cfg = &report.config;
+        for g in &report.outcome.goals {
+            let truth = model.true_rate(g.goal.loss_ratio, cfg.final_duration);
+            let (lo, hi) = (g.lower_pps.unwrap(), g.upper_pps.unwrap());
+            prop_assert!(lo <= truth && truth < hi, "{g:?} truth {truth}");
+            prop_assert!(g.width.unwrap() <= g.goal.width * (1.0 + 1e-9), "{g:?}");
+            prop_assert!(!g.incomplete && !g.min_rate_fails && !g.max_rate_is_lower_bound);
+            // The lower bound is backed by a trial of the final duration.
+            prop_assert!(report.trials.iter().any(|t| t.rate_pps == lo
+                && t.duration_s == cfg.final_duration
+                && t.loss_ratio <= g.goal.loss_ratio));
+            // The upper bound by a failing trial.
+            prop_assert!(report
+                .trials
+                .iter()
+                .any(|t| t.rate_pps == hi && t.loss_ratio > g.goal.loss_ratio));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn mdr_brackets_consistent_and_buffered_duts(
+            ndr in 1e5f64..2.5e7,
+            gap in 0.0f64..0.1,
+            plr in prop_oneof![Just(0.005), 0.001f64..0.05],
+            buffer in prop_oneof![Just(0.0), 0.0f64..3e6],
+            final_duration in prop_oneof![Just(10.0), Just(30.0), Just(60.0), 1.0f64..100.0],
+            phases in 0u32..4,
+            seed_exact in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            let model = SimModel { ndr, pdr: ndr * (1.0 + gap), plr, buffer, seed, ..SimModel::default() };
+            let cfg = SearchConfig {
+                final_duration,
+                phases,
+                seed_exact,
+                goals: vec![Goal::new("NDR", 0.0, 0.005), Goal::new("PDR", plr, 0.005)],
+                ..SearchConfig::csit()
+            };
+            let report = run(&mut MdrSearch::new(cfg).unwrap(), model);
+            check_contains(&report, &model)?;
+            prop_assert!(!report.outcome.timed_out);
+        }
+
+        #[test]
+        fn binary_brackets_consistent_duts(ndr in 1e5f64..2.5e7, gap in 0.0f64..0.1) {
+            let model = SimModel { ndr, pdr: ndr * (1.0 + gap), ..SimModel::default() };
+            let report = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), model);
+            check_contains(&report, &model)?;
+        }
+
+        #[test]
+        fn many_goals_are_ordered(ndr in 1e5f64..2.5e7, widths in proptest::collection::vec(0.001f64..0.05, 1..5)) {
+            let model = SimModel { ndr, pdr: ndr * 1.05, plr: 0.02, ..SimModel::default() };
+            let goals: Vec<Goal> = widths.iter().enumerate()
+                .map(|(i, &w)| Goal::new(format!("g{i}"), 0.02 * i as f64 / widths.len() as f64, w))
+                .collect();
+            let cfg = SearchConfig { goals, final_duration: 10.0, ..SearchConfig::csit() };
+            let report = run(&mut MdrSearch::new(cfg).unwrap(), model);
+            check_contains(&report, &model)?;
+        }
+    }
+
+    #[test]
+    fn binary_search_goes_one_goal_at_a_time() {
+        let model = SimModel::default();
+        let report = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), model);
+        assert!(report.trials.iter().all(|t| t.duration_s == 30.0));
+        let phases: Vec<Phase> = report.phases.iter().map(|p| p.phase).collect();
+        assert_eq!(phases, [Phase::Binary(0), Phase::Binary(1)]);
+        assert_eq!(report.trials[0].rate_pps, 2.0 * 14.88e6);
+    }
+
+    #[test]
+    fn binary_search_irregular_results() {
+        let fast = SimModel {
+            ndr: 40e6,
+            pdr: 41e6,
+            ..SimModel::default()
+        };
+        let r = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), fast);
+        assert!(r
+            .outcome
+            .goals
+            .iter()
+            .all(|g| g.max_rate_is_lower_bound && g.upper_pps.is_none()));
+        let slow = SimModel {
+            ndr: 1e4,
+            pdr: 1.01e4,
+            ..SimModel::default()
+        };
+        let r = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), slow);
+        assert!(r
+            .outcome
+            .goals
+            .iter()
+            .all(|g| g.min_rate_fails && g.lower_pps.is_none()));
+    }
+
+    #[test]
+    fn spiky_dut_mdr_stays_near_truth_where_binary_collapses() {
+        // The spiky device: a 30 s trial sees a spike with probability 45 %.
+        let model: SimModel = "ndr=5e6,pdr=5.1e6,jitter=0.02,spike_rate=0.02,spike_len=1e-4,seed=3"
+            .parse()
+            .unwrap();
+        let mdr = run(&mut MdrSearch::new(SearchConfig::csit()).unwrap(), model);
+        let bin = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), model);
+        let ndr_mdr = mdr.outcome.goals[0].lower_pps.unwrap();
+        let ndr_bin = bin.outcome.goals[0].lower_pps.unwrap();
+        assert!(ndr_mdr > 0.9 * model.ndr, "{ndr_mdr}");
+        assert!(ndr_bin < 0.5 * model.ndr, "{ndr_bin}");
+    }
+
+    #[test]
+    fn unsent_packets_count_as_loss() {
+        let req = TrialRequest {
+            phase: Phase::Final,
+            rate_pps: 1000.0,
+            duration_s: 2.0,
+        };
+        let rec = TrialRecord::new(
+            &req,
+            TrialCounts {
+                offered: 1500,
+                received: 1500,
+            },
+            2.0,
+        );
+        assert_eq!(rec.loss_ratio, 0.25);
+        let rec = TrialRecord::new(
+            &req,
+            TrialCounts {
+                offered: 2000,
+                received: 1990,
+            },
+            2.0,
+        );
+        assert_eq!(rec.loss_ratio, 0.005);
+    }
+
+    #[test]
+    fn config_validation() {
+        let ok = SearchConfig::csit();
+        assert!(ok.validate().is_ok());
+        let bad = [
+            SearchConfig {
+                min_rate: 2e7,
+                max_rate: 1e7,
+                ..ok.clone()
+            },
+            SearchConfig {
+                min_rate: 0.0,
+                ..ok.clone()
+            },
+            SearchConfig {
+                initial_duration: 40.0,
+                ..ok.clone()
+            },
+            SearchConfig {
+                goals: vec![],
+                ..ok.clone()
+            },
+            SearchConfig {
+                goals: vec![Goal::new("x", 1.0, 0.01)],
+                ..ok.clone()
+            },
+            SearchConfig {
+                goals: vec![Goal::new("x", 0.0, 0.0)],
+                ..ok.clone()
+            },
+            SearchConfig {
+                goals: vec![Goal::new("x", 0.0, 1.0)],
+                ..ok.clone()
+            },
+            SearchConfig {
+                goals: vec![Goal {
+                    duration_sum: Some(1.0),
+                    ..Goal::new("x", 0.0, 0.01)
+                }],
+                ..ok.clone()
+            },
+            SearchConfig {
+                time_budget: Some(0.0),
+                ..ok.clone()
+            },
+        ];
+        for c in bad {
+            assert!(MdrSearch::new(c.clone()).is_err(), "{c:?}");
+            assert!(BinarySearch::new(c).is_err());
+        }
+    }
+}
