@@ -15,11 +15,12 @@
 #![forbid(unsafe_code)]
 
 pub mod binary;
+pub mod cli;
 
 pub mod grid;
 pub mod mdr;
 pub mod measurer;
-
+pub mod plot;
 pub mod sim;
 pub mod types;
 
@@ -46,8 +47,31 @@ pub struct Report {
     pub trials: Vec<TrialRecord>,
     /// Where each phase starts (accounted seconds).
     pub phases: Vec<PhaseStart>,
+    /// Each goal's bounds after each trial (for the plot), in trial order.
+    pub bounds_history: Vec<BoundsSnapshot>,
     /// The per-goal result.
     pub outcome: Outcome,
+}
+
+/// The goals' bounds after one trial.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundsSnapshot {
+    /// Accounted search time (s) at the end of the trial.
+    pub end_s: f64,
+    /// Per goal, the lower bound then (None: not established).
+    pub lower_pps: Vec<Option<f64>>,
+    /// Per goal, the upper bound then.
+    pub upper_pps: Vec<Option<f64>>,
+}
+
+impl BoundsSnapshot {
+    fn of(end_s: f64, outcome: &Outcome) -> BoundsSnapshot {
+        BoundsSnapshot {
+            end_s,
+            lower_pps: outcome.goals.iter().map(|g| g.lower_pps).collect(),
+            upper_pps: outcome.goals.iter().map(|g| g.upper_pps).collect(),
+        }
+    }
 }
 
 /// The start of a phase in a report.
@@ -86,6 +110,7 @@ pub fn drive_with(
     progress: &mut dyn FnMut(&TrialRecord, &Outcome),
     before: &mut dyn FnMut(&TrialRequest),
 ) -> Result<Report, DriveError> {
+    let mut history = Vec::new();
     while let Some(req) = searcher.next_trial() {
         before(&req);
         let counts = measurer
@@ -96,13 +121,17 @@ pub fn drive_with(
             })?;
         searcher.record(counts);
         if let Some(last) = searcher.trials().last() {
-            progress(last, &searcher.outcome());
+            let outcome = searcher.outcome();
+            history.push(BoundsSnapshot::of(last.end_s, &outcome));
+            progress(last, &outcome);
         }
     }
-    Ok(report_of(searcher))
+    let mut report = report_of(searcher);
+    report.bounds_history = history;
+    Ok(report)
 }
 
-/// Builds the report of a finished (or stopped) searcher.
+/// Builds the report of a finished (or stopped) searcher (without bounds history).
 pub fn report_of(searcher: &dyn Searcher) -> Report {
     Report {
         algorithm: searcher.algorithm().to_string(),
@@ -113,6 +142,7 @@ pub fn report_of(searcher: &dyn Searcher) -> Report {
             .into_iter()
             .map(|(start_s, phase)| PhaseStart { start_s, phase })
             .collect(),
+        bounds_history: Vec::new(),
         outcome: searcher.outcome(),
     }
 }
