@@ -489,7 +489,7 @@ mod test {
         let a = args(&[
             "-q",
             "--measure-cmd",
-            "echo '{\"offered\": 1, \"received\": 2}' {rate} {duration}",
+            "echo '{\"offered\": 1, \"received\": 2}' # {rate} {duration}",
             "--final-duration",
             "1",
         ]);
