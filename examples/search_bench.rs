@@ -28,13 +28,16 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .expect("--phases needs a count")
             }
-            m => models.push(m.parse::<SimModel>().unwrap_or_else(|e| {
-                eprintln!("{e}");
-                std::process::exit(2)
-            })),
+            m => models.push((
+                m.to_string(),
+                m.parse::<SimModel>().unwrap_or_else(|e| {
+                    eprintln!("{e}");
+                    std::process::exit(2)
+                }),
+            )),
         }
     }
-    for model in models {
+    for (model_text, model) in models {
         let mut searcher: Box<dyn Searcher> = if binary {
             Box::new(BinarySearch::new(cfg.clone()).expect("config"))
         } else {
@@ -71,6 +74,7 @@ fn main() {
             "{}",
             serde_json::json!({
                 "algorithm": report.algorithm,
+                "model": model_text,
                 "trials": report.outcome.trial_count,
                 "trial_duration_sum_s": report.outcome.trial_duration_sum_s,
                 "goals": goals,

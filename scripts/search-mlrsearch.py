@@ -7,7 +7,7 @@ the very same devices as linerate's searchers.
 
 Usage:
   search-mlrsearch.py --vectors
-  search-mlrsearch.py --sim "ndr=12e6,pdr=12.24e6,plr=0.005,seed=1" --final 30 [--json]
+  search-mlrsearch.py --sim "ndr=12e6,pdr=12.24e6,plr=0.005,seed=1" [--sim ...] --final 30
 """
 import argparse
 import json
@@ -152,7 +152,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--vectors", action="store_true")
-    ap.add_argument("--sim", default="ndr=12e6,pdr=12.24e6,plr=0.005")
+    ap.add_argument("--sim", action="append",
+                    help="model (repeatable; one JSON line per model)")
     ap.add_argument("--final", type=float, default=30.0)
     ap.add_argument("--initial", type=float, default=1.0)
     ap.add_argument("--width", type=float, default=0.005)
@@ -164,10 +165,12 @@ def main():
     if args.vectors:
         vectors()
         return 0
-    out = run_mlrsearch(args.sim, args.final, args.width, args.plr, args.min_rate,
-                        args.max_rate, args.initial, args.phases)
-    json.dump(out, sys.stdout)
-    print()
+    for model in args.sim or ["ndr=12e6,pdr=12.24e6,plr=0.005"]:
+        out = run_mlrsearch(model, args.final, args.width, args.plr, args.min_rate,
+                            args.max_rate, args.initial, args.phases)
+        out["model"] = model
+        json.dump(out, sys.stdout)
+        print()
     return 0
 
 

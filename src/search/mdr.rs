@@ -345,6 +345,32 @@ impl MdrSearch {
         }
     }
 
+    /// The external search step (in grid steps) for goal `g` in phase `p`.
+    ///
+    /// The seed moves by two interval widths, at least the phase's width goal (sufficient
+    /// width). Unless `seed_exact`, the first step from a narrow interval (a bound that a
+    /// re-measurement just invalidated) is one width goal, so that success ends the search
+    /// without a bisection; and a downward step goes at least as far as the forwarding-rate
+    /// hint `rate * (1 - loss) / (1 - goal loss ratio)` of the failing lower bound (as the
+    /// initial phase uses the MRR), which finds devices whose long trials lose much more.
+    fn external_step(&self, g: usize, p: u32, down: bool) -> usize {
+        let Interval { lo, hi } = self.intervals[g];
+        let goal = self.phase_steps(g, p);
+        let width = hi - lo;
+        if self.cfg.seed_exact {
+            return (2 * width).max(goal);
+        }
+        let mut step = if width <= goal { goal } else { 2 * width };
+        if down {
+            if let Some(s) = self.samples.get(&lo).and_then(|v| v.last()) {
+                let q = self.cfg.goals[g].loss_ratio;
+                let hint = self.grid.rate(lo) * (1.0 - s.loss_ratio) / (1.0 - q);
+                step = step.max(lo - self.grid.floor_index(hint).min(lo));
+            }
+        }
+        step
+    }
+
     /// The next load of phase `p` by the seed's priorities, or None to end the phase.
     fn select(&self, p: u32) -> Option<usize> {
         let n = self.cfg.goals.len();
@@ -352,18 +378,31 @@ impl MdrSearch {
         let active: Vec<usize> = (0..n).filter(|&g| !self.goal_failed(g, p)).collect();
         // 1. External search down.
         for &g in &active {
-            let Interval { lo, hi } = self.intervals[g];
+            let lo = self.intervals[g].lo;
             if self.lo_invalid(g, p) && lo > 0 {
-                let step = (2 * (hi - lo)).max(self.phase_steps(g, p));
-                return Some(lo.saturating_sub(step));
+                let target = lo.saturating_sub(self.external_step(g, p, true));
+                // Not below a load already known to meet the goal at this phase.
+                let known = self
+                    .samples
+                    .range(target..lo)
+                    .rev()
+                    .map(|(&i, _)| i)
+                    .find(|&i| self.role(i, g, p) == Some(false) && self.confirmed(i, g, p));
+                return Some(known.unwrap_or(target));
             }
         }
         // 2. External search up.
         for &g in &active {
-            let Interval { lo, hi } = self.intervals[g];
+            let hi = self.intervals[g].hi;
             if self.hi_invalid(g, p) {
-                let step = (2 * (hi - lo)).max(self.phase_steps(g, p));
-                return Some((hi + step).min(top));
+                let target = (hi + self.external_step(g, p, false)).min(top);
+                // Not above a load already known to fail the goal.
+                let known = self
+                    .samples
+                    .range(hi + 1..=target)
+                    .map(|(&i, _)| i)
+                    .find(|&i| self.role(i, g, p) == Some(true) && self.confirmed(i, g, p));
+                return Some(known.unwrap_or(target));
             }
         }
         // 3. Internal search.
@@ -715,19 +754,18 @@ mod test {
             &[(100, 110), (100, 110)],
         );
         assert_eq!(s.select(1), Some(80));
-        // PDR lower bound invalid and NDR fine: PDR's turn (NDR's priority first though).
-        let s = placed(
-            cfg(),
-            1,
-            &[
-                (100, 1.0, 0.0),
-                (102, 1.0, 0.001),
-                (104, 1.0, 0.01),
-                (110, 1.0, 0.01),
-            ],
-            &[(100, 102), (104, 110)],
-        );
-        assert_eq!(s.select(1), Some(104 - 12));
+        // PDR lower bound invalid and NDR fine: PDR's turn, two widths (12) down, but not
+        // below a load already known to meet the goal (102: 0.1 % loss is within PLR).
+        let samples = [
+            (100, 1.0, 0.0),
+            (102, 1.0, 0.001),
+            (104, 1.0, 0.01),
+            (110, 1.0, 0.01),
+        ];
+        let s = placed(cfg(), 1, &samples, &[(100, 102), (104, 110)]);
+        assert_eq!(s.select(1), Some(102));
+        let s = placed(cfg(), 1, &samples[2..], &[(100, 102), (104, 110)]);
+        assert_eq!(s.select(1), Some(92));
     }
 
     #[test]
@@ -792,8 +830,46 @@ mod test {
     #[test]
     fn sufficient_width_for_external_steps() {
         // Interval width 0 (lo == hi at an invalid bound): the step is the phase's width goal.
-        let s = placed(cfg(), 1, &[(100, 1.0, 0.01)], &[(100, 100), (100, 100)]);
+        let s = placed(cfg(), 1, &[(100, 1.0, 0.001)], &[(100, 100), (100, 100)]);
         assert_eq!(s.select(1), Some(100 - s.phase_steps(0, 1)));
+        // The first step from a narrow interval is one width goal (seed: two widths).
+        let s = placed(
+            cfg(),
+            2,
+            &[(100, 5.0, 0.001), (101, 1.0, 0.1)],
+            &[(100, 101); 2],
+        );
+        assert_eq!(s.select(2), Some(99));
+        let mut c = cfg();
+        c.seed_exact = true;
+        let s = placed(
+            c,
+            2,
+            &[(100, 5.0, 0.001), (101, 1.0, 0.1)],
+            &[(100, 101); 2],
+        );
+        assert_eq!(s.select(2), Some(98));
+    }
+
+    #[test]
+    fn forwarding_rate_hint_for_external_steps() {
+        // 10 % loss at the lower bound: 90 % was forwarded, so the NDR is at least ~21 steps
+        // of 0.5 % below; one jump gets there instead of an exponential search.
+        let s = placed(
+            cfg(),
+            1,
+            &[(100, 1.0, 0.1), (102, 1.0, 0.5)],
+            &[(100, 102); 2],
+        );
+        let hint = s.grid().floor_index(s.grid().rate(100) * 0.9);
+        assert!(100 - hint > 20);
+        assert_eq!(s.select(1), Some(hint));
+        // For PDR the hint is corrected by the goal's loss ratio.
+        let mut c = cfg();
+        c.goals.remove(0);
+        let s = placed(c, 1, &[(100, 1.0, 0.1), (102, 1.0, 0.5)], &[(100, 102)]);
+        let hint = s.grid().floor_index(s.grid().rate(100) * 0.9 / 0.995);
+        assert_eq!(s.select(1), Some(hint));
     }
 
     #[test]
