@@ -349,14 +349,22 @@ pub fn run(
                 })
                 .collect::<Vec<_>>()
                 .join(" ");
-            bar.println(format!(
+            let line = format!(
                 "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}  {}",
                 trial.phase.to_string(),
                 trial.rate_pps / 1e6,
                 trial.duration_s,
                 trial.loss_ratio,
                 text
-            ));
+            );
+            if bar.is_hidden() {
+                // Not a terminal (a log, CI): plain lines instead of a progress bar.
+                if !args.quiet {
+                    eprintln!("{line}  elapsed {:.1} s", trial.end_s);
+                }
+            } else {
+                bar.println(line);
+            }
             *bounds_text.borrow_mut() = text;
         },
         &mut |req| {

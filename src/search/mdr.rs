@@ -593,7 +593,10 @@ impl Searcher for MdrSearch {
                 let lower = lo_ok.then(|| self.grid.rate(lo));
                 let upper = if min_fails {
                     Some(self.grid.rate(0))
-                } else if started && hi_measured_bad {
+                } else if started
+                    && (hi_measured_bad || hi == top && lo < top && self.hi_valid(g, p))
+                {
+                    // A failing trial, or the maximum rate (optimistic maximum).
                     Some(self.grid.rate(hi))
                 } else {
                     None

@@ -205,6 +205,52 @@ mod test {
         }
 
         #[test]
+        fn mdr_invariants_on_any_dut(
+            ndr in 1e3f64..5e7,
+            gap in 0.0f64..0.2,
+            plr in 0.0f64..0.1,
+            jitter in prop_oneof![Just(0.0), 0.0f64..0.1],
+            spike_rate in prop_oneof![Just(0.0), 0.0f64..0.5],
+            spike_len in 0.0f64..1e-3,
+            buffer in prop_oneof![Just(0.0), 0.0f64..1e7],
+            seed in any::<u64>(),
+            phases in 0u32..4,
+            seed_exact in any::<bool>(),
+            draft in any::<bool>(),
+        ) {
+            let model = SimModel { ndr, pdr: ndr * (1.0 + gap), plr, jitter, spike_rate, spike_len, buffer, seed };
+            let mut goals = vec![Goal::new("NDR", 0.0, 0.005), Goal::new("PDR", 0.005, 0.01)];
+            if draft {
+                goals[1].exceed_ratio = 0.5;
+                goals[1].duration_sum = Some(30.0);
+            }
+            let cfg = SearchConfig { final_duration: 10.0, phases, seed_exact, goals, ..SearchConfig::csit() };
+            let report = run(&mut MdrSearch::new(cfg.clone()).unwrap(), model);
+            prop_assert!(!report.outcome.timed_out, "the search must end by itself");
+            for t in &report.trials {
+                prop_assert!(t.rate_pps >= cfg.min_rate && t.rate_pps <= cfg.max_rate);
+            }
+            for g in &report.outcome.goals {
+                prop_assert!(!g.incomplete, "{g:?}");
+                if let (Some(lo), Some(hi)) = (g.lower_pps, g.upper_pps) {
+                    prop_assert!(lo < hi, "{g:?}");
+                    prop_assert!(g.width.unwrap() <= g.goal.width * (1.0 + 1e-9), "{g:?}");
+                }
+                prop_assert!(g.lower_pps.is_some() || g.min_rate_fails);
+                prop_assert!(g.upper_pps.is_some() || g.max_rate_is_lower_bound);
+                if let Some(lo) = g.lower_pps {
+                    // Backed by good trials at the final duration.
+                    prop_assert!(report.trials.iter().any(|t| t.rate_pps == lo
+                        && t.duration_s == cfg.final_duration
+                        && t.loss_ratio <= g.goal.loss_ratio));
+                }
+                if let (Some(hi), false) = (g.upper_pps, g.goal.is_draft_mode()) {
+                    prop_assert!(report.trials.iter().any(|t| t.rate_pps == hi && t.loss_ratio > g.goal.loss_ratio));
+                }
+            }
+        }
+
+        #[test]
         fn binary_brackets_consistent_duts(ndr in 1e5f64..2.5e7, gap in 0.0f64..0.1) {
             let model = SimModel { ndr, pdr: ndr * (1.0 + gap), ..SimModel::default() };
             let report = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), model);
