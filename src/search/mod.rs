@@ -270,6 +270,35 @@ mod test {
     }
 
     #[test]
+    fn optimistic_maximum_is_reported_as_the_upper_bound() {
+        // Found by `mdr_invariants_on_any_dut`: a draft-mode goal whose interval ends at the
+        // maximum rate, undecided there, must report the maximum as its upper bound.
+        let model = SimModel {
+            ndr: 31078242.562748645,
+            pdr: 31078242.562748645 * 1.19249098776017945,
+            plr: 0.03366498281607315,
+            jitter: 0.08103213289051901,
+            seed: 7395741007708822444,
+            ..SimModel::default()
+        };
+        let mut goals = vec![Goal::new("NDR", 0.0, 0.005), Goal::new("PDR", 0.005, 0.01)];
+        goals[1].exceed_ratio = 0.5;
+        goals[1].duration_sum = Some(30.0);
+        let cfg = SearchConfig {
+            final_duration: 10.0,
+            phases: 1,
+            seed_exact: true,
+            goals,
+            ..SearchConfig::csit()
+        };
+        let report = run(&mut MdrSearch::new(cfg.clone()).unwrap(), model);
+        for g in &report.outcome.goals {
+            assert!(g.upper_pps.is_some() || g.max_rate_is_lower_bound, "{g:?}");
+            assert!(g.lower_pps.is_some() || g.min_rate_fails, "{g:?}");
+        }
+    }
+
+    #[test]
     fn binary_search_goes_one_goal_at_a_time() {
         let model = SimModel::default();
         let report = run(&mut BinarySearch::new(SearchConfig::csit()).unwrap(), model);
