@@ -275,7 +275,7 @@ mod test {
         // maximum rate, undecided there, must report the maximum as its upper bound.
         let model = SimModel {
             ndr: 31078242.562748645,
-            pdr: 31078242.562748645 * 1.19249098776017945,
+            pdr: 31078242.562748645 * 1.192_490_987_760_179,
             plr: 0.03366498281607315,
             jitter: 0.08103213289051901,
             seed: 7395741007708822444,
