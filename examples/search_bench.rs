@@ -1,13 +1,15 @@
 //! Runs linerate's MDR search and a plain binary NDR+PDR search on simulated devices and
 //! prints one JSON line per run (used by `scripts/bench-search`).
 //!
-//! Usage: `search_bench [--binary] [--final S] [--seed-exact] [--verbose] MODEL...`
+//! Usage: `search_bench [--binary] [--final S] [--phases N] [--seed-exact] [--verbose]
+//! [--plot PATH] MODEL...` (`--plot` draws PATH.svg and PATH.png of the last model's search).
 
 use linerate::search::{drive, BinarySearch, MdrSearch, SearchConfig, Searcher, SimDut, SimModel};
 
 fn main() {
     let mut binary = false;
     let mut verbose = false;
+    let mut plot_path: Option<String> = None;
     let mut cfg = SearchConfig::csit();
     let mut models = Vec::new();
     let mut args = std::env::args().skip(1);
@@ -15,6 +17,7 @@ fn main() {
         match a.as_str() {
             "--binary" => binary = true,
             "--verbose" => verbose = true,
+            "--plot" => plot_path = args.next(),
             "--seed-exact" => cfg.seed_exact = true,
             "--final" => {
                 cfg.final_duration = args
@@ -45,6 +48,12 @@ fn main() {
         };
         let report = drive(searcher.as_mut(), &mut SimDut::new(model), &mut |_, _| {})
             .expect("the simulated device never fails");
+        if let Some(path) = &plot_path {
+            for ext in ["svg", "png"] {
+                let p = std::path::Path::new(path).with_extension(ext);
+                linerate::search::plot::plot(&report, &p).expect("plot");
+            }
+        }
         if verbose {
             for t in &report.trials {
                 eprintln!(

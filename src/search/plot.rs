@@ -125,7 +125,7 @@ fn draw<DB: DrawingBackend>(
         .build_cartesian_2d(0.0..t_end * 1.02, ylo * scale..yhi * scale)?;
     chart
         .configure_mesh()
-        .x_desc("accounted search time [s]")
+        .x_desc("accounted search time [s]   (bars: trials; green no loss, orange within the largest goal loss ratio, red above)")
         .y_desc("transmit rate [Mpps]")
         .label_style(("sans-serif", 14))
         .light_line_style(RGBColor(235, 235, 235))
@@ -159,31 +159,7 @@ fn draw<DB: DrawingBackend>(
         )))?;
     }
 
-    // Trials: a bar from start to end at the rate (clamped to the view), colored by loss.
-    let max_ratio = report
-        .config
-        .goals
-        .iter()
-        .map(|g| g.loss_ratio)
-        .fold(0.0, f64::max);
     let clamp = |r: f64| r.clamp(ylo, yhi) * scale;
-    let mut start = 0.0;
-    for t in &report.trials {
-        let color = if t.loss_ratio == 0.0 {
-            RGBColor(30, 150, 60)
-        } else if t.loss_ratio <= max_ratio {
-            RGBColor(230, 150, 20)
-        } else {
-            RGBColor(200, 30, 30)
-        };
-        let y = clamp(t.rate_pps);
-        chart.draw_series(std::iter::once(PathElement::new(
-            vec![(start, y), (t.end_s, y)],
-            color.stroke_width(4),
-        )))?;
-        start = t.end_s;
-    }
-
     // Each goal's bounds over time.
     for (g, goal) in report.config.goals.iter().enumerate() {
         let color = GOAL_COLORS[g % GOAL_COLORS.len()];
@@ -215,10 +191,9 @@ fn draw<DB: DrawingBackend>(
                     .draw_series(DashedLineSeries::new(pts, 8, 5, style))?
                     .label(label)
                     .legend(move |(x, y)| {
-                        PathElement::new(
-                            vec![(x, y), (x + 10, y), (x + 20, y)],
-                            color.stroke_width(2),
-                        )
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (7, 0)], color.stroke_width(2))
+                            + PathElement::new(vec![(12, 0), (20, 0)], color.stroke_width(2))
                     });
             } else {
                 chart
@@ -230,6 +205,31 @@ fn draw<DB: DrawingBackend>(
             }
         }
     }
+    // Trials, on top of the bounds: a bar from start to end at the rate (clamped to the
+    // view), colored by loss.
+    let max_ratio = report
+        .config
+        .goals
+        .iter()
+        .map(|g| g.loss_ratio)
+        .fold(0.0, f64::max);
+    let mut start = 0.0;
+    for t in &report.trials {
+        let color = if t.loss_ratio == 0.0 {
+            RGBColor(30, 150, 60)
+        } else if t.loss_ratio <= max_ratio {
+            RGBColor(230, 150, 20)
+        } else {
+            RGBColor(200, 30, 30)
+        };
+        let y = clamp(t.rate_pps);
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(start, y), (t.end_s, y)],
+            color.stroke_width(4),
+        )))?;
+        start = t.end_s;
+    }
+
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::LowerRight)
