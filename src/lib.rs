@@ -17,6 +17,7 @@ pub mod reliable;
 pub mod rng;
 pub mod rpc;
 pub mod runtime;
+pub mod search;
 #[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 pub mod sys;
 pub mod time;

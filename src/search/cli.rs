@@ -1,0 +1,559 @@
+//! `linerate search`: NDR/PDR (or any loss-ratio goals) search against a pipeline, a
+//! simulated device or an external command, with progress on stderr, a summary on stdout,
+//! a JSON report and a plot.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::measurer::{CommandMeasurer, Measurer};
+use super::sim::{SimDut, SimModel};
+use super::types::{Goal, SearchConfig, Searcher, TrialRequest};
+use super::{drive_with, plot, BinarySearch, MdrSearch, Report};
+use crate::units::{parse_duration, Rate};
+
+/// Arguments of `linerate search` (defaults are CSIT's).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SearchArgs {
+    /// Pipeline file whose generator and analyzer measure the device under test.
+    pub pipeline: Option<PathBuf>,
+    /// Simulated device instead of a pipeline, e.g.
+    /// "ndr=12e6,pdr=12.2e6,plr=0.005,jitter=0,spike_rate=0,spike_len=0,buffer=0,seed=1".
+    #[arg(long, value_name = "MODEL")]
+    pub sim: Option<String>,
+    /// External measurer: a shell command with {rate} (pps) and {duration} (s) that prints
+    /// JSON counts {"offered": N, "received": M} (or "lost").
+    #[arg(long, value_name = "CMD")]
+    pub measure_cmd: Option<String>,
+    /// Minimum transmit rate ("20 kpps", "1 Gbps" or plain packets/s).
+    #[arg(long, default_value = "20 kpps")]
+    pub min_rate: String,
+    /// Maximum transmit rate (line rate).
+    #[arg(long, default_value = "29.76 Mpps")]
+    pub max_rate: String,
+    /// Frame size in bytes, to convert bit rates into packet rates.
+    #[arg(long, default_value_t = 64.0)]
+    pub frame_size: f64,
+    /// Loss ratio of the PDR goal.
+    #[arg(long, default_value_t = 0.005)]
+    pub plr: f64,
+    /// Final trial duration ("30", "30s").
+    #[arg(long, default_value = "30")]
+    pub final_duration: String,
+    /// Initial trial duration.
+    #[arg(long, default_value = "1")]
+    pub initial_duration: String,
+    /// Final relative width of each goal's interval (0.005 = 0.5 %).
+    #[arg(long, default_value_t = 0.005)]
+    pub width: f64,
+    /// Number of intermediate phases.
+    #[arg(long, default_value_t = 2)]
+    pub phases: u32,
+    /// A goal, repeatable, replacing the default NDR and PDR goals:
+    /// "LOSS_RATIO" or "name=X,loss=R[,width=W][,exceed=E][,sum=S]".
+    #[arg(long = "goal", value_name = "GOAL")]
+    pub goals: Vec<String>,
+    /// Draft mode for the default goals: share of the duration sum bad trials may take.
+    #[arg(long, default_value_t = 0.0)]
+    pub exceed_ratio: f64,
+    /// Draft mode for the default goals: trial duration sum (s) needed per load.
+    #[arg(long)]
+    pub duration_sum: Option<f64>,
+    /// Stop (and fail) before the accounted trial time would pass this ("20m", "1200").
+    #[arg(long)]
+    pub time_budget: Option<String>,
+    /// Per-trial overhead (s) added to the accounted time.
+    #[arg(long, default_value_t = 0.0)]
+    pub trial_overhead: f64,
+    /// The seed's exact MDR (re-measure upper bounds, double width in the last
+    /// intermediate phase) instead of the faster default.
+    #[arg(long)]
+    pub seed_exact: bool,
+    /// Plain binary search, one goal after the other, for comparison.
+    #[arg(long)]
+    pub binary: bool,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Draw the search here (PATH.svg and PATH.png are both written).
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+    /// No progress display.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Bad input: the message for exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(String);
+
+fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        return Ok(v);
+    }
+    let rate: Rate = s.parse().map_err(|e| InputError(format!("{e}")))?;
+    rate.to_pps(frame, None)
+        .map_err(|e| InputError(format!("rate {s:?}: {e}")))
+}
+
+fn parse_secs(s: &str, what: &str) -> Result<f64, InputError> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        if v.is_finite() && v > 0.0 {
+            return Ok(v);
+        }
+        return Err(InputError(format!("{what} {s:?} must be positive")));
+    }
+    parse_duration(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| InputError(format!("{what}: {e}")))
+}
+
+/// Parses one `--goal` value.
+pub fn parse_goal(s: &str, default_width: f64, index: usize) -> Result<Goal, InputError> {
+    let bad = |why: String| InputError(format!("bad --goal {s:?}: {why}"));
+    if let Ok(ratio) = s.trim().parse::<f64>() {
+        return Ok(Goal::new(format!("goal{index}"), ratio, default_width));
+    }
+    let mut goal = Goal::new(format!("goal{index}"), f64::NAN, default_width);
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| bad(format!("{part:?} is not key=value")))?;
+        let num = || {
+            v.trim()
+                .parse::<f64>()
+                .map_err(|e| bad(format!("{k}: {e}")))
+        };
+        match k.trim() {
+            "name" => goal.name = v.trim().to_string(),
+            "loss" => goal.loss_ratio = num()?,
+            "width" => goal.width = num()?,
+            "exceed" => goal.exceed_ratio = num()?,
+            "sum" => goal.duration_sum = Some(num()?),
+            other => {
+                return Err(bad(format!(
+                    "unknown key {other:?} (valid: name, loss, width, exceed, sum)"
+                )))
+            }
+        }
+    }
+    if goal.loss_ratio.is_nan() {
+        return Err(bad("loss=R is required".into()));
+    }
+    Ok(goal)
+}
+
+/// Builds the search configuration from the arguments.
+pub fn config_of(args: &SearchArgs) -> Result<SearchConfig, InputError> {
+    let mut cfg = SearchConfig {
+        min_rate: parse_rate(&args.min_rate, args.frame_size)?,
+        max_rate: parse_rate(&args.max_rate, args.frame_size)?,
+        final_duration: parse_secs(&args.final_duration, "final duration")?,
+        initial_duration: parse_secs(&args.initial_duration, "initial duration")?,
+        phases: args.phases,
+        time_budget: args
+            .time_budget
+            .as_deref()
+            .map(|s| parse_secs(s, "time budget"))
+            .transpose()?,
+        trial_overhead: args.trial_overhead,
+        seed_exact: args.seed_exact,
+        ..SearchConfig::csit()
+    };
+    if args.goals.is_empty() {
+        cfg.goals = vec![
+            Goal {
+                exceed_ratio: args.exceed_ratio,
+                duration_sum: args.duration_sum,
+                ..Goal::new("NDR", 0.0, args.width)
+            },
+            Goal {
+                exceed_ratio: args.exceed_ratio,
+                duration_sum: args.duration_sum,
+                ..Goal::new("PDR", args.plr, args.width)
+            },
+        ];
+    } else {
+        cfg.goals = args
+            .goals
+            .iter()
+            .enumerate()
+            .map(|(i, s)| parse_goal(s, args.width, i))
+            .collect::<Result<_, _>>()?;
+    }
+    cfg.validate().map_err(|e| InputError(e.to_string()))?;
+    Ok(cfg)
+}
+
+fn mpps(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
+}
+
+/// Prints the summary table of a report.
+pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
+        "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
+    )?;
+    for g in &report.outcome.goals {
+        let mut notes = Vec::new();
+        if g.max_rate_is_lower_bound {
+            notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
+        }
+        if g.min_rate_fails {
+            notes.push("FAILED: the minimum rate already fails the goal");
+        }
+        if g.incomplete {
+            notes.push("incomplete");
+        }
+        writeln!(
+            out,
+            "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9.1}  {}",
+            g.goal.name,
+            g.goal.loss_ratio,
+            mpps(g.lower_pps),
+            mpps(g.upper_pps),
+            g.width.map_or("-".into(), |w| format!("{:.3}", w * 100.0)),
+            g.trial_count,
+            g.trial_duration_sum_s,
+            notes.join("; ")
+        )?;
+    }
+    writeln!(
+        out,
+        "{} search: {} trials, {:.1} s of trial time{}",
+        report.algorithm,
+        report.outcome.trial_count,
+        report.outcome.trial_duration_sum_s,
+        if report.outcome.timed_out {
+            " (TIME BUDGET EXCEEDED)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// Rough estimate of the accounted time still needed: each remaining phase measures every
+/// goal's two bounds at its duration.
+fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
+    use super::Phase;
+    let n = cfg.goals.len() as f64;
+    let dur = |p: u32| {
+        if p > cfg.phases {
+            cfg.final_duration
+        } else {
+            let e = f64::from(p - 1) / f64::from(cfg.phases.max(1));
+            cfg.initial_duration * (cfg.final_duration / cfg.initial_duration).powf(e)
+        }
+    };
+    let from = match req.phase {
+        Phase::Initial => 1,
+        Phase::Intermediate(p) => p + 1,
+        Phase::Final | Phase::Binary(_) => cfg.phases + 2,
+    };
+    let rest: f64 = (from..=cfg.phases + 1).map(|p| 2.0 * n * dur(p)).sum();
+    elapsed + req.duration_s + rest
+}
+
+/// Runs `linerate search`; returns the exit status (0 ok, 1 measurer failure or failed
+/// search, 2 bad input). `pipeline_measurer` builds the trial measurer of a pipeline file.
+pub fn run(
+    args: &SearchArgs,
+    pipeline_measurer: &dyn Fn(&Path) -> anyhow::Result<Box<dyn Measurer>>,
+) -> i32 {
+    let cfg = match config_of(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let sources = [
+        args.pipeline.is_some(),
+        args.sim.is_some(),
+        args.measure_cmd.is_some(),
+    ];
+    if sources.iter().filter(|&&b| b).count() != 1 {
+        eprintln!("error: give exactly one of PIPELINE, --sim MODEL or --measure-cmd CMD");
+        return 2;
+    }
+    let mut measurer: Box<dyn Measurer> = if let Some(model) = &args.sim {
+        match model.parse::<SimModel>() {
+            Ok(m) => Box::new(SimDut::new(m)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 2;
+            }
+        }
+    } else if let Some(cmd) = &args.measure_cmd {
+        if !cmd.contains("{rate}") || !cmd.contains("{duration}") {
+            eprintln!("error: --measure-cmd needs {{rate}} and {{duration}} placeholders");
+            return 2;
+        }
+        Box::new(CommandMeasurer::new(cmd.clone()))
+    } else {
+        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
+        match pipeline_measurer(path) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return 2;
+            }
+        }
+    };
+    let mut searcher: Box<dyn Searcher> = match if args.binary {
+        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } else {
+        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(1000);
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    };
+    let bounds_text = std::cell::RefCell::new(String::new());
+    let elapsed = std::cell::Cell::new(0.0);
+    let result = drive_with(
+        searcher.as_mut(),
+        measurer.as_mut(),
+        &mut |trial, outcome| {
+            elapsed.set(trial.end_s);
+            let text = outcome
+                .goals
+                .iter()
+                .map(|g| {
+                    format!(
+                        "{} [{}, {}]",
+                        g.goal.name,
+                        mpps(g.lower_pps),
+                        mpps(g.upper_pps)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let line = format!(
+                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}  {}",
+                trial.phase.to_string(),
+                trial.rate_pps / 1e6,
+                trial.duration_s,
+                trial.loss_ratio,
+                text
+            );
+            if bar.is_hidden() {
+                // Not a terminal (a log, CI): plain lines instead of a progress bar.
+                if !args.quiet {
+                    eprintln!("{line}  elapsed {:.1} s", trial.end_s);
+                }
+            } else {
+                bar.println(line);
+            }
+            *bounds_text.borrow_mut() = text;
+        },
+        &mut |req| {
+            let elapsed = elapsed.get();
+            let total = estimate_total(&cfg, elapsed, req);
+            bar.set_length((total * 10.0) as u64);
+            bar.set_position((elapsed * 10.0) as u64);
+            bar.set_message(format!(
+                "{}: {:.6} Mpps for {:.3} s | elapsed {:.0} s of ~{:.0} s | {}",
+                req.phase,
+                req.rate_pps / 1e6,
+                req.duration_s,
+                elapsed,
+                total,
+                bounds_text.borrow()
+            ));
+        },
+    );
+    bar.finish_and_clear();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: trial {} failed: {}", e.trials.len() + 1, e.error);
+            return 1;
+        }
+    };
+    let stdout = std::io::stdout();
+    let _ = print_summary(&report, &mut stdout.lock());
+    if let Some(path) = &args.json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(|e| e.to_string())
+            .and_then(|s| std::fs::write(path, s + "\n").map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
+    if let Some(path) = &args.plot {
+        for ext in ["svg", "png"] {
+            let p = path.with_extension(ext);
+            if let Err(e) = plot::plot(&report, &p) {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        }
+    }
+    let _ = std::io::stdout().flush();
+    let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
+    i32::from(failed)
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: SearchArgs,
+    }
+
+    fn args(v: &[&str]) -> SearchArgs {
+        T::parse_from(std::iter::once("search").chain(v.iter().copied())).a
+    }
+
+    fn no_pipeline(_: &Path) -> anyhow::Result<Box<dyn Measurer>> {
+        anyhow::bail!("no pipelines here")
+    }
+
+    #[test]
+    fn csit_defaults() {
+        let c = config_of(&args(&[])).unwrap();
+        assert_eq!(c, SearchConfig::csit());
+    }
+
+    #[test]
+    fn goals_and_units() {
+        let a = args(&[
+            "--goal",
+            "0",
+            "--goal",
+            "name=P,loss=0.01,width=0.01,exceed=0.5,sum=60",
+            "--min-rate",
+            "1 Mpps",
+            "--max-rate",
+            "10Gbps",
+            "--final-duration",
+            "10s",
+        ]);
+        let c = config_of(&a).unwrap();
+        assert_eq!(c.goals.len(), 2);
+        assert_eq!(c.goals[1].name, "P");
+        assert_eq!(c.goals[1].duration_sum, Some(60.0));
+        assert_eq!(c.min_rate, 1e6);
+        assert!((c.max_rate - 10e9 / 512.0).abs() < 1e-6);
+        assert_eq!(c.final_duration, 10.0);
+        assert!(parse_goal("loss", 0.005, 0).is_err());
+        assert!(parse_goal("width=0.1", 0.005, 0).is_err());
+    }
+
+    #[test]
+    fn bad_input_exits_2() {
+        for bad in [
+            &[
+                "--sim",
+                "ndr=1e6",
+                "--min-rate",
+                "2 Mpps",
+                "--max-rate",
+                "1 Mpps",
+            ][..],
+            &["--sim", "ndr=1e6", "--width", "0"],
+            &["--sim", "ndr=1e6", "--width", "1.5"],
+            &["--sim", "ndr=1e6", "--plr", "1"],
+            &["--sim", "ndr=1e6", "--plr=-0.1"],
+            &["--sim", "nonsense"],
+            &["--sim", "ndr=1e6", "--measure-cmd", "x {rate} {duration}"],
+            &[],
+            &["--measure-cmd", "no placeholders"],
+            &["--sim", "ndr=1e6", "--min-rate", "fast"],
+            &["pipe.toml"],
+        ] {
+            assert_eq!(run(&args(bad), &no_pipeline), 2, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn measurer_failure_exits_1() {
+        let a = args(&[
+            "-q",
+            "--measure-cmd",
+            "echo '{\"offered\": 1, \"received\": 2}' # {rate} {duration}",
+            "--final-duration",
+            "1",
+        ]);
+        assert_eq!(run(&a, &no_pipeline), 1);
+        let a = args(&["-q", "--measure-cmd", "exit 1 {rate} {duration}"]);
+        assert_eq!(run(&a, &no_pipeline), 1);
+    }
+
+    #[test]
+    fn sim_search_writes_json_and_plots() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let plot = dir.path().join("r.svg");
+        let a = args(&[
+            "-q",
+            "--sim",
+            "ndr=5e6,pdr=5.1e6",
+            "--final-duration",
+            "10",
+            "--json",
+            json.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+        ]);
+        assert_eq!(run(&a, &no_pipeline), 0);
+        let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(r.outcome.goals.len(), 2);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        for key in [
+            "phase",
+            "rate_pps",
+            "duration_s",
+            "offered",
+            "received",
+            "loss_ratio",
+        ] {
+            assert!(v["trials"][0].get(key).is_some(), "{key}");
+        }
+        for key in [
+            "lower_pps",
+            "upper_pps",
+            "trial_count",
+            "trial_duration_sum_s",
+        ] {
+            assert!(v["outcome"]["goals"][0].get(key).is_some(), "{key}");
+        }
+        assert!(dir.path().join("r.png").exists());
+        // A device failing at the minimum rate: a clear failure.
+        let a = args(&["-q", "--sim", "ndr=1e3,pdr=1.1e3", "--final-duration", "2"]);
+        assert_eq!(run(&a, &no_pipeline), 1);
+        // The pipeline measurer is the caller's.
+        let a = args(&["-q", "pipe.toml", "--final-duration", "2"]);
+        let sim = |_: &Path| -> anyhow::Result<Box<dyn Measurer>> {
+            Ok(Box::new(SimDut::new(SimModel::default())))
+        };
+        assert_eq!(run(&a, &sim), 0);
+    }
+}

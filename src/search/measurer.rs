@@ -1,0 +1,195 @@
+//! Measurers: what performs one trial for the search.
+//!
+//! The search core never measures anything itself; a driver (see [`super::drive`]) takes the
+//! core's proposed `(rate, duration)` to a [`Measurer`] and hands the [`TrialCounts`] back.
+//! Implementations: the simulated device [`super::sim::SimDut`], the external command
+//! [`CommandMeasurer`], and the pipeline trial measurer that the traffic area supplies.
+
+use std::process::Command;
+
+/// Packet counts of one trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TrialCounts {
+    /// Packets the generator sent.
+    pub offered: u64,
+    /// Packets that came back.
+    pub received: u64,
+}
+
+/// Why a trial could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// The measurer failed; `output` holds whatever it printed.
+    #[error("measurer failed: {message}\n{output}")]
+    Failed {
+        /// What went wrong.
+        message: String,
+        /// The measurer's output (stdout and stderr), for the user.
+        output: String,
+    },
+    /// The measurer reported more received than offered packets.
+    #[error("measurer reported {received} received > {offered} offered packets\n{output}")]
+    Inconsistent {
+        /// Offered count reported.
+        offered: u64,
+        /// Received count reported.
+        received: u64,
+        /// The measurer's output.
+        output: String,
+    },
+}
+
+/// Performs trials: send at `rate_pps` for `duration_s` seconds, count what came back.
+///
+/// The pipeline measurer (a generator and an analyzer through the trial API) implements
+/// this too; the search does not care which one it drives.
+pub trait Measurer {
+    /// Runs one trial.
+    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError>;
+}
+
+impl<M: Measurer + ?Sized> Measurer for Box<M> {
+    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
+        (**self).measure(rate_pps, duration_s)
+    }
+}
+
+/// Runs an external command per trial: `{rate}` and `{duration}` in the template are
+/// replaced by the trial's rate (packets/s) and duration (seconds), the result is run with
+/// `sh -c`, and its stdout must hold one JSON object `{"offered": N, "received": M}`
+/// (or `{"offered": N, "lost": L}`). Any generator, TRex included, can be driven this way.
+#[derive(Debug, Clone)]
+pub struct CommandMeasurer {
+    template: String,
+}
+
+#[derive(serde::Deserialize)]
+struct CommandOutput {
+    offered: u64,
+    received: Option<u64>,
+    lost: Option<u64>,
+}
+
+impl CommandMeasurer {
+    /// A measurer running `template` (with `{rate}` and `{duration}` placeholders).
+    pub fn new(template: impl Into<String>) -> Self {
+        CommandMeasurer {
+            template: template.into(),
+        }
+    }
+
+    /// The command line for one trial.
+    pub fn command_line(&self, rate_pps: f64, duration_s: f64) -> String {
+        self.template
+            .replace("{rate}", &format!("{rate_pps:.3}"))
+            .replace("{duration}", &format!("{duration_s}"))
+    }
+}
+
+/// Parses a measurer's JSON output into counts, checking consistency.
+pub fn parse_counts(stdout: &str, output_for_errors: &str) -> Result<TrialCounts, MeasureError> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or(stdout);
+    let parsed: CommandOutput =
+        serde_json::from_str(line.trim()).map_err(|e| MeasureError::Failed {
+            message: format!(
+                "cannot parse JSON counts ({e}); expected {{\"offered\": N, \"received\": M}}"
+            ),
+            output: output_for_errors.to_string(),
+        })?;
+    let received = match (parsed.received, parsed.lost) {
+        (Some(r), _) => r,
+        (None, Some(l)) => parsed.offered.checked_sub(l).ok_or(MeasureError::Failed {
+            message: format!("lost {l} > offered {}", parsed.offered),
+            output: output_for_errors.to_string(),
+        })?,
+        (None, None) => {
+            return Err(MeasureError::Failed {
+                message: "JSON counts need \"received\" or \"lost\"".into(),
+                output: output_for_errors.to_string(),
+            })
+        }
+    };
+    if received > parsed.offered {
+        return Err(MeasureError::Inconsistent {
+            offered: parsed.offered,
+            received,
+            output: output_for_errors.to_string(),
+        });
+    }
+    Ok(TrialCounts {
+        offered: parsed.offered,
+        received,
+    })
+}
+
+impl Measurer for CommandMeasurer {
+    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
+        let line = self.command_line(rate_pps, duration_s);
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&line)
+            .output()
+            .map_err(|e| MeasureError::Failed {
+                message: format!("cannot run `{line}`: {e}"),
+                output: String::new(),
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let all = format!("$ {line}\n{stdout}{stderr}");
+        if !out.status.success() {
+            return Err(MeasureError::Failed {
+                message: format!("`{line}` exited with {}", out.status),
+                output: all,
+            });
+        }
+        parse_counts(&stdout, &all)
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn counts_json() {
+        assert_eq!(
+            parse_counts("{\"offered\": 10, \"received\": 9}\n", "").unwrap(),
+            TrialCounts {
+                offered: 10,
+                received: 9
+            }
+        );
+        assert_eq!(
+            parse_counts("noise\n{\"offered\": 10, \"lost\": 3}", "").unwrap(),
+            TrialCounts {
+                offered: 10,
+                received: 7
+            }
+        );
+        assert!(matches!(
+            parse_counts("{\"offered\": 10, \"received\": 11}", "out"),
+            Err(MeasureError::Inconsistent { output, .. }) if output == "out"
+        ));
+        assert!(parse_counts("{\"offered\": 10, \"lost\": 11}", "").is_err());
+        assert!(parse_counts("{\"offered\": 10}", "").is_err());
+        assert!(parse_counts("hello", "").is_err());
+    }
+
+    #[test]
+    fn command_substitution_and_failure() {
+        let m = CommandMeasurer::new("prog {rate} {duration}");
+        assert_eq!(m.command_line(1e6, 2.5), "prog 1000000.000 2.5");
+        let mut ok =
+            CommandMeasurer::new("echo '{\"offered\": 5, \"received\": 4}' # {rate} {duration}");
+        assert_eq!(ok.measure(1.0, 1.0).unwrap().received, 4);
+        let mut fail = CommandMeasurer::new("echo oops >&2; exit 3");
+        match fail.measure(1.0, 1.0) {
+            Err(MeasureError::Failed { output, .. }) => assert!(output.contains("oops")),
+            other => panic!("expected failure, got {other:?}"),
+        }
+    }
+}
