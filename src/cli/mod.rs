@@ -27,6 +27,8 @@ enum Command {
     Run(run::RunArgs),
     /// Run one generator trial at a rate for a duration and report exact counts.
     Trial(trial::TrialArgs),
+    /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
+    Search(crate::search::cli::SearchArgs),
     /// Latency stats files: merge them exactly.
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
@@ -90,6 +92,14 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
+        Command::Search(a) => exit_code(crate::search::cli::run(&a, &|path| {
+            let m = crate::search::pipeline::PipelineMeasurer::open(
+                path,
+                std::time::Duration::from_millis(200),
+                run::interrupt_flag(),
+            )?;
+            Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
+        })),
         Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
         Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
         Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),

@@ -196,6 +196,8 @@ pub struct GeneratorSpec {
     /// This generator's share of a trial's aggregate rate (weights are
     /// normalised over all generators).
     pub share: f64,
+    /// How late a packet may go out before it is counted as unsent.
+    pub max_lag: std::time::Duration,
 }
 
 /// An analyzer stage's settings.
@@ -229,7 +231,7 @@ const STAGE_KINDS: &[&str] = &[
 ];
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
-    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share",
+    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag",
 ];
 
 fn section<'t, 'i>(
@@ -935,6 +937,9 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
         count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
         burst: burst(t, sink),
         share: t.float(sink, "share", 1e-9, 1e9).unwrap_or(1.0),
+        max_lag: t
+            .duration(sink, "max_lag")
+            .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
     }
 }
 

@@ -213,6 +213,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                     frames: g.frames.clone(),
                     stream: g.stream,
                     burst: g.burst,
+                    max_lag: g.max_lag,
                 };
                 let finite = mode == Mode::FreeRun && g.count.is_some();
                 Box::new(Generator::new(

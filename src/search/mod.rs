@@ -20,6 +20,7 @@ pub mod cli;
 pub mod grid;
 pub mod mdr;
 pub mod measurer;
+pub mod pipeline;
 pub mod plot;
 pub mod sim;
 pub mod types;

@@ -114,7 +114,12 @@ pub struct GenConfig {
     pub stream: u16,
     /// Packets per burst.
     pub burst: usize,
+    /// How late a packet may be sent before it is counted as unsent instead.
+    pub max_lag: Duration,
 }
+
+/// The default `max_lag`: 100 us.
+pub const DEFAULT_MAX_LAG: Duration = Duration::from_micros(100);
 
 impl Trial {
     /// Packets the trial was to offer by `now`: its target, or for an
@@ -280,6 +285,15 @@ impl Stage for Generator {
         } else if t.rate > 0.0 {
             let by_now = (t.rate * elapsed as f64 * 1e-9) as u64;
             due = due.min(by_now.saturating_sub(t.attempted));
+            // Packets more than `max_lag` late (the lcore lost its core for a
+            // while) are not sent in a flood: they are counted as unsent.
+            let allowed = ((t.rate * self.config.max_lag.as_secs_f64()) as u64)
+                .max(2 * self.config.burst as u64);
+            if due > allowed {
+                let late = due - allowed;
+                t.attempted += late;
+                due = allowed;
+            }
         }
         let n = due.min(self.config.burst as u64) as usize;
         if n == 0 {

@@ -1,0 +1,59 @@
+//! The pipeline measurer: trials of a pipeline's generators and analyzers
+//! through the trial API, on one runtime that stays up for the whole search.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::measurer::{MeasureError, Measurer, TrialCounts};
+use crate::traffic::trial::{TrialOptions, TrialRunner};
+
+/// Measures by running trials of a pipeline (`linerate search PIPELINE`).
+pub struct PipelineMeasurer {
+    runner: TrialRunner,
+    interrupt: &'static AtomicBool,
+}
+
+impl PipelineMeasurer {
+    /// Loads, builds and starts a pipeline with idle generators.
+    pub fn open(
+        path: &Path,
+        drain: Duration,
+        interrupt: &'static AtomicBool,
+    ) -> anyhow::Result<PipelineMeasurer> {
+        let plan = crate::pipeline::load(path)?;
+        let runner = TrialRunner::start(
+            &plan,
+            TrialOptions {
+                drain,
+                stats_interval: None,
+            },
+        )?;
+        for w in runner.warnings() {
+            eprintln!("warning: {w}");
+        }
+        Ok(PipelineMeasurer { runner, interrupt })
+    }
+}
+
+impl Measurer for PipelineMeasurer {
+    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
+        let duration =
+            Duration::try_from_secs_f64(duration_s).map_err(|e| MeasureError::Failed {
+                message: format!("invalid trial duration {duration_s}: {e}"),
+                output: String::new(),
+            })?;
+        let r = self
+            .runner
+            .trial(rate_pps, duration, self.interrupt, &mut |_, _| {})
+            .map_err(|e| MeasureError::Failed {
+                message: e.to_string(),
+                output: String::new(),
+            })?;
+        // Unsent packets are offered and not received: they count as loss.
+        Ok(TrialCounts {
+            offered: r.offered,
+            received: r.received,
+        })
+    }
+}
