@@ -468,7 +468,7 @@ mod test {
             burst: 32,
             max_lag: DEFAULT_MAX_LAG,
         };
-        let counters = Arc::new(CacheAligned::default());
+        let counters: Arc<CacheAligned<StageCounters>> = Arc::new(CacheAligned::default());
         let mut g = Generator::new(
             Output::Port(port.tx.into_iter().next().unwrap()),
             pool.cache(),
