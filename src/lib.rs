@@ -8,5 +8,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
+pub mod spead;
 pub mod time;
 pub mod units;
