@@ -347,8 +347,9 @@ impl Assembler {
             }
             live.heap.payload.truncate(live.received as usize);
             self.stats.bytes += live.received;
-            if live.heap.end_of_stream && live.heap.payload.is_empty() {
-                // The bare end-of-stream heap is control, not data.
+            if live.heap.end_of_stream {
+                // The end-of-stream heap is control, not data (spead2 does not
+                // deliver it either; its sender pads it with one byte).
                 self.recycle(live.heap);
             } else {
                 self.ready.push_back(live.heap);
