@@ -1,0 +1,203 @@
+//! SPEAD reassembly into chunks from an in-memory buffer, one core.
+//!
+//! `scripts/bench-spead` drives this against spead2's `ChunkRingStream` on the
+//! same packets. Run alone:
+//!
+//! ```text
+//! cargo bench --bench spead_chunks -- --mode single --mib 256 --rounds 3
+//! cargo bench --bench spead_chunks -- --mode multi --write /tmp/p.bin   # packets for spead2
+//! cargo bench --bench spead_chunks -- --mode multi --read /tmp/p.bin
+//! ```
+//!
+//! Modes: `single` = 1 KiB heaps in one packet each (64 antennas, 32 heaps per
+//! antenna per chunk); `multi` = 64 KiB heaps of 64 packets of 1 KiB (16 antennas,
+//! 8 heaps per antenna per chunk). Every line printed is one JSON measurement.
+
+use std::time::Instant;
+
+use linerate::spead::chunk::{Chunk, ChunkStream, KatgpucbfPlace, Push};
+use linerate::spead::fsim::{Fsim, FsimConfig};
+use linerate::spead::wire::decode;
+
+struct Args {
+    mode: String,
+    mib: usize,
+    rounds: usize,
+    write: Option<String>,
+    read: Option<String>,
+    what: String,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        mode: "single".into(),
+        mib: 256,
+        rounds: 3,
+        write: None,
+        read: None,
+        what: "chunks".into(),
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let next = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--mode" => a.mode = next,
+            "--mib" => a.mib = next.parse().expect("--mib N"),
+            "--rounds" => a.rounds = next.parse().expect("--rounds N"),
+            "--write" => a.write = Some(next),
+            "--read" => a.read = Some(next),
+            "--what" => a.what = next,
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+/// The simulator and placement for a mode.
+fn setup(mode: &str) -> (FsimConfig, u64) {
+    match mode {
+        "single" => (
+            FsimConfig {
+                n_ants: 64,
+                n_channels_total: 4096,
+                n_channels_per_stream: 1,
+                n_samples_per_channel: 256,
+                n_pols: 2,
+                packet_payload: 1024,
+                ..FsimConfig::default()
+            },
+            32,
+        ),
+        "multi" => (
+            FsimConfig {
+                n_ants: 16,
+                n_channels_total: 4096,
+                n_channels_per_stream: 64,
+                n_samples_per_channel: 256,
+                n_pols: 2,
+                packet_payload: 1024,
+                ..FsimConfig::default()
+            },
+            8,
+        ),
+        other => panic!("--mode single|multi, not {other}"),
+    }
+}
+
+fn main() {
+    let a = args();
+    let (cfg, hpfc) = setup(&a.mode);
+    let place = KatgpucbfPlace::for_fsim(&cfg, hpfc);
+    let packets = match &a.read {
+        Some(p) => std::fs::read(p).expect("packets file"),
+        None => {
+            let per_ts = cfg.n_ants * cfg.packets_per_heap() * cfg.max_packet();
+            let n_ts = (a.mib << 20) / per_ts;
+            // Whole chunks only.
+            let n_ts = (n_ts as u64 / hpfc).max(1) * hpfc;
+            Fsim::new(cfg.clone())
+                .expect("config")
+                .packets_buffer(n_ts)
+                .expect("packets")
+                .0
+        }
+    };
+    if let Some(p) = &a.write {
+        std::fs::write(p, &packets).expect("write packets");
+        println!(
+            "{{\"written\":\"{p}\",\"bytes\":{},\"n_ants\":{},\"heap_bytes\":{},\"hpfc\":{},\"step\":{}}}",
+            packets.len(),
+            place.n_ants,
+            place.heap_bytes,
+            hpfc,
+            place.timestamp_step
+        );
+        return;
+    }
+    let n_packets = count_packets(&packets);
+    for _ in 0..a.rounds {
+        let (secs, heaps, frac) = match a.what.as_str() {
+            "memcpy" => (memcpy_limit(&packets, place.chunk_bytes()), 0, 1.0),
+            _ => run_chunks(&packets, &place),
+        };
+        println!(
+            "{{\"impl\":\"linerate\",\"what\":\"{}\",\"mode\":\"{}\",\"packets\":{},\"heaps\":{},\"secs\":{:.6},\"pps\":{:.0},\"payload_gbps\":{:.3},\"fraction_present\":{:.6}}}",
+            a.what,
+            a.mode,
+            n_packets,
+            heaps,
+            secs,
+            n_packets as f64 / secs,
+            n_packets as f64 * 1024.0 * 8.0 / secs / 1e9,
+            frac
+        );
+    }
+}
+
+fn count_packets(buf: &[u8]) -> usize {
+    let mut at = 0;
+    let mut n = 0;
+    while at < buf.len() {
+        at += decode(&buf[at..]).expect("valid packets").packet_len();
+        n += 1;
+    }
+    n
+}
+
+/// Reassembles the whole buffer; the consumer returns each chunk at once.
+fn run_chunks(packets: &[u8], place: &KatgpucbfPlace) -> (f64, u64, f64) {
+    let mut s = ChunkStream::new(place.chunk_config(2, 0), place.clone());
+    // Chunks written once before timing, so page faults are not measured (the
+    // spead2 side gets numpy arrays that are likewise written before use).
+    for _ in 0..4 {
+        s.add_free_chunk(Chunk {
+            chunk_id: -1,
+            data: vec![1u8; place.chunk_bytes()],
+            present: vec![1u8; place.heaps_per_chunk()],
+        });
+    }
+    let t = Instant::now();
+    let mut at = 0;
+    while at < packets.len() {
+        let (used, last) = s.push_buffer(&packets[at..]);
+        at += used;
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+        if matches!(last, Push::Discarded(_)) && used == 0 {
+            break;
+        }
+    }
+    s.flush();
+    while let Some(c) = s.poll_chunk() {
+        s.add_free_chunk(c);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    (secs, s.stats().heaps_complete, s.stats().fraction_present())
+}
+
+/// The copy alone: each packet's payload to the next place of a chunk-sized buffer.
+fn memcpy_limit(packets: &[u8], chunk_bytes: usize) -> f64 {
+    let mut dst = vec![1u8; chunk_bytes * 2];
+    let t = Instant::now();
+    let mut at = 0;
+    let mut off = 0;
+    while at < packets.len() {
+        let h = decode(&packets[at..]).expect("valid");
+        let len = h.payload_length as usize;
+        if off + len > dst.len() {
+            off = 0;
+        }
+        let p = at + h.payload_start();
+        dst[off..off + len].copy_from_slice(&packets[p..p + len]);
+        off += len;
+        at += h.packet_len();
+    }
+    std::hint::black_box(&dst);
+    t.elapsed().as_secs_f64()
+}
