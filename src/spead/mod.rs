@@ -18,7 +18,7 @@
 pub mod assemble;
 pub mod check;
 pub mod chunk;
-
+pub mod cli;
 pub mod fsim;
 pub mod send;
 pub mod wire;
