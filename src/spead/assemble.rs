@@ -552,4 +552,53 @@ mod test {
             (1, 1, 3)
         );
     }
+
+    proptest::proptest! {
+        /// Any order, with duplicates, of several heaps' packets gives back every
+        /// heap intact, each duplicate counted.
+        #[test]
+        fn any_order_with_duplicates(
+            order in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..60),
+            max in 60usize..300,
+        ) {
+            let f = Flavour::SPEAD_64_48;
+            let mut pk: Vec<Vec<u8>> = (1..=3).flat_map(|c| packets(f, &heap(c), max)).collect();
+            let n_unique = pk.len();
+            // Duplicate some packets, then shuffle by the random keys.
+            for (i, k) in order.iter().enumerate() {
+                if k % 3 == 0 {
+                    let d = pk[i % n_unique].clone();
+                    pk.push(d);
+                }
+            }
+            let mut keyed: Vec<(u32, Vec<u8>)> = pk
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| (order[i % order.len()].wrapping_mul(2_654_435_761).wrapping_add(i as u32), p))
+                .collect();
+            keyed.sort_by_key(|(k, _)| *k);
+            let mut a = Assembler::new(AssembleConfig::default());
+            let mut dups = 0;
+            for (_, p) in &keyed {
+                if a.push(0, p) == Err(Discard::Duplicate) {
+                    dups += 1;
+                }
+            }
+            let mut got = Vec::new();
+            while let Some(h) = a.poll_heap() {
+                got.push(h);
+            }
+            // Every heap arrives intact; a duplicate arriving after its heap completed
+            // starts a new heap (as in spead2), which completes only if all of its
+            // packets came again.
+            for h in &got {
+                check_heap(h, h.cnt);
+            }
+            for c in 1..=3 {
+                proptest::prop_assert!(got.iter().any(|h| h.cnt == c), "heap {} missing", c);
+            }
+            proptest::prop_assert_eq!(a.stats().packets_duplicate, dups);
+            proptest::prop_assert_eq!(a.stats().packets_accepted + dups, keyed.len() as u64);
+        }
+    }
 }

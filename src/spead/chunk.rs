@@ -567,10 +567,13 @@ impl<P: Place> ChunkStream<P> {
 
     /// Offers one packet from `sender`.
     pub fn push(&mut self, sender: u32, data: &[u8]) -> Push {
+        self.push_len(sender, data).0
+    }
+
+    /// [`ChunkStream::push`] for a packet at the start of `data` (trailing bytes
+    /// are ignored); also returns the packet's length (0 if it did not decode).
+    pub fn push_len(&mut self, sender: u32, data: &[u8]) -> (Push, usize) {
         self.stats.packets += 1;
-        if self.stats.stopped {
-            return self.discard(ChunkDiscard::AfterStop);
-        }
         let mut vals = [None; MAX_PLACE_ITEMS];
         let mut stop = false;
         let ids = &self.ids[..self.n_ids];
@@ -585,13 +588,28 @@ impl<P: Place> ChunkStream<P> {
             }
         }) {
             Ok(h) => h,
-            Err(e) => return self.discard(ChunkDiscard::Malformed(e)),
+            Err(e) => return (self.discard(ChunkDiscard::Malformed(e)), 0),
         };
+        let len = h.packet_len();
+        if self.stats.stopped {
+            return (self.discard(ChunkDiscard::AfterStop), len);
+        }
         if stop {
             self.stats.stopped = true;
             self.flush();
-            return Push::Stopped;
+            return (Push::Stopped, len);
         }
+        (self.place_packet(sender, data, &h, &vals), len)
+    }
+
+    #[inline]
+    fn place_packet(
+        &mut self,
+        sender: u32,
+        data: &[u8],
+        h: &wire::Header,
+        vals: &[Option<u64>; MAX_PLACE_ITEMS],
+    ) -> Push {
         let Some(heap_length) = h.heap_length else {
             return self.discard(ChunkDiscard::Unsized);
         };
@@ -764,14 +782,12 @@ impl<P: Place> ChunkStream<P> {
         let mut at = 0;
         let mut last = Push::Accepted;
         while at < buf.len() {
-            let len = match wire::decode(&buf[at..]) {
-                Ok(h) => h.packet_len(),
-                Err(e) => return (at, self.discard(ChunkDiscard::Malformed(e))),
-            };
-            last = self.push(0, &buf[at..at + len]);
-            match last {
-                Push::Stall => return (at, last),
-                Push::Stopped => return (at + len, last),
+            let (r, len) = self.push_len(0, &buf[at..]);
+            last = r;
+            match r {
+                Push::Stall => return (at, r),
+                Push::Stopped => return (at + len, r),
+                Push::Discarded(ChunkDiscard::Malformed(_)) => return (at, r),
                 _ => at += len,
             }
         }
@@ -1058,5 +1074,51 @@ mod test {
         assert_eq!(n, 2);
         assert_eq!(s.stats().heaps_complete, 12);
         assert_eq!(s.stats().packets_accepted, 12 * 4);
+    }
+
+    proptest::proptest! {
+        /// Packets reordered within a chunk's span land in the same chunks as in order.
+        #[test]
+        fn reordering_within_window_changes_nothing(keys in proptest::collection::vec(proptest::prelude::any::<u16>(), 96)) {
+            let cfg = FsimConfig {
+                n_ants: 3,
+                n_channels_total: 64,
+                n_channels_per_stream: 4,
+                n_samples_per_channel: 32,
+                packet_payload: 128,
+                ..FsimConfig::default()
+            };
+            let place = KatgpucbfPlace::for_fsim(&cfg, 2);
+            let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
+            let mut pk: Vec<&[u8]> = Vec::new();
+            let mut start = 0;
+            for &e in &ends {
+                pk.push(&buf[start..e]);
+                start = e;
+            }
+            // 24 packets per chunk; shuffle within each chunk's group.
+            let mut shuffled = Vec::new();
+            for (g, group) in pk.chunks(24).enumerate() {
+                let mut v: Vec<(u16, &[u8])> = group.iter().enumerate().map(|(i, p)| (keys[(g * 24 + i) % keys.len()], *p)).collect();
+                v.sort_by_key(|(k, _)| *k);
+                shuffled.extend(v.into_iter().map(|(_, p)| p));
+            }
+            let run = |packets: &[&[u8]]| {
+                let mut s = ChunkStream::new(place.chunk_config(2, 8), place.clone());
+                for p in packets {
+                    assert_eq!(s.push(0, p), Push::Accepted);
+                }
+                s.flush();
+                let mut out = Vec::new();
+                while let Some(c) = s.poll_chunk() {
+                    out.push(c);
+                }
+                out
+            };
+            let a = run(&pk);
+            let b = run(&shuffled);
+            proptest::prop_assert_eq!(a.len(), 4);
+            proptest::prop_assert_eq!(a, b);
+        }
     }
 }
