@@ -9,6 +9,12 @@
 //! cargo bench --bench spead_chunks -- --mode multi --read /tmp/p.bin
 //! ```
 //!
+//! `--what chunks` (default) reassembles the buffer; `memcpy` copies the payloads
+//! only (the physical limit); `e2e` runs the F-engine simulator and the receiver
+//! in one loop on one core (simulator -> in-memory wire -> chunks); `udp` sends the
+//! simulator's packets over UDP loopback from a second thread at `--gbps` and
+//! reports the fraction of heaps received (in `fraction_present`).
+//!
 //! Modes: `single` = 1 KiB heaps in one packet each (64 antennas, 32 heaps per
 //! antenna per chunk); `multi` = 64 KiB heaps of 64 packets of 1 KiB (16 antennas,
 //! 8 heaps per antenna per chunk). Every line printed is one JSON measurement.
@@ -26,6 +32,7 @@ struct Args {
     write: Option<String>,
     read: Option<String>,
     what: String,
+    gbps: f64,
 }
 
 fn args() -> Args {
@@ -36,6 +43,7 @@ fn args() -> Args {
         write: None,
         read: None,
         what: "chunks".into(),
+        gbps: 2.0,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -48,6 +56,7 @@ fn args() -> Args {
             "--write" => a.write = Some(next),
             "--read" => a.read = Some(next),
             "--what" => a.what = next,
+            "--gbps" => a.gbps = next.parse().expect("--gbps G"),
             _ => {
                 i += 1;
                 continue;
@@ -123,6 +132,8 @@ fn main() {
     for _ in 0..a.rounds {
         let (secs, heaps, frac) = match a.what.as_str() {
             "memcpy" => (memcpy_limit(&packets, place.chunk_bytes()), 0, 1.0),
+            "e2e" => end_to_end(&cfg, &place, n_packets),
+            "udp" => udp_loopback(&cfg, &place, n_packets, a.gbps),
             _ => run_chunks(&packets, &place),
         };
         println!(
@@ -200,4 +211,96 @@ fn memcpy_limit(packets: &[u8], chunk_bytes: usize) -> f64 {
     }
     std::hint::black_box(&dst);
     t.elapsed().as_secs_f64()
+}
+
+/// The simulator feeding the receiver packet by packet, one core.
+fn end_to_end(cfg: &FsimConfig, place: &KatgpucbfPlace, n_packets: usize) -> (f64, u64, f64) {
+    let mut sim = Fsim::new(cfg.clone()).expect("config");
+    let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
+    let mut buf = vec![0u8; cfg.max_packet()];
+    let t = Instant::now();
+    for _ in 0..n_packets {
+        let (n, _) = sim.next_packet(&mut buf).expect("packet");
+        while s.push(0, &buf[..n]) == Push::Stall {
+            while let Some(c) = s.poll_chunk() {
+                s.add_free_chunk(c);
+            }
+        }
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+    }
+    s.flush();
+    let secs = t.elapsed().as_secs_f64();
+    let st = s.stats();
+    assert_eq!(
+        st.heaps_incomplete_evicted + st.heaps_incomplete_flushed + st.heaps_too_old,
+        0,
+        "no heap may be lost on the in-memory path"
+    );
+    (secs, st.heaps_complete, st.fraction_present())
+}
+
+/// The simulator sends over UDP loopback at `gbps` from a thread; the receiver
+/// places into chunks until the end-of-stream heap (or a 2 s silence).
+fn udp_loopback(
+    cfg: &FsimConfig,
+    place: &KatgpucbfPlace,
+    n_packets: usize,
+    gbps: f64,
+) -> (f64, u64, f64) {
+    use linerate::spead::send::{Pacer, Packetizer, SendHeap};
+    use std::net::UdpSocket;
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .expect("timeout");
+    let dest = rx.local_addr().expect("addr");
+    let cfg2 = cfg.clone();
+    let sender = std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        tx.connect(dest).expect("connect");
+        let mut sim = Fsim::new(cfg2.clone()).expect("config");
+        let mut buf = vec![0u8; cfg2.max_packet().max(1500)];
+        let clock = linerate::time::Clock::new();
+        let mut pacer = Pacer::new(gbps * 1e9, clock.now(), 20_000);
+        for _ in 0..n_packets {
+            let (n, _) = sim.next_packet(&mut buf).expect("packet");
+            while pacer.poll(clock.now(), n).is_err() {
+                std::hint::spin_loop();
+            }
+            let _ = tx.send(&buf[..n]);
+        }
+        let f = cfg2.flavour;
+        let (ptrs, payload) = SendHeap::end_of_stream(1 << 40).layout(f).expect("eos");
+        let mut pk = Packetizer::new(f, 1 << 40, &ptrs, &payload, 1500).expect("eos");
+        while let Some(Ok(n)) = pk.next_packet(&mut buf) {
+            for _ in 0..3 {
+                let _ = tx.send(&buf[..n]);
+            }
+        }
+    });
+    let mut s = ChunkStream::new(place.chunk_config(4, 8), place.clone());
+    let mut buf = vec![0u8; 65536];
+    let t = Instant::now();
+    while !s.stats().stopped {
+        let Ok(n) = rx.recv(&mut buf) else { break };
+        while s.push(0, &buf[..n]) == Push::Stall {
+            while let Some(c) = s.poll_chunk() {
+                s.add_free_chunk(c);
+            }
+        }
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+    }
+    s.flush();
+    let secs = t.elapsed().as_secs_f64();
+    sender.join().expect("sender");
+    let heaps_sent = (n_packets / cfg.packets_per_heap()) as f64;
+    let st = s.stats();
+    (
+        secs,
+        st.heaps_complete,
+        st.heaps_complete as f64 / heaps_sent,
+    )
 }
