@@ -157,19 +157,29 @@ impl Place for KatgpucbfPlace {
         let feng = input.items[1]?;
         if input.heap_length != self.heap_bytes
             || feng >= self.n_ants
-            || ts % self.timestamp_step != 0
+            || div(ts, self.timestamp_step) * self.timestamp_step != ts
         {
             return None;
         }
-        let heap_no = ts / self.timestamp_step;
-        let chunk_id = i64::try_from(heap_no / self.heaps_per_fengine_per_chunk).ok()?;
-        let t = heap_no % self.heaps_per_fengine_per_chunk;
+        let heap_no = div(ts, self.timestamp_step);
+        let chunk_id = i64::try_from(div(heap_no, self.heaps_per_fengine_per_chunk)).ok()?;
+        let t = heap_no - chunk_id as u64 * self.heaps_per_fengine_per_chunk;
         let heap_index = (t * self.n_ants + feng) as usize;
         Some(Placement {
             chunk_id,
             heap_index,
             heap_offset: heap_index * self.heap_bytes as usize,
         })
+    }
+}
+
+/// `a / b`, a shift when `b` is a power of two (timestamp steps usually are).
+#[inline]
+fn div(a: u64, b: u64) -> u64 {
+    if b.is_power_of_two() {
+        a >> b.trailing_zeros()
+    } else {
+        a / b
     }
 }
 
@@ -518,7 +528,18 @@ impl<P: Place> ChunkStream<P> {
             self.tail += 1;
             self.tail_pos = (self.tail_pos + 1) % self.cfg.max_chunks;
         }
-        Ok((self.head_pos + (chunk_id - self.head) as usize) % self.cfg.max_chunks)
+        Ok(self.slot_of(chunk_id))
+    }
+
+    /// The window slot of a chunk id inside the window.
+    #[inline]
+    fn slot_of(&self, chunk_id: i64) -> usize {
+        let s = self.head_pos + (chunk_id - self.head) as usize;
+        if s >= self.cfg.max_chunks {
+            s - self.cfg.max_chunks
+        } else {
+            s
+        }
     }
 
     fn remove_live(&mut self, i: usize) {
@@ -754,7 +775,7 @@ impl<P: Place> ChunkStream<P> {
         l.received += payload.len() as u64;
         let complete = l.received == l.heap_length;
         // The heap's chunk is in the window: flushing a chunk removes its live heaps.
-        let slot = (self.head_pos + (chunk_id - self.head) as usize) % self.cfg.max_chunks;
+        let slot = self.slot_of(chunk_id);
         let Some(chunk) = self.window[slot].as_mut() else {
             return self.discard(ChunkDiscard::Rejected);
         };
@@ -1039,6 +1060,38 @@ mod test {
             s.push(0, &pkt(1, None)),
             Push::Discarded(ChunkDiscard::AfterStop)
         );
+    }
+
+    #[test]
+    fn katgpucbf_place_rules() {
+        for step in [6u64, 8] {
+            let mut p = KatgpucbfPlace::new(3, 16, 2, step);
+            let mut at = |ts: u64, feng: u64, len: u64| {
+                let items = [Some(ts), Some(feng)];
+                p.place(&PlaceInput {
+                    sender: 0,
+                    heap_cnt: 0,
+                    heap_length: len,
+                    items: &items,
+                    packet: &[],
+                })
+            };
+            // heap 5 = chunk 2, time 1 in chunk; index 1 * 3 + 2.
+            assert_eq!(
+                at(5 * step, 2, 16),
+                Some(Placement {
+                    chunk_id: 2,
+                    heap_index: 5,
+                    heap_offset: 80
+                })
+            );
+            assert_eq!(at(5 * step + 2, 2, 16), None, "misaligned timestamp");
+            assert_eq!(at(5 * step, 3, 16), None, "feng_id out of range");
+            assert_eq!(at(5 * step, 0, 15), None, "wrong heap length");
+        }
+        let p = KatgpucbfPlace::new(3, 16, 2, 6);
+        assert_eq!(p.heap_identity(2, 5), (2, 30));
+        assert_eq!(p.chunk_timestamp(2), 24);
     }
 
     #[test]
