@@ -390,7 +390,7 @@ fn read_spead2_chunks(path: &Path) -> Vec<Chunk> {
         let data = take(&mut at, nd).to_vec();
         out.push(Chunk {
             chunk_id: id,
-            data,
+            data: data.into(),
             present,
         });
     }

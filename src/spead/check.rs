@@ -166,7 +166,7 @@ pub fn write_chunk(
 ) -> io::Result<(PathBuf, PathBuf)> {
     let raw = dir.join(format!("chunk_{:010}.raw", chunk.chunk_id));
     let json = dir.join(format!("chunk_{:010}.json", chunk.chunk_id));
-    fs::write(&raw, &chunk.data)?;
+    fs::write(&raw, &chunk.data[..])?;
     let text = serde_json::to_string_pretty(&sidecar(place, chunk)).map_err(io::Error::other)?;
     fs::write(&json, text)?;
     Ok((raw, json))
@@ -249,7 +249,7 @@ mod test {
         let (place, cs) = chunks();
         let dir = tempfile::tempdir().unwrap();
         let (raw, json) = write_chunk(dir.path(), &place, &cs[0]).unwrap();
-        assert_eq!(fs::read(raw).unwrap(), cs[0].data);
+        assert_eq!(fs::read(raw).unwrap(), &cs[0].data[..]);
         let v: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(json).unwrap()).unwrap();
         assert_eq!(v["chunk_id"], 0);
