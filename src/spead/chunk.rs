@@ -676,18 +676,9 @@ impl<P: Place> ChunkStream<P> {
     /// are ignored); also returns the packet's length (0 if it did not decode).
     pub fn push_len(&mut self, sender: u32, data: &[u8]) -> (Push, usize) {
         self.stats.packets += 1;
-        let mut vals = [None; MAX_PLACE_ITEMS];
         let mut stop = false;
-        let ids = &self.ids[..self.n_ids];
         let h = match decode_visit(data, |item, v| {
-            if item == id::STREAM_CTRL && v == ctrl::STOP {
-                stop = true;
-            }
-            for (k, &want) in ids.iter().enumerate() {
-                if want == item {
-                    vals[k] = Some(v);
-                }
-            }
+            stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
         }) {
             Ok(h) => h,
             Err(e) => return (self.discard(ChunkDiscard::Malformed(e)), 0),
@@ -701,17 +692,33 @@ impl<P: Place> ChunkStream<P> {
             self.flush();
             return (Push::Stopped, len);
         }
-        (self.place_packet(sender, data, &h, &vals), len)
+        (self.place_packet(sender, data, &h), len)
+    }
+
+    /// Immediate values of the placement's items in a decoded packet.
+    #[inline]
+    fn item_values(&self, data: &[u8], h: &wire::Header) -> [Option<u64>; MAX_PLACE_ITEMS] {
+        let mut vals = [None; MAX_PLACE_ITEMS];
+        let f = h.flavour;
+        let ids = &self.ids[..self.n_ids];
+        for w in data[wire::WORD..h.payload_start()].chunks_exact(wire::WORD) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            let p = wire::ItemPointer(u64::from_be_bytes(b));
+            if p.is_immediate() {
+                let item = p.id(f);
+                for (k, &want) in ids.iter().enumerate() {
+                    if want == item {
+                        vals[k] = Some(p.value(f));
+                    }
+                }
+            }
+        }
+        vals
     }
 
     #[inline]
-    fn place_packet(
-        &mut self,
-        sender: u32,
-        data: &[u8],
-        h: &wire::Header,
-        vals: &[Option<u64>; MAX_PLACE_ITEMS],
-    ) -> Push {
+    fn place_packet(&mut self, sender: u32, data: &[u8], h: &wire::Header) -> Push {
         let Some(heap_length) = h.heap_length else {
             return self.discard(ChunkDiscard::Unsized);
         };
@@ -727,6 +734,7 @@ impl<P: Place> ChunkStream<P> {
             }
         }
 
+        let vals = self.item_values(data, h);
         let input = PlaceInput {
             sender,
             heap_cnt: h.heap_cnt,

@@ -106,7 +106,8 @@ pub struct SendArgs {
     /// Largest packet (SPEAD bytes, without UDP/IP headers).
     #[arg(long, default_value = "1472")]
     pub packet: String,
-    /// Sending rate of SPEAD bytes (`"10 Gbps"`, `"100 kpps"`); 0 = unpaced.
+    /// Sending rate of SPEAD bytes (`"10 Gbps"`, `"100 kpps"`); 0 = unpaced. With
+    /// --fsim this is the simulator's rate in Gb/s.
     #[arg(long, default_value = "0 Gbps")]
     pub rate: String,
     /// Heaps to send (per antenna with --fsim).
@@ -286,7 +287,8 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     };
     let mut next_cnt = 1;
     if a.fsim {
-        let cfg = a.feng.fsim(flavour);
+        let mut cfg = a.feng.fsim(flavour);
+        cfg.rate_gbps = bps / 1e9;
         if cfg.max_packet() > packet {
             return Err(Failure::Input(format!(
                 "F-engine packets are {} bytes, more than --packet {packet}",

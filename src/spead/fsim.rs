@@ -15,7 +15,9 @@
 //! The payload is a pure function of (feng_id, timestamp, byte offset), so
 //! [`check`](super::check) verifies every byte of a received chunk.
 
+use super::send::Pacer;
 use super::wire::{decode, emit_packet, Error, Flavour, ItemPointer, WORD};
+use crate::time::Instant;
 
 /// Item id of the timestamp (ADC sample count).
 pub const TIMESTAMP_ID: u64 = 0x1600;
@@ -99,6 +101,19 @@ impl FsimConfig {
     /// Largest packet in bytes.
     pub fn max_packet(&self) -> usize {
         WORD * (1 + self.n_items()) + self.packet_payload.min(self.heap_bytes())
+    }
+
+    /// A pacer at `rate_gbps` (SPEAD packet bytes) from `start`, or `None` when
+    /// the rate is 0 (as fast as possible).
+    pub fn pacer(&self, start: Instant) -> Option<Pacer> {
+        (self.rate_gbps > 0.0).then(|| Pacer::new(self.rate_gbps * 1e9, start, 20_000))
+    }
+
+    /// Heaps per second at `rate_gbps` (all antennas together).
+    pub fn heaps_per_second(&self) -> f64 {
+        let bytes_per_heap =
+            (self.packets_per_heap() * WORD * (1 + self.n_items()) + self.heap_bytes()) as f64;
+        self.rate_gbps * 1e9 / 8.0 / bytes_per_heap
     }
 
     /// Checks the parameters.
@@ -365,6 +380,21 @@ mod test {
                 );
             }
         }
+    }
+
+    #[test]
+    fn rate_paces_packets() {
+        let c = FsimConfig {
+            rate_gbps: 8.0,
+            ..FsimConfig::default()
+        };
+        // 8 Gb/s = 1 byte per ns; a 1120-byte packet every 1120 ns.
+        let mut p = c.pacer(Instant::ZERO).unwrap();
+        assert!(p.poll(Instant::ZERO, 1120).is_ok());
+        assert_eq!(p.next_due(), Instant::from_nanos(1120));
+        let per_heap = 16.0 * 1120.0;
+        assert!((c.heaps_per_second() - 1e9 / per_heap).abs() < 1e-6);
+        assert!(FsimConfig::default().pacer(Instant::ZERO).is_none());
     }
 
     #[test]

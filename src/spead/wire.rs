@@ -376,10 +376,9 @@ pub fn decode_visit(data: &[u8], mut visit: impl FnMut(u64, u64)) -> Result<Head
             have: data.len(),
         });
     }
-    let mut heap_cnt = None;
-    let mut heap_length = None;
-    let mut payload_offset = None;
-    let mut payload_length = None;
+    // Standard items by id (1..=4); values have at most 56 bits, so MAX means absent.
+    const ABSENT: u64 = u64::MAX;
+    let mut std_items = [ABSENT; 5];
     let shift = flavour.heap_address_bits + 1;
     let mask = flavour.max_value();
     for chunk in data[WORD..start].chunks_exact(WORD) {
@@ -390,17 +389,18 @@ pub fn decode_visit(data: &[u8], mut visit: impl FnMut(u64, u64)) -> Result<Head
             continue;
         }
         let v = p & mask;
-        match (p << 1) >> shift {
-            id::HEAP_CNT => heap_cnt = Some(v),
-            id::HEAP_LENGTH => heap_length = Some(v),
-            id::PAYLOAD_OFFSET => payload_offset = Some(v),
-            id::PAYLOAD_LENGTH => payload_length = Some(v),
-            other => visit(other, v),
+        let item = (p << 1) >> shift;
+        if (id::HEAP_CNT..=id::PAYLOAD_LENGTH).contains(&item) {
+            std_items[item as usize] = v;
+        } else {
+            visit(item, v);
         }
     }
-    let heap_cnt = heap_cnt.ok_or(Error::MissingHeapCnt)?;
-    let payload_offset = payload_offset.ok_or(Error::MissingPayloadOffset)?;
-    let payload_length = payload_length.ok_or(Error::MissingPayloadLength)?;
+    let present = |v: u64| (v != ABSENT).then_some(v);
+    let heap_cnt = present(std_items[1]).ok_or(Error::MissingHeapCnt)?;
+    let heap_length = present(std_items[2]);
+    let payload_offset = present(std_items[3]).ok_or(Error::MissingPayloadOffset)?;
+    let payload_length = present(std_items[4]).ok_or(Error::MissingPayloadLength)?;
     let room = (data.len() - start) as u64;
     if payload_length > room {
         return Err(Error::Truncated {
