@@ -245,6 +245,16 @@ impl Assembler {
                 self.live.len() - 1
             }
         };
+        let r = self.accept(pos, data, &h);
+        // A heap created by a packet that was then refused holds nothing: drop it.
+        if r.is_err() && self.live.get(pos).is_some_and(|l| l.offsets.is_empty()) {
+            self.live.swap_remove(pos);
+        }
+        r
+    }
+
+    fn accept(&mut self, pos: usize, data: &[u8], h: &wire::Header) -> Result<(), Discard> {
+        let f = h.flavour;
         let live = &mut self.live[pos];
         if live.heap.flavour != f {
             self.stats.packets_inconsistent += 1;

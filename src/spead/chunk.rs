@@ -871,7 +871,13 @@ impl<P: Place> ChunkStream<P> {
         let dst = heap_offset + offset as usize;
         chunk.data[dst..dst + payload.len()].copy_from_slice(payload);
         if let Some(ps) = self.cfg.packet_presence {
-            chunk.present[heap_index + offset as usize / ps.max(1)] = 1;
+            // An empty packet at the heap's end has no slot of its own.
+            if let Some(p) = chunk
+                .present
+                .get_mut(heap_index + offset as usize / ps.max(1))
+            {
+                *p = 1;
+            }
         }
         self.stats.packets_accepted += 1;
         self.stats.bytes += payload.len() as u64;
@@ -1133,6 +1139,28 @@ mod test {
         s.flush();
         let c = s.poll_chunk().unwrap();
         assert_eq!(c.present, vec![0, 1, 1, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn empty_packet_at_heap_end_with_packet_presence() {
+        let mut s = ChunkStream::new(
+            ChunkConfig {
+                max_chunks: 1,
+                n_chunks: 1,
+                chunk_bytes: 32,
+                present_len: 8,
+                max_heaps: 4,
+                packet_presence: Some(4),
+            },
+            Simple { ids: [0x1600] },
+        );
+        let f = Flavour::SPEAD_64_48;
+        let mut buf = [0u8; 100];
+        let items = [f.immediate(0x1600, 3).unwrap()];
+        let n = emit_packet(&mut buf, f, 3, Some(8), 8, &items, &[]).unwrap();
+        assert_eq!(s.push(0, &buf[..n]), Push::Accepted);
+        s.flush();
+        assert_eq!(s.poll_chunk().unwrap().present, vec![0; 8]);
     }
 
     #[test]
