@@ -871,12 +871,14 @@ impl<P: Place> ChunkStream<P> {
         let dst = heap_offset + offset as usize;
         chunk.data[dst..dst + payload.len()].copy_from_slice(payload);
         if let Some(ps) = self.cfg.packet_presence {
-            // An empty packet at the heap's end has no slot of its own.
-            if let Some(p) = chunk
-                .present
-                .get_mut(heap_index + offset as usize / ps.max(1))
-            {
-                *p = 1;
+            // An empty packet (possibly at the heap's very end) has no slot of its own.
+            if !payload.is_empty() {
+                if let Some(p) = chunk
+                    .present
+                    .get_mut(heap_index + offset as usize / ps.max(1))
+                {
+                    *p = 1;
+                }
             }
         }
         self.stats.packets_accepted += 1;
