@@ -268,6 +268,7 @@ fn udp_loopback(
     use linerate::spead::send::{Pacer, Packetizer, SendHeap};
     use std::net::UdpSocket;
     let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    set_rcvbuf(&rx, 256 << 20);
     rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
         .expect("timeout");
     let dest = rx.local_addr().expect("addr");
@@ -281,8 +282,13 @@ fn udp_loopback(
         let mut pacer = Pacer::new(gbps * 1e9, clock.now(), 20_000);
         for _ in 0..n_packets {
             let (n, _) = sim.next_packet(&mut buf).expect("packet");
-            while pacer.poll(clock.now(), n).is_err() {
-                std::hint::spin_loop();
+            while let Err(due) = pacer.poll(clock.now(), n) {
+                let wait = due.as_nanos().saturating_sub(clock.now().as_nanos());
+                if wait > 100_000 {
+                    std::thread::sleep(std::time::Duration::from_nanos(wait - 50_000));
+                } else {
+                    std::hint::spin_loop();
+                }
             }
             let _ = tx.send(&buf[..n]);
         }
@@ -319,4 +325,27 @@ fn udp_loopback(
         st.heaps_complete,
         st.heaps_complete as f64 / heaps_sent,
     )
+}
+
+/// A large receive buffer (as spead2's UDP reader asks for), forced past
+/// `net.core.rmem_max` when running as root; a plain request otherwise.
+fn set_rcvbuf(sock: &std::net::UdpSocket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: `fd` is an open socket owned by `sock` for the duration of the
+        // call, and the option value points to a live c_int of the stated size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
 }
