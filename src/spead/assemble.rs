@@ -150,6 +150,7 @@ pub struct Assembler {
     cfg: AssembleConfig,
     live: Vec<Live>,
     spare: Vec<Heap>,
+    spare_offsets: Vec<Vec<u64>>,
     ready: VecDeque<Heap>,
     age: u64,
     stats: AssembleStats,
@@ -166,6 +167,7 @@ impl Assembler {
             cfg,
             live: Vec::with_capacity(cfg.max_heaps),
             spare: Vec::new(),
+            spare_offsets: Vec::new(),
             ready: VecDeque::new(),
             age: 0,
             stats: AssembleStats::default(),
@@ -237,7 +239,7 @@ impl Assembler {
                 self.age += 1;
                 self.live.push(Live {
                     heap,
-                    offsets: Vec::new(),
+                    offsets: self.spare_offsets.pop().unwrap_or_default(),
                     received: 0,
                     min_length: 0,
                     age: self.age,
@@ -248,7 +250,9 @@ impl Assembler {
         let r = self.accept(pos, data, &h);
         // A heap created by a packet that was then refused holds nothing: drop it.
         if r.is_err() && self.live.get(pos).is_some_and(|l| l.offsets.is_empty()) {
-            self.live.swap_remove(pos);
+            let l = self.live.swap_remove(pos);
+            self.spare_offsets.push(l.offsets);
+            self.recycle(l.heap);
         }
         r
     }
@@ -341,8 +345,14 @@ impl Assembler {
         }
     }
 
-    /// Delivers a heap or counts it dropped.
+    /// Delivers a heap or counts it dropped; keeps its offsets list for reuse.
     fn finish(&mut self, mut live: Live, evicted: bool) {
+        let mut offsets = std::mem::take(&mut live.offsets);
+        let n_packets = offsets.len() as u64;
+        offsets.clear();
+        if self.spare_offsets.len() < self.cfg.max_heaps {
+            self.spare_offsets.push(offsets);
+        }
         let sized_complete = live
             .heap
             .heap_length
@@ -370,7 +380,7 @@ impl Assembler {
             } else {
                 self.stats.heaps_flushed += 1;
             }
-            self.stats.packets_in_dropped_heaps += live.offsets.len() as u64;
+            self.stats.packets_in_dropped_heaps += n_packets;
             self.recycle(live.heap);
         }
     }
