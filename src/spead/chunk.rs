@@ -313,8 +313,8 @@ impl Chunk {
 /// Why a packet was not placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChunkDiscard {
-    /// It did not decode.
-    Malformed(wire::Error),
+    /// It did not decode ([`ChunkStream::last_error`] says why).
+    Malformed,
     /// Already received.
     Duplicate,
     /// No heap length (a chunk stream needs it).
@@ -450,6 +450,7 @@ pub struct ChunkStream<P: Place> {
     n_live: usize,
     age: u64,
     stats: ChunkStats,
+    last_error: Option<wire::Error>,
 }
 
 impl<P: Place> ChunkStream<P> {
@@ -491,7 +492,13 @@ impl<P: Place> ChunkStream<P> {
             n_live: 0,
             age: 0,
             stats: ChunkStats::default(),
+            last_error: None,
         }
+    }
+
+    /// Why the last malformed packet did not decode.
+    pub fn last_error(&self) -> Option<wire::Error> {
+        self.last_error
     }
 
     /// The counters.
@@ -656,7 +663,7 @@ impl<P: Place> ChunkStream<P> {
 
     fn discard(&mut self, why: ChunkDiscard) -> Push {
         match why {
-            ChunkDiscard::Malformed(_) => self.stats.packets_malformed += 1,
+            ChunkDiscard::Malformed => self.stats.packets_malformed += 1,
             ChunkDiscard::Duplicate => self.stats.packets_duplicate += 1,
             ChunkDiscard::Unsized => self.stats.packets_unsized += 1,
             ChunkDiscard::Inconsistent => self.stats.packets_inconsistent += 1,
@@ -681,7 +688,10 @@ impl<P: Place> ChunkStream<P> {
             stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
         }) {
             Ok(h) => h,
-            Err(e) => return (self.discard(ChunkDiscard::Malformed(e)), 0),
+            Err(e) => {
+                self.last_error = Some(e);
+                return (self.discard(ChunkDiscard::Malformed), 0);
+            }
         };
         let len = h.packet_len();
         if self.stats.stopped {
@@ -839,6 +849,7 @@ impl<P: Place> ChunkStream<P> {
         self.discard(why)
     }
 
+    #[inline]
     fn add_to_live(&mut self, i: usize, offset: u64, heap_length: u64, payload: &[u8]) -> Push {
         let l = &mut self.live[i];
         let (chunk_id, heap_index, heap_offset) = match l.state {
@@ -905,7 +916,7 @@ impl<P: Place> ChunkStream<P> {
             match r {
                 Push::Stall => return (at, r),
                 Push::Stopped => return (at + len, r),
-                Push::Discarded(ChunkDiscard::Malformed(_)) => return (at, r),
+                Push::Discarded(ChunkDiscard::Malformed) => return (at, r),
                 _ => at += len,
             }
         }
