@@ -62,11 +62,53 @@ fn write_script(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// How long a peer process may take before it is killed and the test fails.
+const PEER_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn read_all(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Waits for `child` (reading its output meanwhile, from `stdout` if the caller
+/// already took it), killing it and failing if it outlives [`PEER_TIMEOUT`];
+/// returns what it printed.
+fn wait_ok_from(mut child: Child, stdout: Option<Box<dyn Read + Send>>, what: &str) -> String {
+    let out = stdout
+        .or_else(|| {
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn Read + Send>)
+        })
+        .map(read_all);
+    let err = child.stderr.take().map(read_all);
+    let deadline = StdInstant::now() + PEER_TIMEOUT;
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break Some(st);
+        }
+        if StdInstant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = out.map(|t| t.join().unwrap()).unwrap_or_default();
+    let err = err.map(|t| t.join().unwrap()).unwrap_or_default();
+    match status {
+        Some(st) => assert!(st.success(), "{what} failed: {err}"),
+        None => panic!("{what} did not finish within {PEER_TIMEOUT:?}, killed; stderr: {err}"),
+    }
+    out
+}
+
 fn wait_ok(child: Child, what: &str) -> String {
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{what} failed: {stderr}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    wait_ok_from(child, None, what)
 }
 
 /// Heap k's addressed bytes, in every direction.
@@ -79,7 +121,7 @@ fn data_of(k: u64) -> Vec<u8> {
 const N_HEAPS: u64 = 12;
 
 const SPEAD2_SEND: &str = r#"
-import sys, numpy as np, spead2, spead2.send
+import os, sys, numpy as np, spead2, spead2.send
 port, bits, max_packet, n = (int(x) for x in sys.argv[1:5])
 flavour = spead2.Flavour(4, 64, bits, 0)
 config = spead2.send.StreamConfig(max_packet_size=max_packet, rate=20e6)
@@ -92,6 +134,8 @@ for k in range(n):
     ig["data"].value = np.array([(k * 7 + i) % 256 for i in range(1000 + 37 * k)], np.uint8)
     stream.send_heap(ig.get_heap())
 stream.send_heap(ig.get_end())
+sys.stdout.flush()
+os._exit(0)
 "#;
 
 fn check_received_heap(h: &Heap, k: u64) {
@@ -115,6 +159,7 @@ fn spead2_sends_linerate_receives() {
             .unwrap();
         let port = sock.local_addr().unwrap().port();
         let child = Command::new(&py)
+            .env("OPENBLAS_NUM_THREADS", "1")
             .arg(&script)
             .args([
                 port.to_string(),
@@ -129,7 +174,7 @@ fn spead2_sends_linerate_receives() {
         let mut asm = Assembler::new(AssembleConfig::default());
         let mut heaps = Vec::new();
         let mut buf = vec![0u8; 65536];
-        let deadline = StdInstant::now() + Duration::from_secs(30);
+        let deadline = StdInstant::now() + Duration::from_secs(60);
         let mut packets = 0;
         while !asm.stats().stopped && StdInstant::now() < deadline {
             if let Ok(n) = sock.recv(&mut buf) {
@@ -168,7 +213,7 @@ fn spead2_sends_linerate_receives() {
 }
 
 const SPEAD2_RECV: &str = r#"
-import sys, json, spead2, spead2.recv
+import os, sys, json, spead2, spead2.recv
 port = int(sys.argv[1])
 stream = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=4))
 stream.add_udp_reader(port, bind_hostname="127.0.0.1", buffer_size=4 << 20)
@@ -185,6 +230,7 @@ for heap in stream:
               "format": [[c, b] for c, b in d.format]} for d in heap.get_descriptors()]
     out.append({"cnt": heap.cnt, "items": items, "descriptors": descs})
 print(json.dumps(out), flush=True)
+os._exit(0)
 "#;
 
 #[test]
@@ -201,6 +247,7 @@ fn linerate_sends_spead2_receives() {
             .unwrap()
             .port();
         let mut child = Command::new(&py)
+            .env("OPENBLAS_NUM_THREADS", "1")
             .arg(&script)
             .arg(port.to_string())
             .stdout(Stdio::piped())
@@ -266,16 +313,7 @@ fn linerate_sends_spead2_receives() {
             }
         }
         assert!(packets > 3 * N_HEAPS);
-        let mut rest = String::new();
-        out.read_to_string(&mut rest).unwrap();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        assert!(child.wait().unwrap().success(), "spead2 receiver: {err}");
+        let rest = wait_ok_from(child, Some(Box::new(out)), "spead2 receiver");
         let got: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
         let got = got.as_array().unwrap();
         assert_eq!(got.len() as u64, N_HEAPS, "heaps spead2 received: {rest}");
@@ -336,7 +374,7 @@ void place(void *data, size_t size, void *user)
 "#;
 
 const SPEAD2_CHUNKS: &str = r#"
-import sys, json, ctypes, struct, numpy as np, spead2, spead2.recv
+import os, sys, json, ctypes, struct, numpy as np, spead2, spead2.recv
 so, packets, out, n_ants, heap_bytes, hpfc, step, max_chunks, n_chunks = sys.argv[1:10]
 n_ants, heap_bytes, hpfc, step, max_chunks, n_chunks = (int(x) for x in (n_ants, heap_bytes, hpfc, step, max_chunks, n_chunks))
 lib = ctypes.CDLL(so)
@@ -370,7 +408,8 @@ with open(out, "wb") as f:
         f.write(struct.pack("<Q", len(data)) + data)
         stream.add_free_chunk(chunk)
 stats = stream.stats
-print(json.dumps({k: stats[k] for k in ["heaps", "too_old_heaps", "rejected_heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]}))
+print(json.dumps({k: stats[k] for k in ["heaps", "too_old_heaps", "rejected_heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]}), flush=True)
+os._exit(0)
 "#;
 
 fn read_spead2_chunks(path: &Path) -> Vec<Chunk> {
@@ -448,6 +487,7 @@ fn fsim_chunks_match_spead2_chunk_ring_stream() {
     let script = write_script(dir.path(), "chunks.py", SPEAD2_CHUNKS);
     let out_path = dir.path().join("chunks.bin");
     let child = Command::new(&py)
+        .env("OPENBLAS_NUM_THREADS", "1")
         .arg(&script)
         .arg(&so)
         .arg(&pkt_path)
