@@ -359,7 +359,12 @@ impl Assembler {
             .is_some_and(|l| live.received == l && live.min_length == l);
         let unsized_contiguous =
             live.heap.heap_length.is_none() && live.received == live.min_length;
-        if sized_complete || unsized_contiguous {
+        if live.heap.end_of_stream {
+            // The end-of-stream heap is control, not data: neither delivered nor
+            // counted as a heap (spead2 does not deliver it either; its sender pads
+            // it with one byte). `stats.stopped` records it.
+            self.recycle(live.heap);
+        } else if sized_complete || unsized_contiguous {
             if sized_complete {
                 self.stats.heaps_complete += 1;
             } else {
@@ -367,13 +372,7 @@ impl Assembler {
             }
             live.heap.payload.truncate(live.received as usize);
             self.stats.bytes += live.received;
-            if live.heap.end_of_stream {
-                // The end-of-stream heap is control, not data (spead2 does not
-                // deliver it either; its sender pads it with one byte).
-                self.recycle(live.heap);
-            } else {
-                self.ready.push_back(live.heap);
-            }
+            self.ready.push_back(live.heap);
         } else {
             if evicted {
                 self.stats.heaps_evicted += 1;

@@ -649,6 +649,62 @@ mod test {
     }
 
     #[test]
+    fn loopback_generic_heaps_send_and_recv() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("heaps.json");
+        let json_s = json.to_str().unwrap().to_string();
+        let bind = format!("127.0.0.1:{port}");
+        let recv_args = parse(&[
+            "x",
+            "spead",
+            "recv",
+            &bind,
+            "--duration",
+            "20s",
+            "--json",
+            &json_s,
+        ]);
+        let h = std::thread::spawn(move || run(&recv_args));
+        std::thread::sleep(Duration::from_millis(300));
+        let send_json = dir.path().join("send.json");
+        let send_s = send_json.to_str().unwrap().to_string();
+        let s = parse(&[
+            "x",
+            "spead",
+            "send",
+            &bind,
+            "--heaps",
+            "5",
+            "--heap-size",
+            "10 KiB",
+            "--packet",
+            "1000",
+            "--rate",
+            "50 Mbps",
+            "--json",
+            &send_s,
+        ]);
+        assert_eq!(run(&s), 0);
+        assert_eq!(h.join().unwrap(), 0);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["mode"], "heaps");
+        assert_eq!(v["heaps"]["stopped"], true);
+        assert_eq!(v["heaps"]["heaps_complete"], 5);
+        assert_eq!(v["heaps"]["packets_duplicate"], 0);
+        let sent: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&send_json).unwrap()).unwrap();
+        assert_eq!(sent["heaps"], 5);
+        // 10 KiB in <= 1000-byte packets: 11 per heap, plus the end-of-stream packet.
+        assert_eq!(sent["packets"], 5 * 11 + 1);
+    }
+
+    #[test]
     fn bad_input_is_status_2() {
         let a = parse(&["x", "spead", "send", "127.0.0.1:9", "--rate", "fast"]);
         assert_eq!(run(&a), 2);
