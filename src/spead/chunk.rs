@@ -1304,4 +1304,56 @@ mod test {
             proptest::prop_assert_eq!(a, b);
         }
     }
+
+    proptest::proptest! {
+        /// With packets randomly lost and duplicated (in order otherwise), a heap
+        /// is present exactly when all its packets arrived, and every present
+        /// heap's bytes are right.
+        #[test]
+        fn loss_and_duplicates_reflected_in_present(fate in proptest::collection::vec(0u8..20, 96)) {
+            use crate::spead::check::Checker;
+            let cfg = FsimConfig {
+                n_ants: 3,
+                n_channels_total: 64,
+                n_channels_per_stream: 4,
+                n_samples_per_channel: 32,
+                packet_payload: 128,
+                ..FsimConfig::default()
+            };
+            let place = KatgpucbfPlace::for_fsim(&cfg, 2);
+            let per_heap = cfg.packets_per_heap();
+            let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
+            let mut s = ChunkStream::new(place.chunk_config(2, 8), place.clone());
+            // fate 0: lost; 1: duplicated; otherwise delivered once.
+            let mut start = 0;
+            let mut heap_whole = vec![true; ends.len() / per_heap];
+            for (i, &e) in ends.iter().enumerate() {
+                let p = &buf[start..e];
+                start = e;
+                match fate[i % fate.len()] {
+                    0 => heap_whole[i / per_heap] = false,
+                    1 => {
+                        proptest::prop_assert_eq!(s.push(0, p), Push::Accepted);
+                        let again = s.push(0, p);
+                        proptest::prop_assert!(matches!(again, Push::Accepted | Push::Discarded(ChunkDiscard::Duplicate)));
+                    }
+                    _ => proptest::prop_assert_eq!(s.push(0, p), Push::Accepted),
+                }
+            }
+            s.flush();
+            let mut checker = Checker::new(place.clone(), 0);
+            let mut present = Vec::new();
+            while let Some(c) = s.poll_chunk() {
+                proptest::prop_assert_eq!(checker.check(&c, |_| {}), 0);
+                present.extend(c.present.iter().map(|&p| p == 1));
+            }
+            // Heap order in the stream (timestamp-major, antenna-minor) is the
+            // present-map order across consecutive chunks here.
+            proptest::prop_assert_eq!(present, heap_whole.clone());
+            proptest::prop_assert_eq!(
+                s.stats().heaps_complete as usize,
+                heap_whole.iter().filter(|&&w| w).count()
+            );
+        }
+    }
 }
