@@ -18,6 +18,7 @@ pub mod rng;
 pub mod rpc;
 pub mod runtime;
 pub mod search;
+pub mod spead;
 #[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 pub mod sys;
 pub mod time;

@@ -29,6 +29,8 @@ enum Command {
     Trial(trial::TrialArgs),
     /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
     Search(crate::search::cli::SearchArgs),
+    /// SPEAD: send heaps (or an F-engine simulator's stream) and receive them into heaps or chunks, like spead2's tools.
+    Spead(crate::spead::cli::SpeadArgs),
     /// Latency stats files: merge them exactly.
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
@@ -92,6 +94,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
+        Command::Spead(a) => exit_code(crate::spead::cli::run(&a)),
         Command::Search(a) => exit_code(crate::search::cli::run(&a, &|path| {
             let m = crate::search::pipeline::PipelineMeasurer::open(
                 path,

@@ -1,0 +1,351 @@
+//! SPEAD reassembly into chunks from an in-memory buffer, one core.
+//!
+//! `scripts/bench-spead` drives this against spead2's `ChunkRingStream` on the
+//! same packets. Run alone:
+//!
+//! ```text
+//! cargo bench --bench spead_chunks -- --mode single --mib 256 --rounds 3
+//! cargo bench --bench spead_chunks -- --mode multi --write /tmp/p.bin   # packets for spead2
+//! cargo bench --bench spead_chunks -- --mode multi --read /tmp/p.bin
+//! ```
+//!
+//! `--what chunks` (default) reassembles the buffer; `memcpy` copies the payloads
+//! only (the physical limit); `e2e` runs the F-engine simulator and the receiver
+//! in one loop on one core (simulator -> in-memory wire -> chunks); `udp` sends the
+//! simulator's packets over UDP loopback from a second thread at `--gbps` and
+//! reports the fraction of heaps received (in `fraction_present`).
+//!
+//! Modes: `single` = 1 KiB heaps in one packet each (64 antennas, 32 heaps per
+//! antenna per chunk); `multi` = 64 KiB heaps of 64 packets of 1 KiB (16 antennas,
+//! 8 heaps per antenna per chunk). Every line printed is one JSON measurement.
+
+use std::time::Instant;
+
+use linerate::spead::chunk::{ChunkBuf, ChunkStream, KatgpucbfPlace, Push};
+use linerate::spead::fsim::{Fsim, FsimConfig};
+use linerate::spead::wire::decode;
+
+struct Args {
+    mode: String,
+    mib: usize,
+    rounds: usize,
+    write: Option<String>,
+    read: Option<String>,
+    what: String,
+    gbps: f64,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        mode: "single".into(),
+        mib: 256,
+        rounds: 3,
+        write: None,
+        read: None,
+        what: "chunks".into(),
+        gbps: 2.0,
+    };
+    let v: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < v.len() {
+        let next = v.get(i + 1).cloned().unwrap_or_default();
+        match v[i].as_str() {
+            "--mode" => a.mode = next,
+            "--mib" => a.mib = next.parse().expect("--mib N"),
+            "--rounds" => a.rounds = next.parse().expect("--rounds N"),
+            "--write" => a.write = Some(next),
+            "--read" => a.read = Some(next),
+            "--what" => a.what = next,
+            "--gbps" => a.gbps = next.parse().expect("--gbps G"),
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    a
+}
+
+/// The simulator and placement for a mode.
+fn setup(mode: &str) -> (FsimConfig, u64) {
+    match mode {
+        "single" => (
+            FsimConfig {
+                n_ants: 64,
+                n_channels_total: 4096,
+                n_channels_per_stream: 1,
+                n_samples_per_channel: 256,
+                n_pols: 2,
+                packet_payload: 1024,
+                ..FsimConfig::default()
+            },
+            32,
+        ),
+        "multi" => (
+            FsimConfig {
+                n_ants: 16,
+                n_channels_total: 4096,
+                n_channels_per_stream: 64,
+                n_samples_per_channel: 256,
+                n_pols: 2,
+                packet_payload: 1024,
+                ..FsimConfig::default()
+            },
+            8,
+        ),
+        other => panic!("--mode single|multi, not {other}"),
+    }
+}
+
+fn main() {
+    let a = args();
+    let (cfg, hpfc) = setup(&a.mode);
+    let place = KatgpucbfPlace::for_fsim(&cfg, hpfc);
+    let packets = match &a.read {
+        Some(p) => std::fs::read(p).expect("packets file"),
+        None => {
+            let per_ts = cfg.n_ants * cfg.packets_per_heap() * cfg.max_packet();
+            let n_ts = (a.mib << 20) / per_ts;
+            // Whole chunks only.
+            let n_ts = (n_ts as u64 / hpfc).max(1) * hpfc;
+            Fsim::new(cfg.clone())
+                .expect("config")
+                .packets_buffer(n_ts)
+                .expect("packets")
+                .0
+        }
+    };
+    if let Some(p) = &a.write {
+        std::fs::write(p, &packets).expect("write packets");
+        println!(
+            "{{\"written\":\"{p}\",\"bytes\":{},\"n_ants\":{},\"heap_bytes\":{},\"hpfc\":{},\"step\":{}}}",
+            packets.len(),
+            place.n_ants,
+            place.heap_bytes,
+            hpfc,
+            place.timestamp_step
+        );
+        return;
+    }
+    let n_packets = count_packets(&packets);
+    for _ in 0..a.rounds {
+        let cpu0 = cpu_ns();
+        let (secs, heaps, frac) = match a.what.as_str() {
+            "memcpy" => (memcpy_limit(&packets, place.chunk_bytes()), 0, 1.0),
+            "e2e" => end_to_end(&cfg, &place, n_packets),
+            "udp" => udp_loopback(&cfg, &place, n_packets, a.gbps),
+            _ => run_chunks(&packets, &place),
+        };
+        let cpu_secs = (cpu_ns() - cpu0) as f64 * 1e-9;
+        println!(
+            "{{\"impl\":\"linerate\",\"what\":\"{}\",\"mode\":\"{}\",\"packets\":{},\"heaps\":{},\"secs\":{:.6},\"cpu_secs\":{:.6},\"pps\":{:.0},\"cpu_pps\":{:.0},\"payload_gbps\":{:.3},\"fraction_present\":{:.6}}}",
+            a.what,
+            a.mode,
+            n_packets,
+            heaps,
+            secs,
+            cpu_secs,
+            n_packets as f64 / secs,
+            n_packets as f64 / cpu_secs,
+            n_packets as f64 * 1024.0 * 8.0 / secs / 1e9,
+            frac
+        );
+    }
+}
+
+/// CPU time of all this process's threads, in ns, from /proc/self/task/*/schedstat
+/// (on a shared machine, wall time mostly measures the other tenants).
+fn cpu_ns() -> u64 {
+    let mut total = 0;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                total += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    total
+}
+
+fn count_packets(buf: &[u8]) -> usize {
+    let mut at = 0;
+    let mut n = 0;
+    while at < buf.len() {
+        at += decode(&buf[at..]).expect("valid packets").packet_len();
+        n += 1;
+    }
+    n
+}
+
+/// Reassembles the whole buffer; the consumer returns each chunk at once.
+fn run_chunks(packets: &[u8], place: &KatgpucbfPlace) -> (f64, u64, f64) {
+    // Chunks are pre-faulted (and huge-page advised) at allocation, so page faults
+    // are not measured; the spead2 side gets numpy arrays written before use.
+    let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
+    let t = Instant::now();
+    let mut at = 0;
+    while at < packets.len() {
+        let (used, last) = s.push_buffer(&packets[at..]);
+        at += used;
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+        if matches!(last, Push::Discarded(_)) && used == 0 {
+            break;
+        }
+    }
+    s.flush();
+    while let Some(c) = s.poll_chunk() {
+        s.add_free_chunk(c);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    (secs, s.stats().heaps_complete, s.stats().fraction_present())
+}
+
+/// The copy alone: each packet's payload to the next place of a chunk-sized buffer.
+fn memcpy_limit(packets: &[u8], chunk_bytes: usize) -> f64 {
+    // Same memory as the chunks: huge-page advised, pre-faulted.
+    let mut dst = ChunkBuf::new(chunk_bytes * 2);
+    let t = Instant::now();
+    let mut at = 0;
+    let mut off = 0;
+    while at < packets.len() {
+        let h = decode(&packets[at..]).expect("valid");
+        let len = h.payload_length as usize;
+        if off + len > dst.len() {
+            off = 0;
+        }
+        let p = at + h.payload_start();
+        dst[off..off + len].copy_from_slice(&packets[p..p + len]);
+        off += len;
+        at += h.packet_len();
+    }
+    std::hint::black_box(&dst);
+    t.elapsed().as_secs_f64()
+}
+
+/// The simulator feeding the receiver packet by packet, one core.
+fn end_to_end(cfg: &FsimConfig, place: &KatgpucbfPlace, n_packets: usize) -> (f64, u64, f64) {
+    let mut sim = Fsim::new(cfg.clone()).expect("config");
+    let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
+    let mut buf = vec![0u8; cfg.max_packet()];
+    let t = Instant::now();
+    for _ in 0..n_packets {
+        let (n, _) = sim.next_packet(&mut buf).expect("packet");
+        while s.push(0, &buf[..n]) == Push::Stall {
+            while let Some(c) = s.poll_chunk() {
+                s.add_free_chunk(c);
+            }
+        }
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+    }
+    s.flush();
+    let secs = t.elapsed().as_secs_f64();
+    let st = s.stats();
+    assert_eq!(
+        st.heaps_incomplete_evicted + st.heaps_incomplete_flushed + st.heaps_too_old,
+        0,
+        "no heap may be lost on the in-memory path"
+    );
+    (secs, st.heaps_complete, st.fraction_present())
+}
+
+/// The simulator sends over UDP loopback at `gbps` from a thread; the receiver
+/// places into chunks until the end-of-stream heap (or a 2 s silence).
+fn udp_loopback(
+    cfg: &FsimConfig,
+    place: &KatgpucbfPlace,
+    n_packets: usize,
+    gbps: f64,
+) -> (f64, u64, f64) {
+    use linerate::spead::send::{Pacer, Packetizer, SendHeap};
+    use std::net::UdpSocket;
+    let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    set_rcvbuf(&rx, 256 << 20);
+    rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .expect("timeout");
+    let dest = rx.local_addr().expect("addr");
+    let cfg2 = cfg.clone();
+    let sender = std::thread::spawn(move || {
+        let tx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        tx.connect(dest).expect("connect");
+        let mut sim = Fsim::new(cfg2.clone()).expect("config");
+        let mut buf = vec![0u8; cfg2.max_packet().max(1500)];
+        let clock = linerate::time::Clock::new();
+        let mut pacer = Pacer::new(gbps * 1e9, clock.now(), 20_000);
+        for _ in 0..n_packets {
+            let (n, _) = sim.next_packet(&mut buf).expect("packet");
+            while let Err(due) = pacer.poll(clock.now(), n) {
+                let wait = due.as_nanos().saturating_sub(clock.now().as_nanos());
+                if wait > 100_000 {
+                    std::thread::sleep(std::time::Duration::from_nanos(wait - 50_000));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            let _ = tx.send(&buf[..n]);
+        }
+        let f = cfg2.flavour;
+        let (ptrs, payload) = SendHeap::end_of_stream(1 << 40).layout(f).expect("eos");
+        let mut pk = Packetizer::new(f, 1 << 40, &ptrs, &payload, 1500).expect("eos");
+        while let Some(Ok(n)) = pk.next_packet(&mut buf) {
+            for _ in 0..3 {
+                let _ = tx.send(&buf[..n]);
+            }
+        }
+    });
+    let mut s = ChunkStream::new(place.chunk_config(4, 8), place.clone());
+    let mut buf = vec![0u8; 65536];
+    let t = Instant::now();
+    while !s.stats().stopped {
+        let Ok(n) = rx.recv(&mut buf) else { break };
+        while s.push(0, &buf[..n]) == Push::Stall {
+            while let Some(c) = s.poll_chunk() {
+                s.add_free_chunk(c);
+            }
+        }
+        while let Some(c) = s.poll_chunk() {
+            s.add_free_chunk(c);
+        }
+    }
+    s.flush();
+    let secs = t.elapsed().as_secs_f64();
+    sender.join().expect("sender");
+    let heaps_sent = (n_packets / cfg.packets_per_heap()) as f64;
+    let st = s.stats();
+    (
+        secs,
+        st.heaps_complete,
+        st.heaps_complete as f64 / heaps_sent,
+    )
+}
+
+/// A large receive buffer (as spead2's UDP reader asks for), forced past
+/// `net.core.rmem_max` when running as root; a plain request otherwise.
+fn set_rcvbuf(sock: &std::net::UdpSocket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    let fd = sock.as_raw_fd();
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: `fd` is an open socket owned by `sock` for the duration of the
+        // call, and the option value points to a live c_int of the stated size.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
+    }
+}

@@ -1,0 +1,722 @@
+//! `linerate spead send` and `linerate spead recv`: quick SPEAD tools like spead2's
+//! `spead2_send` / `spead2_recv`, over kernel UDP sockets.
+//!
+//! The sockets live here only (std `UdpSocket` for now; the runtime's UDP port
+//! will replace them); every protocol decision is made by the sans-IO cores.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use super::assemble::{AssembleConfig, AssembleStats, Assembler};
+use super::check::{write_chunk, CheckReport, Checker};
+use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
+use super::fsim::{Fsim, FsimConfig};
+use super::send::{Pacer, Packetizer, SendHeap};
+use super::wire::{Descriptor, Flavour, ItemValue};
+use crate::time::Clock;
+use crate::units::{parse_duration, parse_size, Rate};
+
+/// SPEAD tools.
+#[derive(Debug, Clone, Args)]
+pub struct SpeadArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SpeadCommand,
+}
+
+/// `spead send` or `spead recv`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SpeadCommand {
+    /// Send heaps (generic or F-engine simulator) over UDP.
+    Send(SendArgs),
+    /// Receive heaps over UDP, as heaps or placed into chunks.
+    Recv(RecvArgs),
+}
+
+/// SPEAD flavour on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlavourArg {
+    /// SPEAD-64-40 (spead2's default).
+    #[value(name = "64-40")]
+    S64_40,
+    /// SPEAD-64-48 (MeerKAT).
+    #[value(name = "64-48")]
+    S64_48,
+}
+
+impl FlavourArg {
+    fn flavour(self) -> Flavour {
+        match self {
+            FlavourArg::S64_40 => Flavour::SPEAD_64_40,
+            FlavourArg::S64_48 => Flavour::SPEAD_64_48,
+        }
+    }
+}
+
+/// F-engine geometry (katgpucbf), shared by `send --fsim` and `recv --chunks`.
+#[derive(Debug, Clone, Args)]
+pub struct FengineArgs {
+    /// Antennas (F-engines).
+    #[arg(long, default_value_t = 4)]
+    pub n_ants: usize,
+    /// Channels out of each F-engine.
+    #[arg(long, default_value_t = 4096)]
+    pub n_channels_total: usize,
+    /// Channels per heap.
+    #[arg(long, default_value_t = 16)]
+    pub n_channels_per_stream: usize,
+    /// Time samples per channel per heap.
+    #[arg(long, default_value_t = 256)]
+    pub n_samples_per_channel: usize,
+    /// Polarisations.
+    #[arg(long, default_value_t = 2)]
+    pub n_pols: usize,
+    /// Payload bytes per packet.
+    #[arg(long, default_value_t = 1024)]
+    pub packet_payload: usize,
+}
+
+impl FengineArgs {
+    fn fsim(&self, flavour: Flavour) -> FsimConfig {
+        FsimConfig {
+            n_ants: self.n_ants,
+            n_channels_total: self.n_channels_total,
+            n_channels_per_stream: self.n_channels_per_stream,
+            n_samples_per_channel: self.n_samples_per_channel,
+            n_pols: self.n_pols,
+            packet_payload: self.packet_payload,
+            flavour,
+            ..FsimConfig::default()
+        }
+    }
+}
+
+/// `linerate spead send`.
+#[derive(Debug, Clone, Args)]
+pub struct SendArgs {
+    /// Destination `host:port`.
+    pub dest: String,
+    /// SPEAD flavour.
+    #[arg(long, value_enum, default_value = "64-40")]
+    pub flavour: FlavourArg,
+    /// Largest packet (SPEAD bytes, without UDP/IP headers).
+    #[arg(long, default_value = "1472")]
+    pub packet: String,
+    /// Sending rate of SPEAD bytes (`"10 Gbps"`, `"100 kpps"`); 0 = unpaced. With
+    /// --fsim this is the simulator's rate in Gb/s.
+    #[arg(long, default_value = "0 Gbps")]
+    pub rate: String,
+    /// Heaps to send (per antenna with --fsim).
+    #[arg(long, default_value_t = 1000)]
+    pub heaps: u64,
+    /// Payload bytes per generic heap.
+    #[arg(long, default_value = "64 KiB")]
+    pub heap_size: String,
+    /// Send the F-engine simulator's stream instead of generic heaps.
+    #[arg(long)]
+    pub fsim: bool,
+    /// F-engine geometry.
+    #[command(flatten)]
+    pub feng: FengineArgs,
+    /// Do not send the end-of-stream heap.
+    #[arg(long)]
+    pub no_stop: bool,
+    /// Write a JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// What `recv` does with chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SinkArg {
+    /// Drop them.
+    Discard,
+    /// Verify the simulator's payload.
+    Check,
+    /// Write raw + JSON sidecar into --out.
+    Write,
+}
+
+/// `linerate spead recv`.
+#[derive(Debug, Clone, Args)]
+pub struct RecvArgs {
+    /// Bind address `host:port`.
+    pub bind: String,
+    /// Place F-engine heaps into chunks (katgpucbf layout) instead of assembling heaps.
+    #[arg(long)]
+    pub chunks: bool,
+    /// F-engine geometry for --chunks.
+    #[command(flatten)]
+    pub feng: FengineArgs,
+    /// Flavour the F-engine stream uses (for --chunks geometry checks).
+    #[arg(long, value_enum, default_value = "64-48")]
+    pub flavour: FlavourArg,
+    /// Heaps per F-engine per chunk.
+    #[arg(long, default_value_t = 32)]
+    pub heaps_per_fengine_per_chunk: u64,
+    /// Live chunks (the window).
+    #[arg(long, default_value_t = 4)]
+    pub max_chunks: usize,
+    /// Chunks allocated in all (the free ring).
+    #[arg(long, default_value_t = 8)]
+    pub n_chunks: usize,
+    /// Live heaps being assembled.
+    #[arg(long, default_value_t = 16)]
+    pub max_heaps: usize,
+    /// Chunk consumer.
+    #[arg(long, value_enum, default_value = "discard")]
+    pub sink: SinkArg,
+    /// Directory for --sink write.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Stop after this long (`"10s"`); default: at the end-of-stream heap.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Print each heap's items (heap mode).
+    #[arg(long)]
+    pub verbose: bool,
+    /// Write a JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).
+pub fn run(args: &SpeadArgs) -> i32 {
+    let r = match &args.command {
+        SpeadCommand::Send(a) => send(a),
+        SpeadCommand::Recv(a) => recv(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(Failure::Input(m)) => {
+            eprintln!("linerate spead: {m}");
+            2
+        }
+        Err(Failure::Runtime(m)) => {
+            eprintln!("linerate spead: {m}");
+            1
+        }
+    }
+}
+
+enum Failure {
+    Input(String),
+    Runtime(String),
+}
+
+fn input<E: std::fmt::Display>(e: E) -> Failure {
+    Failure::Input(e.to_string())
+}
+
+fn runtime<E: std::fmt::Display>(e: E) -> Failure {
+    Failure::Runtime(e.to_string())
+}
+
+#[derive(Debug, Serialize)]
+struct SendReport {
+    heaps: u64,
+    packets: u64,
+    bytes: u64,
+    secs: f64,
+    gbps: f64,
+    pps: f64,
+}
+
+fn bits_per_second(rate: &str, packet: usize) -> Result<f64, Failure> {
+    let r: Rate = rate.parse().map_err(input)?;
+    Ok(match r {
+        Rate::Pps(p) => p * packet as f64 * 8.0,
+        Rate::L2Bps(b) | Rate::L1Bps(b) => b,
+        Rate::Percent(_) => {
+            return Err(Failure::Input(
+                "a percentage rate needs a port line rate; give Gbps or pps".into(),
+            ))
+        }
+    })
+}
+
+fn send(a: &SendArgs) -> Result<i32, Failure> {
+    let flavour = a.flavour.flavour();
+    let packet = parse_size(&a.packet).map_err(input)? as usize;
+    let sock = UdpSocket::bind("0.0.0.0:0").map_err(runtime)?;
+    sock.connect(&a.dest)
+        .map_err(|e| Failure::Input(format!("destination {}: {e}", a.dest)))?;
+    let clock = Clock::new();
+    let bps = bits_per_second(&a.rate, packet)?;
+    let mut pacer = Pacer::new(bps, clock.now(), 100_000);
+    let mut report = SendReport {
+        heaps: 0,
+        packets: 0,
+        bytes: 0,
+        secs: 0.0,
+        gbps: 0.0,
+        pps: 0.0,
+    };
+    let mut buf = vec![0u8; packet.max(2048)];
+    let mut emit = |data: &[u8], report: &mut SendReport| -> Result<(), Failure> {
+        if bps > 0.0 {
+            while let Err(due) = pacer.poll(clock.now(), data.len()) {
+                let wait = due.as_nanos().saturating_sub(clock.now().as_nanos());
+                if wait > 50_000 {
+                    std::thread::sleep(Duration::from_nanos(wait - 20_000));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        loop {
+            match sock.send(data) {
+                Ok(_) => break,
+                // ENOBUFS/EAGAIN on a full socket buffer: retry.
+                Err(e)
+                    if e.raw_os_error() == Some(105)
+                        || e.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    std::thread::yield_now()
+                }
+                Err(e) => return Err(runtime(e)),
+            }
+        }
+        report.packets += 1;
+        report.bytes += data.len() as u64;
+        Ok(())
+    };
+    let mut next_cnt = 1;
+    if a.fsim {
+        let mut cfg = a.feng.fsim(flavour);
+        cfg.rate_gbps = bps / 1e9;
+        if cfg.max_packet() > packet {
+            return Err(Failure::Input(format!(
+                "F-engine packets are {} bytes, more than --packet {packet}",
+                cfg.max_packet()
+            )));
+        }
+        let mut sim = Fsim::new(cfg.clone()).map_err(Failure::Input)?;
+        let total = a.heaps * cfg.n_ants as u64 * cfg.packets_per_heap() as u64;
+        for _ in 0..total {
+            let (n, _) = sim.next_packet(&mut buf).map_err(runtime)?;
+            emit(&buf[..n], &mut report)?;
+        }
+        report.heaps = a.heaps * cfg.n_ants as u64;
+        next_cnt = a.heaps * cfg.n_ants as u64;
+    } else {
+        let size = parse_size(&a.heap_size).map_err(input)? as usize;
+        for k in 0..a.heaps {
+            let mut h = SendHeap::new(next_cnt);
+            if k == 0 {
+                for d in generic_descriptors(flavour) {
+                    h = h.descriptor(flavour, &d).map_err(runtime)?;
+                }
+            }
+            let data: Vec<u8> = (0..size).map(|i| (i as u64 + k) as u8).collect();
+            let h = h.immediate(0x1000, k).bytes(0x1001, data);
+            let (ptrs, payload) = h.layout(flavour).map_err(runtime)?;
+            let mut pk = Packetizer::new(flavour, h.cnt, &ptrs, &payload, packet).map_err(input)?;
+            while let Some(r) = pk.next_packet(&mut buf) {
+                let n = r.map_err(runtime)?;
+                emit(&buf[..n], &mut report)?;
+            }
+            report.heaps += 1;
+            next_cnt += 1;
+        }
+    }
+    if !a.no_stop {
+        let h = SendHeap::end_of_stream(next_cnt & flavour.max_value());
+        let (ptrs, payload) = h.layout(flavour).map_err(runtime)?;
+        let mut pk = Packetizer::new(flavour, h.cnt, &ptrs, &payload, packet).map_err(input)?;
+        while let Some(r) = pk.next_packet(&mut buf) {
+            let n = r.map_err(runtime)?;
+            emit(&buf[..n], &mut report)?;
+        }
+    }
+    report.secs = clock.now().as_secs_f64();
+    report.gbps = report.bytes as f64 * 8.0 / report.secs.max(1e-9) / 1e9;
+    report.pps = report.packets as f64 / report.secs.max(1e-9);
+    println!(
+        "sent {} heaps, {} packets, {} bytes in {:.3} s: {:.3} Gb/s, {:.0} packets/s",
+        report.heaps, report.packets, report.bytes, report.secs, report.gbps, report.pps
+    );
+    write_json(a.json.as_ref(), &report)?;
+    Ok(0)
+}
+
+fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
+    [
+        Descriptor {
+            id: 0x1000,
+            name: "heap_index".into(),
+            description: "index of the heap in this run".into(),
+            shape: vec![],
+            format: vec![(b'u', u64::from(flavour.heap_address_bits()))],
+            dtype: String::new(),
+        },
+        Descriptor {
+            id: 0x1001,
+            name: "data".into(),
+            description: "payload bytes".into(),
+            shape: vec![None],
+            format: vec![(b'u', 8)],
+            dtype: String::new(),
+        },
+    ]
+}
+
+fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
+    if let Some(p) = path {
+        let text = serde_json::to_string_pretty(v).map_err(runtime)?;
+        std::fs::write(p, text).map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct RecvReport {
+    mode: &'static str,
+    secs: f64,
+    gbps: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heaps: Option<AssembleStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chunks: Option<ChunkStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<CheckReport>,
+}
+
+fn recv(a: &RecvArgs) -> Result<i32, Failure> {
+    let limit = match &a.duration {
+        Some(d) => Some(parse_duration(d).map_err(input)?),
+        None => None,
+    };
+    if a.sink == SinkArg::Write && a.out.is_none() {
+        return Err(Failure::Input("--sink write needs --out DIR".into()));
+    }
+    let sock =
+        UdpSocket::bind(&a.bind).map_err(|e| Failure::Input(format!("bind {}: {e}", a.bind)))?;
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(runtime)?;
+    let clock = Clock::new();
+    let mut buf = vec![0u8; 65536];
+    let mut last_report = 0.0;
+    let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
+    if !a.chunks {
+        let mut asm = Assembler::new(AssembleConfig {
+            max_heaps: a.max_heaps,
+            ..AssembleConfig::default()
+        });
+        while !asm.stats().stopped && !done(clock.now().as_secs_f64()) {
+            if let Ok(n) = sock.recv(&mut buf) {
+                let _ = asm.push(0, &buf[..n]);
+                while let Some(h) = asm.poll_heap() {
+                    if a.verbose {
+                        print_heap(&h);
+                    }
+                    asm.recycle(h);
+                }
+            }
+            let now = clock.now().as_secs_f64();
+            if now - last_report >= 1.0 {
+                last_report = now;
+                let s = asm.stats();
+                eprintln!(
+                    "{now:.0}s: {} packets, {} heaps complete, {} evicted, {} duplicates",
+                    s.packets, s.heaps_complete, s.heaps_evicted, s.packets_duplicate
+                );
+            }
+        }
+        asm.flush();
+        let secs = clock.now().as_secs_f64();
+        let s = asm.stats().clone();
+        println!(
+            "received {} packets: {} heaps complete, {} unsized, {} evicted, {} flushed incomplete, \
+             {} duplicate, {} malformed packets; {:.3} Gb/s",
+            s.packets,
+            s.heaps_complete,
+            s.heaps_unsized,
+            s.heaps_evicted,
+            s.heaps_flushed,
+            s.packets_duplicate,
+            s.packets_malformed,
+            s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+        );
+        write_json(
+            a.json.as_ref(),
+            &RecvReport {
+                mode: "heaps",
+                secs,
+                gbps: s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+                heaps: Some(s),
+                chunks: None,
+                check: None,
+            },
+        )?;
+        return Ok(0);
+    }
+
+    let cfg = a.feng.fsim(a.flavour.flavour());
+    cfg.validate().map_err(Failure::Input)?;
+    let place = KatgpucbfPlace::for_fsim(&cfg, a.heaps_per_fengine_per_chunk);
+    let mut ccfg = place.chunk_config(a.max_chunks, a.n_chunks.max(a.max_chunks));
+    ccfg.max_heaps = a.max_heaps.max(cfg.n_ants * 2);
+    let mut stream = ChunkStream::new(ccfg, place.clone());
+    let mut checker = Checker::new(place.clone(), 100);
+    let mut wrong_total = 0u64;
+    let mut sink_err = None;
+    let mut consume = |stream: &mut ChunkStream<KatgpucbfPlace>, checker: &mut Checker| {
+        while let Some(c) = stream.poll_chunk() {
+            match a.sink {
+                SinkArg::Discard => {}
+                SinkArg::Check => {
+                    wrong_total += checker.check(&c, |w| {
+                        eprintln!(
+                            "wrong byte: chunk {} heap {} (feng {}, timestamp {}) offset {}: {:#04x}, expected {:#04x}",
+                            w.chunk_id, w.heap_index, w.feng_id, w.timestamp, w.heap_offset, w.got, w.expected
+                        )
+                    });
+                }
+                SinkArg::Write => {
+                    if let Some(dir) = &a.out {
+                        if let Err(e) = write_chunk(dir, stream.place(), &c) {
+                            sink_err = Some(e.to_string());
+                        }
+                    }
+                }
+            }
+            stream.add_free_chunk(c);
+        }
+    };
+    while !stream.stats().stopped && !done(clock.now().as_secs_f64()) {
+        if let Ok(n) = sock.recv(&mut buf) {
+            while let Push::Stall = stream.push(0, &buf[..n]) {
+                consume(&mut stream, &mut checker);
+            }
+            consume(&mut stream, &mut checker);
+        }
+        let now = clock.now().as_secs_f64();
+        if now - last_report >= 1.0 {
+            last_report = now;
+            let s = stream.stats();
+            eprintln!(
+                "{now:.0}s: {} packets, {} heaps complete, {} chunks, {:.4} present",
+                s.packets,
+                s.heaps_complete,
+                s.chunks,
+                s.fraction_present()
+            );
+        }
+    }
+    stream.flush();
+    consume(&mut stream, &mut checker);
+    let secs = clock.now().as_secs_f64();
+    let s = stream.stats().clone();
+    println!(
+        "received {} packets: {} heaps complete, {} incomplete (evicted {}, flushed {}), {} too old, \
+         {} rejected; {} chunks, {:.6} present; {:.3} Gb/s",
+        s.packets,
+        s.heaps_complete,
+        s.heaps_incomplete_evicted + s.heaps_incomplete_flushed,
+        s.heaps_incomplete_evicted,
+        s.heaps_incomplete_flushed,
+        s.heaps_too_old,
+        s.heaps_rejected,
+        s.chunks,
+        s.fraction_present(),
+        s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+    );
+    if a.sink == SinkArg::Check {
+        let r = checker.report();
+        println!(
+            "checked {} heaps ({} bytes): {} wrong bytes",
+            r.heaps_checked, r.bytes_checked, r.wrong_bytes
+        );
+    }
+    write_json(
+        a.json.as_ref(),
+        &RecvReport {
+            mode: "chunks",
+            secs,
+            gbps: s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+            heaps: None,
+            chunks: Some(s),
+            check: (a.sink == SinkArg::Check).then(|| checker.report().clone()),
+        },
+    )?;
+    if let Some(e) = sink_err {
+        return Err(Failure::Runtime(format!("writing chunks: {e}")));
+    }
+    Ok(if wrong_total > 0 { 1 } else { 0 })
+}
+
+fn print_heap(h: &super::assemble::Heap) {
+    println!("heap {} (sender {}):", h.cnt, h.sender);
+    for d in h.descriptors() {
+        println!(
+            "  descriptor {:#x} {:?}: {:?} shape {:?} format {:?}",
+            d.id, d.name, d.description, d.shape, d.format
+        );
+    }
+    for it in h.items() {
+        match it.value {
+            ItemValue::Immediate(v) => println!("  item {:#x} = {v}", it.id),
+            ItemValue::Bytes(b) => println!("  item {:#x}: {} bytes", it.id, b.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Top {
+        #[command(subcommand)]
+        cmd: Cmd,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Cmd {
+        Spead(SpeadArgs),
+    }
+
+    fn parse(args: &[&str]) -> SpeadArgs {
+        let Cmd::Spead(a) = Top::try_parse_from(args).unwrap().cmd;
+        a
+    }
+
+    #[test]
+    fn loopback_fsim_send_and_checked_chunk_recv() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("recv.json");
+        let geo = [
+            "--n-ants",
+            "2",
+            "--n-channels-total",
+            "64",
+            "--n-channels-per-stream",
+            "2",
+            "--n-samples-per-channel",
+            "64",
+            "--packet-payload",
+            "256",
+        ];
+        let bind = format!("127.0.0.1:{port}");
+        let mut r = vec!["x", "spead", "recv", &bind, "--chunks", "--sink", "check"];
+        r.extend_from_slice(&geo);
+        r.extend_from_slice(&[
+            "--heaps-per-fengine-per-chunk",
+            "2",
+            "--duration",
+            "20s",
+            "--json",
+        ]);
+        let json_s = json.to_str().unwrap().to_string();
+        r.push(&json_s);
+        let recv_args = parse(&r);
+        let h = std::thread::spawn(move || run(&recv_args));
+        std::thread::sleep(Duration::from_millis(300));
+        let mut s = vec![
+            "x",
+            "spead",
+            "send",
+            &bind,
+            "--fsim",
+            "--flavour",
+            "64-48",
+            "--heaps",
+            "8",
+            "--rate",
+            "50 Mbps",
+        ];
+        s.extend_from_slice(&geo);
+        assert_eq!(run(&parse(&s)), 0);
+        assert_eq!(h.join().unwrap(), 0);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["chunks"]["stopped"], true);
+        assert_eq!(v["check"]["wrong_bytes"], 0);
+        // Loopback at 50 Mb/s loses nothing here; every heap is checked.
+        assert_eq!(v["chunks"]["heaps_complete"], 16);
+        assert_eq!(v["check"]["heaps_checked"], 16);
+    }
+
+    #[test]
+    fn loopback_generic_heaps_send_and_recv() {
+        let port = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("heaps.json");
+        let json_s = json.to_str().unwrap().to_string();
+        let bind = format!("127.0.0.1:{port}");
+        let recv_args = parse(&[
+            "x",
+            "spead",
+            "recv",
+            &bind,
+            "--duration",
+            "20s",
+            "--json",
+            &json_s,
+        ]);
+        let h = std::thread::spawn(move || run(&recv_args));
+        std::thread::sleep(Duration::from_millis(300));
+        let send_json = dir.path().join("send.json");
+        let send_s = send_json.to_str().unwrap().to_string();
+        let s = parse(&[
+            "x",
+            "spead",
+            "send",
+            &bind,
+            "--heaps",
+            "5",
+            "--heap-size",
+            "10 KiB",
+            "--packet",
+            "1000",
+            "--rate",
+            "50 Mbps",
+            "--json",
+            &send_s,
+        ]);
+        assert_eq!(run(&s), 0);
+        assert_eq!(h.join().unwrap(), 0);
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(v["mode"], "heaps");
+        assert_eq!(v["heaps"]["stopped"], true);
+        assert_eq!(v["heaps"]["heaps_complete"], 5);
+        assert_eq!(v["heaps"]["packets_duplicate"], 0);
+        let sent: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&send_json).unwrap()).unwrap();
+        assert_eq!(sent["heaps"], 5);
+        // 10 KiB in <= 1000-byte packets: 11 per heap, plus the end-of-stream packet.
+        assert_eq!(sent["packets"], 5 * 11 + 1);
+    }
+
+    #[test]
+    fn bad_input_is_status_2() {
+        let a = parse(&["x", "spead", "send", "127.0.0.1:9", "--rate", "fast"]);
+        assert_eq!(run(&a), 2);
+        let a = parse(&[
+            "x",
+            "spead",
+            "recv",
+            "127.0.0.1:0",
+            "--chunks",
+            "--sink",
+            "write",
+        ]);
+        assert_eq!(run(&a), 2);
+    }
+}

@@ -1,0 +1,24 @@
+//! SPEAD ingest: the codec, a sender, an F-engine simulator, heap reassembly and
+//! chunk placement, as spead2 and MeerKAT's katgpucbf do it.
+//!
+//! Every core here is sans-IO: bytes and the current [`Instant`](crate::time::Instant)
+//! go in, packets, heaps, chunks and counters come out. The only sockets live in
+//! [`cli`].
+//!
+//! - [`wire`]: SPEAD version 4 packets (every SPEAD-64-XX flavour), zero-copy views,
+//!   owned representations, item descriptors.
+//! - [`send`]: heaps cut into packets; end-of-stream heaps; pacing at a rate.
+//! - [`fsim`]: an F-engine simulator in katgpucbf's format with a deterministic payload.
+//! - [`assemble`]: heap reassembly (reordering, duplicates, loss, several senders).
+//! - [`chunk`]: heaps placed straight into large chunks with a `present` map, a
+//!   window of chunks and a ring of free chunks.
+//! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
+#![forbid(unsafe_code)]
+
+pub mod assemble;
+pub mod check;
+pub mod chunk;
+pub mod cli;
+pub mod fsim;
+pub mod send;
+pub mod wire;
