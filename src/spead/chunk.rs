@@ -789,7 +789,7 @@ impl<P: Place> ChunkStream<P> {
         if placement
             .heap_offset
             .checked_add(heap_length as usize)
-            .map_or(true, |end| end > self.cfg.chunk_bytes)
+            .is_none_or(|end| end > self.cfg.chunk_bytes)
             || last_present >= self.cfg.present_len
         {
             return self.discard_heap(
