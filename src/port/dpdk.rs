@@ -244,6 +244,16 @@ unsafe impl Send for DpdkTx {}
 
 impl TxQueue for DpdkTx {
     #[inline]
+    fn alloc(&mut self, out: &mut Burst, n: usize) -> Option<usize> {
+        let n = n.min(out.room());
+        let got = self.pool.alloc_into(&mut self.out, n);
+        for m in self.out.drain() {
+            let _ = out.push(Packet::from_mbuf(m));
+        }
+        Some(got)
+    }
+
+    #[inline]
     fn tx_burst(&mut self, _now: Instant, pkts: &mut Burst) -> usize {
         let c = &self.stats.kind_tx[self.i];
         let offered = pkts.len();

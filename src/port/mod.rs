@@ -44,6 +44,14 @@ pub trait TxQueue: Send {
     /// drop (and count).
     fn tx_burst(&mut self, now: Instant, pkts: &mut Burst) -> usize;
 
+    /// Allocates up to `n` empty packets in this port's own buffers (a dpdk
+    /// port's mbufs), so a stage that builds packets for this port writes them
+    /// in place instead of having them copied at the port. `None`: the port has
+    /// no buffers of its own; use a pool.
+    fn alloc(&mut self, _out: &mut Burst, _n: usize) -> Option<usize> {
+        None
+    }
+
     /// Called when the owning stage has nothing to send, so the port can release
     /// what it holds back (buffered writes, a packet held for reordering).
     fn flush(&mut self, _now: Instant) {}

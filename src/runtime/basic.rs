@@ -77,6 +77,16 @@ impl Output {
         (sent, dropped)
     }
 
+    /// Allocates packets in the output port's own buffers, when it has them
+    /// (see [`TxQueue::alloc`]).
+    #[inline]
+    pub fn alloc(&mut self, out: &mut Burst, n: usize) -> Option<usize> {
+        match self {
+            Output::Port(p) => p.alloc(out, n),
+            Output::Ring(_) => None,
+        }
+    }
+
     /// Lets the port release what it holds back.
     #[inline]
     pub fn flush(&mut self, now: Instant) {

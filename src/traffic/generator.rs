@@ -300,7 +300,11 @@ impl Stage for Generator {
             self.out.flush(cx.now);
             return Poll::Idle;
         }
-        let got = self.cache.alloc_bulk(&mut self.burst, n);
+        // Packets for a dpdk port are built in its mbufs: no copy at the port.
+        let got = match self.out.alloc(&mut self.burst, n) {
+            Some(got) => got,
+            None => self.cache.alloc_bulk(&mut self.burst, n),
+        };
         let mut stamp = StampRepr {
             stream: self.config.stream,
             seq: self.seq,
