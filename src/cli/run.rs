@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// Longest wait for in-flight packets when stopping.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     drain_timeout: Duration,
+    /// How long every stage must have been idle before stopping: raise it when
+    /// packets loop through a slow external peer.
+    #[arg(long, value_parser = parse_duration, default_value = "20ms")]
+    drain_quiet: Duration,
     /// No live stats on stderr.
     #[arg(long, short)]
     quiet: bool,
@@ -192,6 +196,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         duration: args.duration,
         interrupt: interrupt_flag(),
         drain_timeout: args.drain_timeout,
+        drain_quiet: args.drain_quiet,
         on_tick: Some(&mut tick),
     };
     let (report, failure) = match run_pipeline(built, opts) {

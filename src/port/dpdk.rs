@@ -18,6 +18,9 @@ use crate::time::Instant;
 
 use super::{OpenPort, PortError, PortReport, PortStats, RxQueue, TxQueue};
 
+/// How long opening a port waits for its link to come up.
+pub const LINK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A dpdk port's configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DpdkConfig {
@@ -142,11 +145,18 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
     };
     port.configure(&pcfg, &pool).map_err(input)?;
     port.start().map_err(input)?;
+    // Wait for the link, as testpmd does at start: frames sent before a
+    // peer (memif, a NIC's partner) is ready are lost.
     let mut warnings = Vec::new();
-    if let Ok(l) = port.link() {
-        if !l.up {
-            warnings.push(format!("device `{}`: the link is down", config.device));
-        }
+    let deadline = std::time::Instant::now() + LINK_WAIT;
+    while !port.link().is_ok_and(|l| l.up) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if !port.link().is_ok_and(|l| l.up) {
+        warnings.push(format!(
+            "device `{}`: the link is still down after {LINK_WAIT:?}",
+            config.device
+        ));
     }
     let mut rx = Vec::new();
     let mut tx = Vec::new();

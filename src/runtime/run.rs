@@ -21,6 +21,9 @@ pub struct RunOptions<'a> {
     pub interrupt: &'a AtomicBool,
     /// Longest wait for in-flight packets to arrive once stopping.
     pub drain_timeout: Duration,
+    /// How long every stage must have been idle before stopping (packets may
+    /// be out of sight, in an external peer): [`DRAIN_QUIET`] by default.
+    pub drain_quiet: Duration,
     /// Called about once a second with the counters so far.
     pub on_tick: Option<&'a mut dyn FnMut(&RunReport)>,
 }
@@ -145,7 +148,8 @@ fn in_flight(b: &Built) -> u64 {
         + b.ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>()
 }
 
-/// How long every stage must have been idle before a draining pipeline stops.
+/// How long every stage must have been idle before a draining pipeline stops,
+/// by default.
 pub const DRAIN_QUIET: Duration = Duration::from_millis(20);
 
 fn busy_polls(b: &Built) -> u64 {
@@ -194,7 +198,7 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
             quiet_since = clock.now();
             continue;
         }
-        if clock.now() - quiet_since >= DRAIN_QUIET {
+        if clock.now() - quiet_since >= opts.drain_quiet {
             break;
         }
     }

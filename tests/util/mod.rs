@@ -20,6 +20,7 @@ pub fn run_text(name: &str, text: &str, limit: Duration) -> RunReport {
             duration: Some(limit),
             interrupt: &stop,
             drain_timeout: Duration::from_secs(2),
+            drain_quiet: linerate::runtime::run::DRAIN_QUIET,
             on_tick: None,
         },
     )
