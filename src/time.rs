@@ -113,18 +113,37 @@ pub fn monotonic_now() -> Instant {
 
 /// The runtime's clock: CLOCK_MONOTONIC (see [`monotonic_now`]). Only ports,
 /// stages and the runtime read it; protocol cores receive its [`Instant`]s.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Clock;
+///
+/// [`Clock::now`] is absolute (nanoseconds since boot, comparable between
+/// processes on one host, which stamps need); [`Clock::elapsed`] is the time
+/// since this clock was made, for durations and reports.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: Instant,
+}
 
 impl Clock {
-    /// The clock.
+    /// A clock whose `elapsed` starts now.
     pub fn new() -> Self {
-        Clock
+        Clock {
+            origin: monotonic_now(),
+        }
     }
 
-    /// The current instant.
+    /// The current instant (absolute).
     pub fn now(&self) -> Instant {
         monotonic_now()
+    }
+
+    /// Time since this clock was made.
+    pub fn elapsed(&self) -> Duration {
+        monotonic_now() - self.origin
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
     }
 }
 
@@ -148,5 +167,13 @@ mod test {
         let a = c.now();
         let b = c.now();
         assert!(b >= a);
+    }
+
+    #[test]
+    fn elapsed_counts_from_the_clock_not_from_boot() {
+        // `now` is absolute (since boot); `elapsed` must start near zero.
+        let c = Clock::new();
+        assert!(c.elapsed() < Duration::from_secs(1));
+        assert!(c.now() - Instant::ZERO > c.elapsed());
     }
 }

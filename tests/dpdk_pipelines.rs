@@ -6,41 +6,15 @@
 
 mod util;
 
-use std::path::Path;
-use std::time::Duration;
-
-fn run_json(args: &[&str], file: &Path) -> serde_json::Value {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let out = util::bin()
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{:?} failed: {}",
-        args,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
-}
-
-fn eal(extra: &str) -> String {
-    format!("[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"-l\", \"0\", \"--no-telemetry\", \"--log-level=lib.eal:error\", {extra}]\n")
-}
-
 #[test]
 fn null_forwarding_is_zero_copy_and_reconciles() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[pipeline]\npin = false\n{}[port.a]\nkind = \"dpdk\"\ndevice = \"net_null0\"\n[port.b]\nkind = \"dpdk\"\ndevice = \"net_null1\"\n[stage.fwd]\nkind = \"forward\"\nrx = \"a\"\ntx = \"b\"\n",
-        eal("\"--vdev=net_null0\", \"--vdev=net_null1\"")
+        util::eal("\"--vdev=net_null0\", \"--vdev=net_null1\"")
     );
     let file = util::write(dir.path(), "null.toml", &text);
-    let r = run_json(&["run", "-q", "--duration", "500ms"], &file);
+    let r = util::run_json(&["run", "-q", "--duration", "500ms"], &file);
     let fwd = &r["stages"]["fwd"];
     let (a, b) = (&r["ports"]["a"], &r["ports"]["b"]);
     assert!(fwd["packets_in"].as_u64().unwrap() > 1000, "{r}");
@@ -70,10 +44,10 @@ fn ring_loop_trial_counts_every_packet() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[pipeline]\nlcores = \"0-1\"\npin = false\n{}[port.l]\nkind = \"dpdk\"\ndevice = \"net_ring0\"\nrx_desc = 4096\ntx_desc = 4096\n[stage.gen]\nkind = \"generator\"\ntx = \"l\"\nlcore = 0\nframe = \"imix\"\n[stage.ana]\nkind = \"analyzer\"\nrx = \"l\"\nlcore = 1\n",
-        eal("\"--vdev=net_ring0\"")
+        util::eal("\"--vdev=net_ring0\"")
     );
     let file = util::write(dir.path(), "ring.toml", &text);
-    let r = run_json(
+    let r = util::run_json(
         &[
             "trial",
             "--rate",
@@ -102,48 +76,26 @@ fn ring_loop_trial_counts_every_packet() {
     }
 }
 
-fn capture(path: &Path) -> Vec<Vec<u8>> {
-    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
-    let mut out = Vec::new();
-    while let Some(p) = r.next_packet() {
-        out.push(p.unwrap().data.into_owned());
-    }
-    out
-}
-
-/// A capture of `count` generated IMIX frames, recorded at a steady 5 kpps, so
-/// replaying it at its recorded pace does not burst (a 1024-slot memif ring
-/// then absorbs a peer that loses its core for 200 ms on a busy machine).
-fn record(dir: &Path, count: u32) -> std::path::PathBuf {
-    let cap = dir.join("gen.pcap");
-    let text = format!(
-        "[pipeline]\npin = false\n[port.cap]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.gen]\nkind = \"generator\"\ntx = \"cap\"\ncount = {count}\nframe = \"imix\"\nrate = \"5 kpps\"\n",
-        cap.display()
-    );
-    util::run_text("rec.toml", &text, Duration::from_secs(30));
-    cap
-}
-
 #[test]
 fn a_capture_from_the_pcap_port_reads_back_through_net_pcap() {
     let dir = tempfile::tempdir().unwrap();
-    let cap = record(dir.path(), 500);
+    let cap = util::record(dir.path(), 500);
     let out = dir.path().join("back.pcap");
     let text = format!(
         "[pipeline]\npin = false\n{}[port.nic]\nkind = \"dpdk\"\ndevice = \"net_pcap0\"\n[port.w]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.fwd]\nkind = \"forward\"\nrx = \"nic\"\ntx = \"w\"\n",
-        eal(&format!("\"--vdev=net_pcap0,rx_pcap={},tx_pcap=/dev/null\"", cap.display())),
+        util::eal(&format!("\"--vdev=net_pcap0,rx_pcap={},tx_pcap=/dev/null\"", cap.display())),
         out.display()
     );
     let file = util::write(dir.path(), "np.toml", &text);
-    let r = run_json(&["run", "-q", "--duration", "1s"], &file);
+    let r = util::run_json(&["run", "-q", "--duration", "1s"], &file);
     assert_eq!(r["ports"]["nic"]["rx_packets"], 500, "{r}");
-    assert_eq!(capture(&cap), capture(&out));
+    assert_eq!(util::capture(&cap), util::capture(&out));
 }
 
 #[test]
 fn bad_eal_arguments_exit_2_with_the_eal_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!("{}[port.a]\nkind = \"dpdk\"\ndevice = \"net_nope0\"\n[stage.k]\nkind = \"sink\"\nrx = \"a\"\n", eal("\"--vdev=net_no_such_driver0\""));
+    let text = format!("{}[port.a]\nkind = \"dpdk\"\ndevice = \"net_nope0\"\n[stage.k]\nkind = \"sink\"\nrx = \"a\"\n", util::eal("\"--vdev=net_no_such_driver0\""));
     let file = util::write(dir.path(), "bad.toml", &text);
     let out = util::bin()
         .args(["run", "-q", "--duration", "1s"])

@@ -253,6 +253,20 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         })
         .max();
     let mut streams: BTreeMap<u16, String> = BTreeMap::new();
+    let port_line: BTreeMap<String, Option<f64>> = p
+        .ports
+        .iter()
+        .map(|x| (x.name.clone(), x.kind.line_rate_bps()))
+        .collect();
+    // `nic:1` is queue 1 of port `nic`.
+    let tx_line_rate = |tx: &Option<String>| {
+        tx.as_deref().and_then(|t| {
+            port_line
+                .get(t.split(':').next().unwrap_or(t))
+                .copied()
+                .flatten()
+        })
+    };
     for s in p.stages.iter_mut() {
         if let StageKind::Generator(g) = &mut s.kind {
             let section = format!("stage.{}", s.name);
@@ -273,88 +287,40 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     );
                 }
             }
-            let line =
-                s.tx.as_deref()
-                    .and_then(|t| port_idx.get(t))
-                    .and_then(|&i| p.ports[i].kind.line_rate_bps());
-            let avg = g.frames.sizes.average();
+            let line = tx_line_rate(&s.tx);
             if let Some(rate) = g.rate {
-                match rate.to_pps(avg, line) {
-                    Ok(pps) if pps > 0.0 && pps.is_finite() => g.rate_pps = Some(pps),
-                    Ok(_) => sink.error(
-                        s.span.clone(),
-                        &section,
-                        Some("rate"),
-                        "the rate must be above zero",
-                        None,
-                    ),
-                    Err(e) => {
-                        sink.error(s.span.clone(), &section, Some("rate"), e.to_string(), None)
-                    }
-                }
-                if let (Some(pps), Some(line)) = (g.rate_pps, line) {
-                    let max = line / ((avg + 20.0) * 8.0);
-                    if pps > max * 1.000_001 {
-                        sink.error(s.span.clone(), &section, Some("rate"), format!("{}pps exceeds the port's line rate ({}pps at {avg:.0}-byte frames)", si(pps), si(max)), None);
-                    }
-                }
+                g.rate_pps = resolve_rate(
+                    &mut sink,
+                    s.span.clone(),
+                    &section,
+                    rate,
+                    g.frames.sizes.average(),
+                    line,
+                );
             }
-            let biggest = g.frames.sizes.max();
-            if biggest - 4 > room {
-                sink.error(s.span.clone(), &section, Some("frame"), format!("a {biggest}-byte frame does not fit a pool buffer ({room} bytes after headroom)"), Some("a larger `size` in [pool]".into()));
-            }
+            check_frame_fits(
+                &mut sink,
+                s.span.clone(),
+                &section,
+                g.frames.sizes.max(),
+                room,
+            );
         }
 
         if let StageKind::Source(c) = &mut s.kind {
             let section = format!("stage.{}", s.name);
-            let line =
-                s.tx.as_deref()
-                    .and_then(|t| port_idx.get(t))
-                    .and_then(|&i| p.ports[i].kind.line_rate_bps());
+            let line = tx_line_rate(&s.tx);
             if let Some(rate) = c.rate {
-                match rate.to_pps(c.frame as f64, line) {
-                    Ok(pps) if pps > 0.0 && pps.is_finite() => c.rate_pps = Some(pps),
-                    Ok(_) => sink.error(
-                        s.span.clone(),
-                        &section,
-                        Some("rate"),
-                        "the rate must be above zero",
-                        None,
-                    ),
-                    Err(e) => {
-                        sink.error(s.span.clone(), &section, Some("rate"), e.to_string(), None)
-                    }
-                }
-                if let (Some(pps), Some(line)) = (c.rate_pps, line) {
-                    let max = line / ((c.frame as f64 + 20.0) * 8.0);
-                    if pps > max * 1.000_001 {
-                        sink.error(
-                            s.span.clone(),
-                            &section,
-                            Some("rate"),
-                            format!(
-                                "{}pps exceeds the port's line rate ({}pps at {}-byte frames)",
-                                si(pps),
-                                si(max),
-                                c.frame
-                            ),
-                            None,
-                        );
-                    }
-                }
-            }
-            if c.frame - 4 > room {
-                sink.error(
+                c.rate_pps = resolve_rate(
+                    &mut sink,
                     s.span.clone(),
                     &section,
-                    Some("frame"),
-                    format!(
-                        "a {}-byte frame does not fit a pool buffer ({room} bytes after headroom)",
-                        c.frame
-                    ),
-                    Some("a larger `size` in [pool]".into()),
+                    rate,
+                    c.frame as f64,
+                    line,
                 );
             }
+            check_frame_fits(&mut sink, s.span.clone(), &section, c.frame, room);
         }
     }
     for s in &p.stages {
@@ -433,6 +399,72 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         rings,
         ports,
     })
+}
+
+/// A stage's rate in packets/s, checked against its port's line rate.
+fn resolve_rate(
+    sink: &mut Sink<'_>,
+    span: std::ops::Range<usize>,
+    section: &str,
+    rate: crate::units::Rate,
+    avg_frame: f64,
+    line: Option<f64>,
+) -> Option<f64> {
+    let pps = match rate.to_pps(avg_frame, line) {
+        Ok(pps) if pps > 0.0 && pps.is_finite() => pps,
+        Ok(_) => {
+            sink.error(
+                span,
+                section,
+                Some("rate"),
+                "the rate must be above zero",
+                None,
+            );
+            return None;
+        }
+        Err(e) => {
+            sink.error(span, section, Some("rate"), e.to_string(), None);
+            return None;
+        }
+    };
+    if let Some(line) = line {
+        let max = line / ((avg_frame + 20.0) * 8.0);
+        if pps > max * 1.000_001 {
+            sink.error(
+                span,
+                section,
+                Some("rate"),
+                format!(
+                    "{}pps exceeds the port's line rate ({}pps at {avg_frame:.0}-byte frames)",
+                    si(pps),
+                    si(max)
+                ),
+                None,
+            );
+        }
+    }
+    Some(pps)
+}
+
+/// A frame (FCS included) must fit a pool buffer after its headroom.
+fn check_frame_fits(
+    sink: &mut Sink<'_>,
+    span: std::ops::Range<usize>,
+    section: &str,
+    frame: usize,
+    room: usize,
+) {
+    if frame - 4 > room {
+        sink.error(
+            span,
+            section,
+            Some("frame"),
+            format!(
+                "a {frame}-byte frame does not fit a pool buffer ({room} bytes after headroom)"
+            ),
+            Some("a larger `size` in [pool]".into()),
+        );
+    }
 }
 
 fn find_cycle(next: &[Vec<usize>]) -> Option<Vec<usize>> {

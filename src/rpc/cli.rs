@@ -346,7 +346,7 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
         if let Some(p) = t.peer_info() {
             break p;
         }
-        if clock.now().as_nanos() > crate::time::duration_nanos(args.timeout) {
+        if clock.elapsed() > args.timeout {
             return Err((1, "no client connected".into()));
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -429,7 +429,7 @@ fn open_region(paths: &[PathBuf], timeout: Duration) -> CliResult<(ShmTransport,
             match ShmTransport::open(path) {
                 Ok(t) => return Ok((t, path.clone())),
                 Err(ShmError::NotReady(_)) | Err(ShmError::Io { .. })
-                    if clock.now() - crate::time::Instant::ZERO < timeout => {}
+                    if clock.elapsed() < timeout => {}
                 Err(e) => return Err((1, e.to_string())),
             }
         }
@@ -504,7 +504,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
         if let Some(p) = t.peer_info() {
             break p;
         }
-        if clock.now() - crate::time::Instant::ZERO > args.timeout {
+        if clock.elapsed() > args.timeout {
             return Err((1, "server did not publish its info".into()));
         }
         std::thread::sleep(Duration::from_millis(1));

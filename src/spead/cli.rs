@@ -221,6 +221,9 @@ struct SendReport {
     heaps: u64,
     packets: u64,
     bytes: u64,
+    /// Packets the kernel refused because nobody listened at the destination
+    /// yet (an ICMP port unreachable came back): counted, not fatal.
+    refused: u64,
     secs: f64,
     gbps: f64,
     pps: f64,
@@ -252,6 +255,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
         heaps: 0,
         packets: 0,
         bytes: 0,
+        refused: 0,
         secs: 0.0,
         gbps: 0.0,
         pps: 0.0,
@@ -277,6 +281,10 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
                         || e.kind() == std::io::ErrorKind::WouldBlock =>
                 {
                     std::thread::yield_now()
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    report.refused += 1;
+                    break;
                 }
                 Err(e) => return Err(runtime(e)),
             }
@@ -333,7 +341,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
             emit(&buf[..n], &mut report)?;
         }
     }
-    report.secs = clock.now().as_secs_f64();
+    report.secs = clock.elapsed().as_secs_f64();
     report.gbps = report.bytes as f64 * 8.0 / report.secs.max(1e-9) / 1e9;
     report.pps = report.packets as f64 / report.secs.max(1e-9);
     println!(
@@ -387,6 +395,14 @@ struct RecvReport {
 }
 
 fn recv(a: &RecvArgs) -> Result<i32, Failure> {
+    let sock =
+        UdpSocket::bind(&a.bind).map_err(|e| Failure::Input(format!("bind {}: {e}", a.bind)))?;
+    recv_on(sock, a)
+}
+
+/// Receives on an already bound socket (the tests bind first, so no packet
+/// is sent before anybody listens).
+fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
     let limit = match &a.duration {
         Some(d) => Some(parse_duration(d).map_err(input)?),
         None => None,
@@ -394,8 +410,6 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
     if a.sink == SinkArg::Write && a.out.is_none() {
         return Err(Failure::Input("--sink write needs --out DIR".into()));
     }
-    let sock =
-        UdpSocket::bind(&a.bind).map_err(|e| Failure::Input(format!("bind {}: {e}", a.bind)))?;
     sock.set_read_timeout(Some(Duration::from_millis(100)))
         .map_err(runtime)?;
     let clock = Clock::new();
@@ -407,7 +421,7 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
             max_heaps: a.max_heaps,
             ..AssembleConfig::default()
         });
-        while !asm.stats().stopped && !done(clock.now().as_secs_f64()) {
+        while !asm.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
             if let Ok(n) = sock.recv(&mut buf) {
                 let _ = asm.push(0, &buf[..n]);
                 while let Some(h) = asm.poll_heap() {
@@ -417,7 +431,7 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
                     asm.recycle(h);
                 }
             }
-            let now = clock.now().as_secs_f64();
+            let now = clock.elapsed().as_secs_f64();
             if now - last_report >= 1.0 {
                 last_report = now;
                 let s = asm.stats();
@@ -428,7 +442,7 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
             }
         }
         asm.flush();
-        let secs = clock.now().as_secs_f64();
+        let secs = clock.elapsed().as_secs_f64();
         let s = asm.stats().clone();
         println!(
             "received {} packets: {} heaps complete, {} unsized, {} evicted, {} flushed incomplete, \
@@ -488,14 +502,14 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
             stream.add_free_chunk(c);
         }
     };
-    while !stream.stats().stopped && !done(clock.now().as_secs_f64()) {
+    while !stream.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
         if let Ok(n) = sock.recv(&mut buf) {
             while let Push::Stall = stream.push(0, &buf[..n]) {
                 consume(&mut stream, &mut checker);
             }
             consume(&mut stream, &mut checker);
         }
-        let now = clock.now().as_secs_f64();
+        let now = clock.elapsed().as_secs_f64();
         if now - last_report >= 1.0 {
             last_report = now;
             let s = stream.stats();
@@ -510,7 +524,7 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
     }
     stream.flush();
     consume(&mut stream, &mut checker);
-    let secs = clock.now().as_secs_f64();
+    let secs = clock.elapsed().as_secs_f64();
     let s = stream.stats().clone();
     println!(
         "received {} packets: {} heaps complete, {} incomplete (evicted {}, flushed {}), {} too old, \
@@ -569,6 +583,16 @@ fn print_heap(h: &super::assemble::Heap) {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    /// Runs the receiver of `args` on a socket bound here and now, so the
+    /// sender never sends to a port nobody listens on yet.
+    fn spawn_receiver(args: SpeadArgs) -> std::thread::JoinHandle<i32> {
+        let SpeadCommand::Recv(r) = args.command else {
+            panic!("not a recv command")
+        };
+        let sock = UdpSocket::bind(&r.bind).unwrap();
+        std::thread::spawn(move || recv_on(sock, &r).unwrap_or(1))
+    }
     use clap::Parser;
 
     #[derive(Debug, Parser)]
@@ -620,9 +644,7 @@ mod test {
         ]);
         let json_s = json.to_str().unwrap().to_string();
         r.push(&json_s);
-        let recv_args = parse(&r);
-        let h = std::thread::spawn(move || run(&recv_args));
-        std::thread::sleep(Duration::from_millis(300));
+        let h = spawn_receiver(parse(&r));
         let mut s = vec![
             "x",
             "spead",
@@ -669,8 +691,7 @@ mod test {
             "--json",
             &json_s,
         ]);
-        let h = std::thread::spawn(move || run(&recv_args));
-        std::thread::sleep(Duration::from_millis(300));
+        let h = spawn_receiver(recv_args);
         let send_json = dir.path().join("send.json");
         let send_s = send_json.to_str().unwrap().to_string();
         let s = parse(&[

@@ -47,3 +47,51 @@ pub fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// Runs the binary with `args` and `--json` on `file`; returns the JSON.
+pub fn run_json(args: &[&str], file: &Path) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = bin()
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// An `[eal]` section with `--no-huge` and the given extra arguments.
+pub fn eal(extra: &str) -> String {
+    format!("[eal]\nargs = [\"--no-huge\", \"-m\", \"256\", \"--no-pci\", \"-l\", \"0\", \"--no-telemetry\", \"--log-level=lib.eal:error\", {extra}]\n")
+}
+
+/// The packets of a pcap file.
+pub fn capture(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = pcap_file::pcap::PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.unwrap().data.into_owned());
+    }
+    out
+}
+
+/// A capture of `count` generated IMIX frames, recorded at a steady 5 kpps, so
+/// replaying it at its recorded pace does not burst (a 1024-slot memif ring
+/// then absorbs a peer that loses its core for 200 ms on a busy machine).
+pub fn record(dir: &Path, count: u32) -> std::path::PathBuf {
+    let cap = dir.join("gen.pcap");
+    let text = format!(
+        "[pipeline]\npin = false\n[port.cap]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.gen]\nkind = \"generator\"\ntx = \"cap\"\ncount = {count}\nframe = \"imix\"\nrate = \"5 kpps\"\n",
+        cap.display()
+    );
+    run_text("rec.toml", &text, Duration::from_secs(30));
+    cap
+}
