@@ -23,6 +23,9 @@ kind = "generator"
 lcore = 0
 tx = "dut"
 src_port = "1000-1015"
+# These tests check the device model and the accounting, not how punctual the
+# generator is on a busy machine: let late packets go out late.
+max_lag = "1s"
 {extra}
 [stage.ana]
 kind = "analyzer"

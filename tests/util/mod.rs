@@ -89,7 +89,7 @@ pub fn capture(path: &Path) -> Vec<Vec<u8>> {
 pub fn record(dir: &Path, count: u32) -> std::path::PathBuf {
     let cap = dir.join("gen.pcap");
     let text = format!(
-        "[pipeline]\npin = false\n[port.cap]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.gen]\nkind = \"generator\"\ntx = \"cap\"\ncount = {count}\nframe = \"imix\"\nrate = \"5 kpps\"\n",
+        "[pipeline]\npin = false\n[port.cap]\nkind = \"pcap\"\nwrite = \"{}\"\n[stage.gen]\nkind = \"generator\"\ntx = \"cap\"\ncount = {count}\nframe = \"imix\"\nrate = \"5 kpps\"\nmax_lag = \"1s\"\n",
         cap.display()
     );
     run_text("rec.toml", &text, Duration::from_secs(30));
