@@ -85,6 +85,8 @@ pub struct ReliableStage {
     started: Option<Instant>,
     finished: Option<Instant>,
     failure: Option<String>,
+    /// Messages delivered in this poll (kept to reuse its storage).
+    delivered: Vec<Vec<u8>>,
     counters: Arc<CacheAligned<StageCounters>>,
 }
 
@@ -117,6 +119,7 @@ impl ReliableStage {
             started: None,
             finished: None,
             failure: None,
+            delivered: Vec::with_capacity(64),
             counters,
             spec,
         }
@@ -163,7 +166,7 @@ impl Stage for ReliableStage {
         let rx_bytes = self.rx.bytes();
         let (sink, ep) = (&mut self.sink, &mut self.ep);
         let mut failure = None;
-        let mut delivered = Vec::new();
+        let delivered = &mut self.delivered;
         let pass = driver::pump(
             ep,
             now,
@@ -178,7 +181,7 @@ impl Stage for ReliableStage {
                 _ => {}
             },
         );
-        for data in delivered.drain(..) {
+        for data in self.delivered.drain(..) {
             self.started.get_or_insert(now);
             sink.check(&data);
             ep.recycle(data);
