@@ -547,16 +547,7 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
             return None;
         }
         other => {
-            let hint = suggest(other, PORT_KINDS)
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            sink.error(
-                kind_span,
-                &t.path,
-                Some("kind"),
-                format!("unknown port kind `{other}`{hint}"),
-                Some(PORT_KINDS.join(", ")),
-            );
+            unknown_kind(sink, kind_span, &t.path, "port", other, PORT_KINDS);
             return None;
         }
     };
@@ -564,6 +555,27 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         name: name.to_string(),
         kind,
     })
+}
+
+/// Reports an unknown `kind`, suggesting the closest valid one.
+fn unknown_kind(
+    sink: &mut Sink<'_>,
+    span: Span,
+    section: &str,
+    what: &str,
+    kind: &str,
+    valid: &[&str],
+) {
+    let hint = suggest(kind, valid)
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default();
+    sink.error(
+        span,
+        section,
+        Some("kind"),
+        format!("unknown {what} kind `{kind}`{hint}"),
+        Some(valid.join(", ")),
+    );
 }
 
 fn ring_size(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str) -> Option<usize> {
@@ -755,16 +767,7 @@ fn parse_stage(
             (StageKind::Sink(c), rx, None)
         }
         other => {
-            let hint = suggest(other, STAGE_KINDS)
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            sink.error(
-                kind_span,
-                &t.path,
-                Some("kind"),
-                format!("unknown stage kind `{other}`{hint}"),
-                Some(STAGE_KINDS.join(", ")),
-            );
+            unknown_kind(sink, kind_span, &t.path, "stage", other, STAGE_KINDS);
             return None;
         }
     };
