@@ -151,6 +151,15 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
     };
     let tx: Vec<Box<dyn TxQueue>> = match &config.write {
         Some(path) => {
+            // A fresh checkout has no results/ yet: make the directory.
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    PortError::Input(format!(
+                        "{}: cannot create its directory: {e}",
+                        path.display()
+                    ))
+                })?;
+            }
             let file = File::create(path)
                 .map_err(|e| PortError::Input(format!("{}: cannot create: {e}", path.display())))?;
             let header = PcapHeader {
