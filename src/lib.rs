@@ -14,6 +14,7 @@ pub mod latency;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;
+pub mod report;
 pub mod rng;
 pub mod rpc;
 pub mod runtime;

@@ -165,11 +165,7 @@ pub(crate) fn write_json<T: serde::Serialize>(
 ) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| Failure::Runtime(format!("cannot encode the report: {e}")))?;
-    if path.as_os_str() == "-" {
-        println!("{text}");
-        return Ok(());
-    }
-    std::fs::write(path, text + "\n")
+    crate::report::write_text(path, &(text + "\n"))
         .map_err(|e| Failure::Input(format!("cannot write {}: {e}", path.display())))
 }
 

@@ -117,7 +117,9 @@ fn run_compare(args: &CompareArgs) -> i32 {
     print!("{}", table(&rows));
     if let Some(path) = &args.json {
         let out = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string());
-        if let Err(e) = out.and_then(|s| std::fs::write(path, s).map_err(|e| e.to_string())) {
+        if let Err(e) =
+            out.and_then(|s| crate::report::write_text(path, &s).map_err(|e| e.to_string()))
+        {
             eprintln!("linerate reliable compare: writing {}: {e}", path.display());
             return 1;
         }

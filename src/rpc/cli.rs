@@ -265,7 +265,8 @@ pub fn run(args: &RpcArgs) -> i32 {
             print_report(&rep);
             if let Some(p) = &a.json {
                 let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
-                std::fs::write(p, text).map_err(|e| (1, format!("{}: {e}", p.display())))?;
+                crate::report::write_text(p, &text)
+                    .map_err(|e| (1, format!("{}: {e}", p.display())))?;
             }
             Ok(())
         }),

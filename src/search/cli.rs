@@ -396,13 +396,19 @@ pub fn run(
     if let Some(path) = &args.json {
         let written = serde_json::to_string_pretty(&report)
             .map_err(|e| e.to_string())
-            .and_then(|s| std::fs::write(path, s + "\n").map_err(|e| e.to_string()));
+            .and_then(|s| crate::report::write_text(path, &(s + "\n")).map_err(|e| e.to_string()));
         if let Err(e) = written {
             eprintln!("error: cannot write {}: {e}", path.display());
             return 1;
         }
     }
     if let Some(path) = &args.plot {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                eprintln!("error: cannot create {}: {e}", dir.display());
+                return 1;
+            }
+        }
         for ext in ["svg", "png"] {
             let p = path.with_extension(ext);
             if let Err(e) = plot::plot(&report, &p) {

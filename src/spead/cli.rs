@@ -376,7 +376,8 @@ fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
 fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(v).map_err(runtime)?;
-        std::fs::write(p, text).map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))?;
+        crate::report::write_text(p, &text)
+            .map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))?;
     }
     Ok(())
 }
