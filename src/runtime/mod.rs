@@ -5,8 +5,9 @@
 //! stage once, repeat until told to stop. Stopping is two-phase: on `--duration`,
 //! Ctrl-C or when every finite stage has finished, the controller asks stages to
 //! drain (sources stop producing, everything else keeps moving packets); once
-//! nothing is in flight in any ring or port and every lcore has made two more
-//! passes, it stops them, and each stage's `finish` runs on its own lcore.
+//! nothing is in flight in any ring or port and no stage has done any work for
+//! a quiet period (packets may be out of sight, in an external peer), it stops
+//! them, and each stage's `finish` runs on its own lcore.
 
 pub mod basic;
 pub mod build;
@@ -121,13 +122,10 @@ struct Control {
     state: AtomicU8,
     /// Finite stages that have finished.
     finished: AtomicUsize,
-    /// Passes over its stages, per lcore.
-    passes: Vec<CacheAligned<Counter>>,
 }
 
 /// The loop each lcore runs. Everything that can happen once happened before.
 fn lcore_loop(
-    me: usize,
     control: &Control,
     clock: Clock,
     stages: &mut [StageSlot],
@@ -160,7 +158,6 @@ fn lcore_loop(
                 }
             }
         }
-        control.passes[me].add(1);
         // Unpinned lcores share cores with each other: give the core away after
         // an idle pass instead of spinning against a thread that has work.
         if !pinned && !busy {
@@ -202,7 +199,6 @@ impl Runtime {
         let control = Arc::new(Control {
             state: AtomicU8::new(RUNNING),
             finished: AtomicUsize::new(0),
-            passes: (0..lcores.len()).map(|_| CacheAligned::default()).collect(),
         });
         let finite = lcores
             .iter()
@@ -210,7 +206,7 @@ impl Runtime {
             .filter(|s| s.stage.is_finite())
             .count();
         let mut threads = Vec::new();
-        for (me, mut lcore) in lcores.into_iter().enumerate() {
+        for mut lcore in lcores {
             let control2 = control.clone();
             let (pin_tx, pin_rx) = std::sync::mpsc::channel();
             let core = lcore.core;
@@ -233,14 +229,7 @@ impl Runtime {
                     };
                     let _ = pin_tx.send(Ok(()));
                     let mut done = vec![false; lcore.stages.len()];
-                    lcore_loop(
-                        me,
-                        &control2,
-                        clock,
-                        &mut lcore.stages,
-                        &mut done,
-                        lcore.pin,
-                    );
+                    lcore_loop(&control2, clock, &mut lcore.stages, &mut done, lcore.pin);
                     let results = lcore
                         .stages
                         .iter_mut()
@@ -288,11 +277,6 @@ impl Runtime {
             Ordering::AcqRel,
             Ordering::Acquire,
         );
-    }
-
-    /// Passes each lcore has made so far.
-    pub fn passes(&self) -> Vec<u64> {
-        self.control.passes.iter().map(|c| c.get()).collect()
     }
 
     /// Stops every lcore, runs each stage's `finish` on it, and returns the
