@@ -35,6 +35,21 @@ pub trait RxQueue: Send {
     fn is_finite(&self) -> bool {
         false
     }
+
+    /// Whether [`RxQueue::rx_mbufs`] works: the side is a dpdk queue, so a
+    /// stage forwarding to another dpdk queue can move raw mbufs (testpmd's
+    /// io path) instead of wrapping each one in a [`crate::buf::Packet`].
+    #[cfg(feature = "dpdk")]
+    fn mbuf_native(&self) -> bool {
+        false
+    }
+
+    /// Appends up to `max` received mbufs to `out` (dpdk queues only; others
+    /// return `None`). Counted exactly like [`RxQueue::rx_burst`].
+    #[cfg(feature = "dpdk")]
+    fn rx_mbufs(&mut self, _out: &mut crate::sys::dpdk::Burst, _max: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// The transmit side of a port.
@@ -60,6 +75,19 @@ pub trait TxQueue: Send {
     /// file that could not be written completely).
     fn finish(&mut self) -> Result<(), PortError> {
         Ok(())
+    }
+
+    /// Whether [`TxQueue::tx_mbufs`] works (see [`RxQueue::mbuf_native`]).
+    #[cfg(feature = "dpdk")]
+    fn mbuf_native(&self) -> bool {
+        false
+    }
+
+    /// Sends mbufs from the front of `burst` (dpdk queues only; others return
+    /// `None`); those not taken stay in it. Counted like [`TxQueue::tx_burst`].
+    #[cfg(feature = "dpdk")]
+    fn tx_mbufs(&mut self, _burst: &mut crate::sys::dpdk::Burst) -> Option<usize> {
+        None
     }
 }
 

@@ -244,6 +244,10 @@ pub struct Forward {
     out: Output,
     burst_size: usize,
     burst: Burst,
+    /// Raw mbufs when both ends are dpdk queues: testpmd's io path, with no
+    /// per-packet wrapping into a `Packet`.
+    #[cfg(feature = "dpdk")]
+    mbufs: Option<Box<crate::sys::dpdk::Burst>>,
     counters: Arc<CacheAligned<StageCounters>>,
 }
 
@@ -255,19 +259,74 @@ impl Forward {
         burst_size: usize,
         counters: Arc<CacheAligned<StageCounters>>,
     ) -> Self {
+        #[cfg(feature = "dpdk")]
+        let mbufs = match (&input, &out) {
+            (Input::Port(rx), Output::Port(tx)) if rx.mbuf_native() && tx.mbuf_native() => {
+                Some(Box::default())
+            }
+            _ => None,
+        };
         Forward {
             input,
             out,
             burst_size,
             burst: Burst::new(),
+            #[cfg(feature = "dpdk")]
+            mbufs,
             counters,
         }
+    }
+
+    /// The raw-mbuf path: `None` when the ends are not both dpdk queues.
+    #[cfg(feature = "dpdk")]
+    #[inline]
+    fn poll_mbufs(&mut self) -> Option<(usize, usize, usize, u64, u64)> {
+        let mb = self.mbufs.as_deref_mut()?;
+        let (Input::Port(rx), Output::Port(tx)) = (&mut self.input, &mut self.out) else {
+            return None;
+        };
+        let n = rx.rx_mbufs(mb, self.burst_size)?;
+        if n == 0 {
+            return Some((0, 0, 0, 0, 0));
+        }
+        let bytes: u64 = mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
+        let sent = tx.tx_mbufs(mb)?;
+        let dropped = mb.len();
+        let mut bytes_out = bytes;
+        if dropped > 0 {
+            bytes_out -= mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum::<u64>();
+            mb.clear();
+        }
+        Some((n, sent, dropped, bytes, bytes_out))
+    }
+
+    #[cfg(not(feature = "dpdk"))]
+    #[inline]
+    fn poll_mbufs(&mut self) -> Option<(usize, usize, usize, u64, u64)> {
+        None
     }
 }
 
 impl Stage for Forward {
     fn poll(&mut self, cx: &Context) -> Poll {
-        let n = self.input.recv(cx.now, &mut self.burst, self.burst_size);
+        let (n, sent, dropped, bytes, bytes_out) = match self.poll_mbufs() {
+            Some(r) => r,
+            None => {
+                let n = self.input.recv(cx.now, &mut self.burst, self.burst_size);
+                if n == 0 {
+                    (0, 0, 0, 0, 0)
+                } else {
+                    let bytes = self.burst.bytes();
+                    let (sent, dropped) = self.out.send_or_drop(cx.now, &mut self.burst);
+                    let bytes_out = if dropped == 0 {
+                        bytes
+                    } else {
+                        bytes * sent as u64 / n as u64
+                    };
+                    (n, sent, dropped, bytes, bytes_out)
+                }
+            }
+        };
         if n == 0 {
             self.out.flush(cx.now);
             return if self.input.is_finished() {
@@ -276,17 +335,11 @@ impl Stage for Forward {
                 Poll::Idle
             };
         }
-        let bytes = self.burst.bytes();
-        let (sent, dropped) = self.out.send_or_drop(cx.now, &mut self.burst);
         let c = &self.counters;
         c.packets_in.add(n as u64);
         c.bytes_in.add(bytes);
         c.packets_out.add(sent as u64);
-        c.bytes_out.add(if dropped == 0 {
-            bytes
-        } else {
-            bytes * sent as u64 / n as u64
-        });
+        c.bytes_out.add(bytes_out);
         c.dropped.add(dropped as u64);
         Poll::Busy
     }

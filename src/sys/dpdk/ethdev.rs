@@ -542,8 +542,15 @@ impl RxQueue {
     /// Receives into the burst's spare capacity; returns how many arrived.
     #[inline]
     pub fn rx_burst(&mut self, burst: &mut Burst) -> usize {
+        self.rx_burst_upto(burst, usize::MAX)
+    }
+
+    /// Receives at most `max` mbufs into the burst's spare capacity.
+    #[inline]
+    pub fn rx_burst_upto(&mut self, burst: &mut Burst, max: usize) -> usize {
         let spare = burst.spare_raw();
-        let n = self.rx_burst_raw(spare);
+        let max = max.min(spare.len());
+        let n = self.rx_burst_raw(&mut spare[..max]);
         // SAFETY: rx_burst wrote n owned mbufs into the first n spare slots.
         unsafe { burst.set_len(burst.len() + n) };
         n
