@@ -273,9 +273,8 @@ impl TxQueue for DpdkTx {
     fn alloc(&mut self, out: &mut Burst, n: usize) -> Option<usize> {
         let n = n.min(out.room());
         let got = self.pool.alloc_into(&mut self.out, n);
-        for m in self.out.drain() {
-            let _ = out.push(Packet::from_mbuf(m));
-        }
+        // In place, as in rx_burst: no stack-built Packet per mbuf.
+        out.vec_mut().extend(self.out.drain().map(Packet::from_mbuf));
         Some(got)
     }
 

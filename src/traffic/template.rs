@@ -264,7 +264,10 @@ pub struct FrameBuilder {
     spec: FrameSpec,
     flows: u64,
     rng: SplitMix64,
-    next_flow: u64,
+    /// Round-robin position as mixed-radix digits (destination port, source
+    /// port, destination address, source address): stepping it needs no
+    /// division, which cost about a third of the generator's time per packet.
+    odometer: [u32; 4],
     next_size: usize,
 }
 
@@ -303,7 +306,7 @@ impl FrameBuilder {
             flows: spec.flows().max(1),
             rng: SplitMix64::new(spec.seed),
             spec: spec.clone(),
-            next_flow: 0,
+            odometer: [0; 4],
             next_size: 0,
         }
     }
@@ -325,27 +328,40 @@ impl FrameBuilder {
         if self.next_size == self.cycle.len() {
             self.next_size = 0;
         }
-        let flow = match self.spec.order {
-            FlowOrder::RoundRobin => {
-                let f = self.next_flow;
-                self.next_flow += 1;
-                if self.next_flow == self.flows {
-                    self.next_flow = 0;
-                }
-                f
-            }
-            FlowOrder::Random => self.rng.next_u64() % self.flows,
-        };
-        // Mixed radix: destination port varies fastest.
         let s = &self.spec;
-        let mut k = flow;
-        let dport = s.dst_port.first as u32 + (k % u64::from(s.dst_port.count)) as u32;
-        k /= u64::from(s.dst_port.count);
-        let sport = s.src_port.first as u32 + (k % u64::from(s.src_port.count)) as u32;
-        k /= u64::from(s.src_port.count);
-        let dip = s.dst_ip.nth((k % u64::from(s.dst_ip.count)) as u32);
-        k /= u64::from(s.dst_ip.count);
-        let sip = s.src_ip.nth((k % u64::from(s.src_ip.count)) as u32);
+        let counts = [
+            s.dst_port.count,
+            s.src_port.count,
+            s.dst_ip.count,
+            s.src_ip.count,
+        ];
+        let digits = match s.order {
+            FlowOrder::RoundRobin => {
+                let d = self.odometer;
+                for (digit, &count) in self.odometer.iter_mut().zip(&counts) {
+                    *digit += 1;
+                    if *digit < count {
+                        break;
+                    }
+                    *digit = 0;
+                }
+                d
+            }
+            FlowOrder::Random => {
+                // Mixed radix: destination port varies fastest.
+                let mut k = self.rng.next_u64() % self.flows;
+                let mut d = [0u32; 4];
+                for (digit, &count) in d.iter_mut().zip(&counts) {
+                    *digit = (k % u64::from(count)) as u32;
+                    k /= u64::from(count);
+                }
+                d
+            }
+        };
+        let dport = s.dst_port.first as u32 + digits[0];
+        let sport = s.src_port.first as u32 + digits[1];
+        let dip = s.dst_ip.nth(digits[2]);
+        let sip = s.src_ip.nth(digits[3]);
 
         let len = t.frame.len();
         let f = &mut buf[..len];
@@ -360,7 +376,7 @@ impl FrameBuilder {
             &mut f[HEADERS..HEADERS + STAMP_LEN],
         ));
         let mut udp = add32(add32(t.udp_base, sip), dip) + sport + dport;
-        udp = sum_words(udp, &f[HEADERS..HEADERS + STAMP_LEN]);
+        udp += stamp.word_sum();
         let mut udp_sum = !fold(udp);
         if udp_sum == 0 {
             udp_sum = 0xffff; // 0 means "no checksum" in UDP over IPv4
