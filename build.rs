@@ -118,7 +118,11 @@ mod dpdk {
             .include("src/sys")
             .opt_level(3)
             .warnings(false)
-            .flag_if_supported("-Wno-deprecated-declarations");
+            .flag_if_supported("-Wno-deprecated-declarations")
+            // The shim is linked into executables, never a dlopen'ed library,
+            // so DPDK's per-lcore TLS (rte_lcore_id in every mempool get/put)
+            // can use the initial-exec model instead of a __tls_get_addr call.
+            .flag("-ftls-model=initial-exec");
         for f in &cflags {
             cc.flag(f);
         }

@@ -228,13 +228,14 @@ impl RxQueue for DpdkRx {
         let mut bytes = 0u64;
         // One `extend` writes each packet straight into the burst; pushing a
         // `Packet` built on the stack cost a store-forwarding stall per packet.
-        out.vec_mut().extend(self.raw[..got].iter().filter_map(|&m| {
-            let m = std::ptr::NonNull::new(m)?;
-            // SAFETY: rx_burst handed us ownership of `got` valid mbufs.
-            let m = unsafe { Mbuf::from_raw(m) };
-            bytes += u64::from(m.pkt_len());
-            Some(Packet::from_mbuf(m))
-        }));
+        out.vec_mut()
+            .extend(self.raw[..got].iter().filter_map(|&m| {
+                let m = std::ptr::NonNull::new(m)?;
+                // SAFETY: rx_burst handed us ownership of `got` valid mbufs.
+                let m = unsafe { Mbuf::from_raw(m) };
+                bytes += u64::from(m.pkt_len());
+                Some(Packet::from_mbuf(m))
+            }));
         let c = &self.stats.kind_rx[self.i];
         c.packets.add(got as u64);
         c.bytes.add(bytes);
@@ -274,7 +275,8 @@ impl TxQueue for DpdkTx {
         let n = n.min(out.room());
         let got = self.pool.alloc_into(&mut self.out, n);
         // In place, as in rx_burst: no stack-built Packet per mbuf.
-        out.vec_mut().extend(self.out.drain().map(Packet::from_mbuf));
+        out.vec_mut()
+            .extend(self.out.drain().map(Packet::from_mbuf));
         Some(got)
     }
 
@@ -318,6 +320,11 @@ impl TxQueue for DpdkTx {
 
     fn mbuf_native(&self) -> bool {
         true
+    }
+
+    #[inline]
+    fn alloc_mbufs(&mut self, out: &mut dpdk::Burst, n: usize) -> Option<usize> {
+        Some(self.pool.alloc_into(out, n))
     }
 
     #[inline]

@@ -83,6 +83,13 @@ pub trait TxQueue: Send {
         false
     }
 
+    /// Allocates up to `n` fresh mbufs of this port's pool into `out` (dpdk
+    /// queues only; others return `None`).
+    #[cfg(feature = "dpdk")]
+    fn alloc_mbufs(&mut self, _out: &mut crate::sys::dpdk::Burst, _n: usize) -> Option<usize> {
+        None
+    }
+
     /// Sends mbufs from the front of `burst` (dpdk queues only; others return
     /// `None`); those not taken stay in it. Counted like [`TxQueue::tx_burst`].
     #[cfg(feature = "dpdk")]

@@ -24,9 +24,23 @@ impl Input {
     pub fn recv(&mut self, now: Instant, out: &mut Burst, max: usize) -> usize {
         match self {
             Input::Port(p) => p.rx_burst(now, out, max),
-            Input::Ring(c) => c.pop_bulk(max.min(out.room()), |p| {
-                let _ = out.push(p);
-            }),
+            Input::Ring(c) => c.pop_bulk_into(max.min(out.room()), out.vec_mut()),
+        }
+    }
+
+    /// Whether [`Input::recv_mbufs`] works (a dpdk queue).
+    #[cfg(feature = "dpdk")]
+    pub fn mbuf_native(&self) -> bool {
+        matches!(self, Input::Port(p) if p.mbuf_native())
+    }
+
+    /// Receives raw mbufs (see [`RxQueue::rx_mbufs`]); 0 for other inputs.
+    #[cfg(feature = "dpdk")]
+    #[inline]
+    pub fn recv_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, max: usize) -> usize {
+        match self {
+            Input::Port(p) => p.rx_mbufs(out, max).unwrap_or(0),
+            Input::Ring(_) => 0,
         }
     }
 
@@ -85,6 +99,45 @@ impl Output {
             Output::Port(p) => p.alloc(out, n),
             Output::Ring(_) => None,
         }
+    }
+
+    /// Whether the raw mbuf methods work (a dpdk queue).
+    #[cfg(feature = "dpdk")]
+    pub fn mbuf_native(&self) -> bool {
+        matches!(self, Output::Port(p) if p.mbuf_native())
+    }
+
+    /// Allocates raw mbufs of the port (see [`TxQueue::alloc_mbufs`]); 0 for
+    /// other outputs.
+    #[cfg(feature = "dpdk")]
+    #[inline]
+    pub fn alloc_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, n: usize) -> usize {
+        match self {
+            Output::Port(p) => p.alloc_mbufs(out, n).unwrap_or(0),
+            Output::Ring(_) => 0,
+        }
+    }
+
+    /// Sends raw mbufs and frees (counting) what the port did not take;
+    /// returns (sent, dropped, bytes sent). Only for a dpdk output.
+    #[cfg(feature = "dpdk")]
+    #[inline]
+    pub fn send_mbufs_or_drop(&mut self, mb: &mut crate::sys::dpdk::Burst) -> (usize, usize, u64) {
+        let bytes = |mb: &crate::sys::dpdk::Burst| -> u64 {
+            mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum()
+        };
+        let total = bytes(mb);
+        let sent = match self {
+            Output::Port(p) => p.tx_mbufs(mb).unwrap_or(0),
+            Output::Ring(_) => 0,
+        };
+        let dropped = mb.len();
+        let mut sent_bytes = total;
+        if dropped > 0 {
+            sent_bytes -= bytes(mb);
+            mb.clear();
+        }
+        (sent, dropped, sent_bytes)
     }
 
     /// Lets the port release what it holds back.
@@ -260,12 +313,7 @@ impl Forward {
         counters: Arc<CacheAligned<StageCounters>>,
     ) -> Self {
         #[cfg(feature = "dpdk")]
-        let mbufs = match (&input, &out) {
-            (Input::Port(rx), Output::Port(tx)) if rx.mbuf_native() && tx.mbuf_native() => {
-                Some(Box::default())
-            }
-            _ => None,
-        };
+        let mbufs = (input.mbuf_native() && out.mbuf_native()).then(Box::default);
         Forward {
             input,
             out,
@@ -282,21 +330,12 @@ impl Forward {
     #[inline]
     fn poll_mbufs(&mut self) -> Option<(usize, usize, usize, u64, u64)> {
         let mb = self.mbufs.as_deref_mut()?;
-        let (Input::Port(rx), Output::Port(tx)) = (&mut self.input, &mut self.out) else {
-            return None;
-        };
-        let n = rx.rx_mbufs(mb, self.burst_size)?;
+        let n = self.input.recv_mbufs(mb, self.burst_size);
         if n == 0 {
             return Some((0, 0, 0, 0, 0));
         }
         let bytes: u64 = mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-        let sent = tx.tx_mbufs(mb)?;
-        let dropped = mb.len();
-        let mut bytes_out = bytes;
-        if dropped > 0 {
-            bytes_out -= mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum::<u64>();
-            mb.clear();
-        }
+        let (sent, dropped, bytes_out) = self.out.send_mbufs_or_drop(mb);
         Some((n, sent, dropped, bytes, bytes_out))
     }
 

@@ -168,6 +168,10 @@ pub struct Generator {
     seen_epoch: u32,
     seq: u64,
     burst: Burst,
+    /// Raw mbufs when the output is a dpdk queue: frames are written straight
+    /// into the port's mbufs with no `Packet` around them.
+    #[cfg(feature = "dpdk")]
+    mbufs: Option<Box<crate::sys::dpdk::Burst>>,
     counters: Arc<CacheAligned<StageCounters>>,
     finite: bool,
     last_now: Instant,
@@ -187,7 +191,11 @@ impl Generator {
         counters: Arc<CacheAligned<StageCounters>>,
         finite: bool,
     ) -> Self {
+        #[cfg(feature = "dpdk")]
+        let mbufs = out.mbuf_native().then(Box::default);
         Generator {
+            #[cfg(feature = "dpdk")]
+            mbufs,
             out,
             cache,
             builder: FrameBuilder::new(&config.frames),
@@ -300,29 +308,44 @@ impl Stage for Generator {
             self.out.flush(cx.now);
             return Poll::Idle;
         }
-        // Packets for a dpdk port are built in its mbufs: no copy at the port.
-        let got = match self.out.alloc(&mut self.burst, n) {
-            Some(got) => got,
-            None => self.cache.alloc_bulk(&mut self.burst, n),
-        };
-        let mut stamp = StampRepr {
+        let stamp = StampRepr {
             stream: self.config.stream,
             seq: self.seq,
             tx_ns: cx.now.as_nanos(),
             epoch: t.epoch as u8,
             flags: 0,
         };
-        let mut bytes = 0u64;
-        for (i, pkt) in self.burst.iter_mut().enumerate() {
-            stamp.seq = self.seq + i as u64;
-            stamp.flags = if i + 1 == got { FLAG_LAST_IN_BURST } else { 0 };
-            let room = pkt.spare_capacity();
-            let len = self.builder.write(room, &stamp);
-            // Cannot fail: the plan checked the largest frame fits a buffer.
-            let _ = pkt.set_len(len);
-            bytes += len as u64;
-        }
-        let (sent, refused) = self.out.send_or_drop(cx.now, &mut self.burst);
+        let (got, sent, refused, sent_bytes) = match send_mbufs(
+            #[cfg(feature = "dpdk")]
+            self.mbufs.as_deref_mut(),
+            &mut self.out,
+            &mut self.builder,
+            stamp,
+            n,
+        ) {
+            Some(r) => r,
+            None => {
+                // Packets for a port with buffers of its own are built in them.
+                let got = match self.out.alloc(&mut self.burst, n) {
+                    Some(got) => got,
+                    None => self.cache.alloc_bulk(&mut self.burst, n),
+                };
+                let mut bytes = 0u64;
+                for (i, pkt) in self.burst.iter_mut().enumerate() {
+                    let len = write_frame(&mut self.builder, stamp, i, got, pkt.spare_capacity());
+                    // Cannot fail: the plan checked the largest frame fits a buffer.
+                    let _ = pkt.set_len(len);
+                    bytes += len as u64;
+                }
+                let (sent, refused) = self.out.send_or_drop(cx.now, &mut self.burst);
+                let sent_bytes = if refused == 0 {
+                    bytes
+                } else {
+                    bytes * sent as u64 / got.max(1) as u64
+                };
+                (got, sent, refused, sent_bytes)
+            }
+        };
         // Refused packets were the tail of the burst: reuse their sequence numbers.
         self.seq += sent as u64;
         if let Some(prev) = t.last_burst.replace(cx.now) {
@@ -332,11 +355,6 @@ impl Stage for Generator {
         t.first.get_or_insert(cx.now);
         t.attempted += n as u64;
         t.sent += sent as u64;
-        let sent_bytes = if refused == 0 {
-            bytes
-        } else {
-            bytes * sent as u64 / got.max(1) as u64
-        };
         t.bytes += sent_bytes;
         let c = &self.counters;
         c.packets_out.add(sent as u64);
@@ -371,6 +389,50 @@ impl Stage for Generator {
         Some(
             serde_json::json!({"stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent, "next_seq": self.seq}),
         )
+    }
+}
+
+/// Writes packet `i` of a burst of `got` into `room`; returns its length.
+#[inline]
+fn write_frame(
+    builder: &mut FrameBuilder,
+    mut stamp: StampRepr,
+    i: usize,
+    got: usize,
+    room: &mut [u8],
+) -> usize {
+    stamp.seq += i as u64;
+    stamp.flags = if i + 1 == got { FLAG_LAST_IN_BURST } else { 0 };
+    builder.write(room, &stamp)
+}
+
+/// The raw-mbuf path: builds `n` frames in the dpdk port's own mbufs and sends
+/// them; `None` when the output is not a dpdk queue. Returns (allocated, sent,
+/// refused, bytes sent).
+#[inline]
+fn send_mbufs(
+    #[cfg(feature = "dpdk")] mbufs: Option<&mut crate::sys::dpdk::Burst>,
+    out: &mut Output,
+    builder: &mut FrameBuilder,
+    stamp: StampRepr,
+    n: usize,
+) -> Option<(usize, usize, usize, u64)> {
+    #[cfg(feature = "dpdk")]
+    {
+        let mb = mbufs?;
+        let got = out.alloc_mbufs(mb, n);
+        for (i, m) in mb.as_mut_slice().iter_mut().enumerate() {
+            let len = write_frame(builder, stamp, i, got, m.spare_capacity());
+            // Cannot fail: the plan checked the largest frame fits an mbuf.
+            let _ = m.set_len(len as u16);
+        }
+        let (sent, refused, sent_bytes) = out.send_mbufs_or_drop(mb);
+        Some((got, sent, refused, sent_bytes))
+    }
+    #[cfg(not(feature = "dpdk"))]
+    {
+        let _ = (out, builder, stamp, n);
+        None
     }
 }
 

@@ -186,6 +186,17 @@ impl Mbuf {
         true
     }
 
+    /// The first segment's data grown to the end of its buffer, writable: a
+    /// stage fills it in place, then calls [`Mbuf::set_len`].
+    #[inline]
+    pub fn spare_capacity(&mut self) -> &mut [u8] {
+        let room = usize::from(self.data_len()) + usize::from(self.tailroom());
+        // Cannot fail for the fresh single-segment mbufs this is used on; a
+        // multi-segment mbuf keeps its first segment's length.
+        let _ = self.set_len(room.min(usize::from(u16::MAX)) as u16);
+        self.data_mut()
+    }
+
     /// A copy of this mbuf's first segment in a new mbuf from the same pool
     /// (the slow path: duplication impairments).
     pub fn try_clone(&self) -> Option<Mbuf> {
