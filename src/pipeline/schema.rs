@@ -44,6 +44,9 @@ pub enum PortKind {
     /// A DPDK device.
     #[cfg(feature = "dpdk")]
     Dpdk(crate::port::dpdk::DpdkConfig),
+    /// ibverbs raw packet queues.
+    #[cfg(feature = "ibverbs")]
+    Ibverbs(crate::port::ibverbs::IbverbsConfig),
 }
 
 impl PortKind {
@@ -55,6 +58,8 @@ impl PortKind {
             PortKind::Pcap(_) => "pcap",
             #[cfg(feature = "dpdk")]
             PortKind::Dpdk(_) => "dpdk",
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(_) => "ibverbs",
         }
     }
 
@@ -74,6 +79,10 @@ impl PortKind {
         match self {
             PortKind::Pcap(c) if c.read.is_none() => {
                 Some("a pcap port receives only with `read = \"FILE\"`")
+            }
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(c) if c.dst_mac.is_none() => {
+                Some("an ibverbs port receives only with `dst_mac` (its flow steering rule)")
             }
             _ => None,
         }
@@ -98,6 +107,8 @@ impl PortKind {
             PortKind::Mem(c) => c.line_rate_bps,
             #[cfg(feature = "dpdk")]
             PortKind::Dpdk(c) => c.line_rate_bps.map(|b| b as f64),
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(c) => c.line_rate_bps.map(|b| b as f64),
             _ => None,
         }
     }
@@ -536,6 +547,9 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
             );
             return None;
         }
+        #[cfg(feature = "ibverbs")]
+        "ibverbs" => PortKind::Ibverbs(parse_ibverbs(t, sink)),
+        #[cfg(not(feature = "ibverbs"))]
         "ibverbs" => {
             sink.error(
                 kind_span,
@@ -555,6 +569,105 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         name: name.to_string(),
         kind,
     })
+}
+
+/// The keys of an ibverbs port.
+#[cfg(feature = "ibverbs")]
+const IBVERBS_KEYS: &[&str] = &[
+    "kind",
+    "device",
+    "ib_port",
+    "dst_mac",
+    "dst_ip",
+    "dst_port",
+    "rx_depth",
+    "tx_depth",
+    "buffers",
+    "buffer_size",
+    "inline",
+    "line_rate",
+];
+
+#[cfg(feature = "ibverbs")]
+fn parse_ibverbs(
+    mut table: Table<'_, '_>,
+    sink: &mut Sink<'_>,
+) -> crate::port::ibverbs::IbverbsConfig {
+    use crate::port::ibverbs::{limits, IbverbsConfig};
+    let t = &mut table;
+    let d = IbverbsConfig::default();
+    let int = |t: &mut Table<'_, '_>,
+               sink: &mut Sink<'_>,
+               k: &str,
+               r: &std::ops::RangeInclusive<u32>,
+               dflt: u32| {
+        t.int(sink, k, i64::from(*r.start())..i64::from(*r.end()) + 1)
+            .map_or(dflt, |(v, _)| v as u32)
+    };
+    let rx_depth = int(t, sink, "rx_depth", &limits::DEPTH, d.rx_depth);
+    let mut c = IbverbsConfig {
+        device: t.string(sink, "device").map(|x| x.0),
+        ib_port: t
+            .int(sink, "ib_port", 1..256)
+            .map_or(d.ib_port, |(p, _)| p as u8),
+        dst_mac: t.has("dst_mac").then(|| mac(t, sink, "dst_mac", [0; 6])),
+        dst_ip: ipv4(t, sink, "dst_ip"),
+        dst_port: t.int(sink, "dst_port", 1..65536).map(|(p, _)| p as u16),
+        rx_depth,
+        tx_depth: int(t, sink, "tx_depth", &limits::DEPTH, d.tx_depth),
+        // Every buffer is posted at once: by default as many as the queue takes.
+        buffers: int(t, sink, "buffers", &(1..=*limits::DEPTH.end()), rx_depth),
+        buffer_size: d.buffer_size,
+        inline: int(t, sink, "inline", &limits::INLINE, d.inline),
+        line_rate_bps: match t.rate(sink, "line_rate") {
+            Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b as u64),
+            Some((_, s)) => {
+                sink.error(
+                    s,
+                    &t.path,
+                    Some("line_rate"),
+                    "a line rate is in bits/s",
+                    Some("\"100 Gbps\"".into()),
+                );
+                None
+            }
+            None => None,
+        },
+    };
+    if let Some((b, span)) = t.size(sink, "buffer_size") {
+        if u32::try_from(b).is_ok_and(|b| limits::BUFFER_SIZE.contains(&b)) {
+            c.buffer_size = b as u32;
+        } else {
+            sink.error(
+                span,
+                &t.path,
+                Some("buffer_size"),
+                format!("{b} bytes is out of range"),
+                Some(format!(
+                    "from {} to {} bytes per slot: the largest frame, without FCS",
+                    limits::BUFFER_SIZE.start(),
+                    limits::BUFFER_SIZE.end()
+                )),
+            );
+        }
+    }
+    // Cross-key problems, each at the key it names (only for keys that
+    // parsed: a key already reported keeps its default here).
+    for (key, msg) in c.problems() {
+        if t.has(key) {
+            sink.error(t.span_of(key), &t.path, Some(key), msg, None);
+        } else {
+            sink.error(
+                t.span.clone(),
+                &t.path,
+                None,
+                format!("`{key}`: {msg}"),
+                None,
+            );
+        }
+    }
+    table.finish(sink, "an ibverbs port", IBVERBS_KEYS);
+    c
 }
 
 /// Reports an unknown `kind`, suggesting the closest valid one.
