@@ -629,8 +629,9 @@ fn describe_stage(kind: &StageKind) -> String {
                 format!("{}pps when run", si(r))
             });
             format!(
-                "generator, stream {}, {sizes}, {} flow(s), {rate}, burst {}",
+                "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
                 g.stream,
+                if g.frames.is_v6() { "IPv6, " } else { "" },
                 g.frames.flows(),
                 g.burst
             )

@@ -16,7 +16,8 @@ use crate::port::udp::UdpConfig;
 use crate::reliable::stage::{ReliableSpec, Role};
 use crate::traffic::analyzer::LatencyMode;
 use crate::traffic::template::{
-    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, MAX_FRAME, MIN_FRAME,
+    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
+    MIN_FRAME, MIN_FRAME_V6,
 };
 use crate::units::{parse_core_list, Rate};
 
@@ -242,7 +243,7 @@ const STAGE_KINDS: &[&str] = &[
 ];
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
-    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag",
+    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag", "ip",
 ];
 
 fn section<'t, 'i>(
@@ -1032,11 +1033,12 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             }
         },
     };
+    let (src_ip, dst_ip, sizes) = address_family(t, sink, sizes);
     let frames = FrameSpec {
         src_mac: mac(t, sink, "src_mac", d.src_mac),
         dst_mac: mac(t, sink, "dst_mac", d.dst_mac),
-        src_ip: range(t, sink, "src_ip", AddrRange::parse, d.src_ip),
-        dst_ip: range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip),
+        src_ip,
+        dst_ip,
         src_port: range(t, sink, "src_port", PortRange::parse, d.src_port),
         dst_port: range(t, sink, "dst_port", PortRange::parse, d.dst_port),
         order,
@@ -1057,6 +1059,102 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .duration(sink, "max_lag")
             .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
     }
+}
+
+/// The generator's addresses and the family of its frames: `ip = "v4"` or
+/// `"v6"` when given, else the family of the addresses given (IPv4 by
+/// default). Addresses of the other family are errors at their key; IPv6
+/// frames need [`MIN_FRAME_V6`] bytes for the stamp, and take that size (or
+/// the IMIX 84:7,570:4,1518:1) by default.
+fn address_family(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    sizes: Sizes,
+) -> (AddrRange, AddrRange, Sizes) {
+    let d = FrameSpec::default();
+    let ip = match t.string(sink, "ip") {
+        None => None,
+        Some((v, span)) => match v.as_str() {
+            "v4" | "4" | "ipv4" => Some(false),
+            "v6" | "6" | "ipv6" => Some(true),
+            _ => {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("ip"),
+                    format!("unknown address family `{v}`"),
+                    Some("\"v4\" or \"v6\"".into()),
+                );
+                None
+            }
+        },
+    };
+    let src = t
+        .has("src_ip")
+        .then(|| range(t, sink, "src_ip", AddrRange::parse, d.src_ip));
+    let dst = t
+        .has("dst_ip")
+        .then(|| range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip));
+    let v6 = ip.unwrap_or_else(|| [src, dst].iter().flatten().any(AddrRange::is_v6));
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    for (key, r) in [("src_ip", src), ("dst_ip", dst)] {
+        if let Some(r) = r.filter(|r| r.is_v6() != v6) {
+            let why = if ip.is_some() {
+                format!("`ip = \"{}\"`", if v6 { "v6" } else { "v4" })
+            } else {
+                "the other address".into()
+            };
+            sink.error(
+                t.span_of(key),
+                &t.path,
+                Some(key),
+                format!(
+                    "`{key}` is {} but the frames are {} ({why}): a frame has one address family",
+                    family(r.is_v6()),
+                    family(v6)
+                ),
+                None,
+            );
+        }
+    }
+    let (dsrc, ddst) = if v6 {
+        (AddrRange::v6(DEFAULT_SRC_V6), AddrRange::v6(DEFAULT_DST_V6))
+    } else {
+        (d.src_ip, d.dst_ip)
+    };
+    let mut sizes = sizes;
+    if v6 {
+        let too_small = |s: usize| s < MIN_FRAME_V6;
+        let hint = Some(format!(
+            "IPv6 frames from {MIN_FRAME_V6} to {MAX_FRAME} bytes (FCS included): {MIN_FRAME_V6} holds the 62 bytes of Ethernet/IPv6/UDP headers, the 18-byte stamp and the FCS"
+        ));
+        match &sizes {
+            Sizes::Fixed(_) if !t.has("frame") => sizes = Sizes::Fixed(MIN_FRAME_V6),
+            Sizes::Fixed(f) if too_small(*f) => sink.error(
+                t.span_of("frame"),
+                &t.path,
+                Some("frame"),
+                format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                hint,
+            ),
+            Sizes::Imix(_) if !t.has("imix") => {
+                sizes = Sizes::Imix(vec![(MIN_FRAME_V6, 7), (570, 4), (1518, 1)])
+            }
+            Sizes::Imix(v) => {
+                if let Some((f, _)) = v.iter().find(|x| too_small(x.0)) {
+                    sink.error(
+                        t.span_of("imix"),
+                        &t.path,
+                        Some("imix"),
+                        format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                        hint,
+                    );
+                }
+            }
+            Sizes::Fixed(_) => {}
+        }
+    }
+    (src.unwrap_or(dsrc), dst.unwrap_or(ddst), sizes)
 }
 
 /// Parses `"64:7,570:4,1518:1"`.
