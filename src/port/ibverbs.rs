@@ -542,6 +542,9 @@ impl<Q: RecvQueue> RxQueue for IbvRx<Q> {
         let d = &self.stats.rx;
         let mut filled = 0;
         let mut bytes = 0u64;
+        // The next spare packet to copy into; it advances only once filled.
+        let mut spare = self.spare.iter_mut();
+        let mut next = spare.next();
         for c in &self.comps[..got] {
             let slot = match self.slots.complete(c.wr_id) {
                 Ok(s) => s,
@@ -559,8 +562,11 @@ impl<Q: RecvQueue> RxQueue for IbvRx<Q> {
                 d.completion_errors.add(1);
                 continue;
             };
-            let Some(pkt) = self.spare.iter_mut().nth(filled) else {
-                break;
+            let Some(pkt) = next.as_deref_mut() else {
+                // Cannot happen (no more completions are polled than there
+                // are spare packets); the slot is re-posted, the frame counted
+                // as dropped, and every later completion still retired.
+                continue;
             };
             let room = pkt.spare_capacity();
             if room.len() < len {
@@ -574,6 +580,7 @@ impl<Q: RecvQueue> RxQueue for IbvRx<Q> {
             }
             bytes += len as u64;
             filled += 1;
+            next = spare.next();
         }
         for pkt in self.spare.drain_front(filled) {
             // Cannot fail: at most `out.room()` packets were filled.
