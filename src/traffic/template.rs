@@ -359,6 +359,9 @@ pub struct FrameBuilder {
     /// First source and destination address as numbers (IPv4 in the low 32 bits).
     src_base: u128,
     dst_base: u128,
+    /// IPv6: the checksum sum of both first addresses' words, so a packet adds
+    /// only its address offsets (see [`add128`]).
+    addr_sum: u32,
     flows: u64,
     rng: SplitMix64,
     next_flow: u64,
@@ -404,6 +407,10 @@ impl FrameBuilder {
             v6: spec.is_v6(),
             src_base: spec.src_ip.base(spec.is_v6()),
             dst_base: spec.dst_ip.base(spec.is_v6()),
+            addr_sum: u32::from(fold(add128(
+                add128(0, spec.src_ip.base(spec.is_v6())),
+                spec.dst_ip.base(spec.is_v6()),
+            ))),
             spec: spec.clone(),
             next_flow: 0,
             next_size: 0,
@@ -451,7 +458,10 @@ impl FrameBuilder {
         if self.v6 {
             let sip = self.src_base.wrapping_add(u128::from(si));
             let dip = self.dst_base.wrapping_add(u128::from(di));
-            return write_v6(t, buf, stamp, sip, dip, sport, dport);
+            // Adding an offset to an address adds its words to the sum:
+            // carries between words are end-around carries (see add128).
+            let addr_sum = add32(add32(self.addr_sum, si), di);
+            return write_v6(t, buf, stamp, (sip, dip, addr_sum), sport, dport);
         }
         let dip = (self.dst_base as u32).wrapping_add(di);
         let sip = (self.src_base as u32).wrapping_add(si);
@@ -480,6 +490,13 @@ impl FrameBuilder {
 }
 
 /// Adds a 128-bit address's eight 16-bit words to a checksum accumulator.
+///
+/// The ones'-complement sum of the words of `a + i` equals that of `a`'s
+/// words plus `i`'s (mod 0xffff): a carry out of one word subtracts 0x10000
+/// (= 1 mod 0xffff) there and adds 1 to the next word, which has the same
+/// weight in the sum. So the generator sums each range's first address once
+/// and adds only the per-packet offsets (as long as `a + i` does not wrap
+/// past 2^128, which a parsed range cannot).
 #[inline]
 fn add128(acc: u32, v: u128) -> u32 {
     let hi = (v >> 64) as u64;
@@ -501,8 +518,7 @@ fn write_v6(
     t: &Template,
     buf: &mut [u8],
     stamp: &StampRepr,
-    sip: u128,
-    dip: u128,
+    (sip, dip, addr_sum): (u128, u128, u32),
     sport: u32,
     dport: u32,
 ) -> usize {
@@ -516,7 +532,7 @@ fn write_v6(
     stamp.emit(&mut Stamp::new_unchecked(
         &mut f[HEADERS_V6..HEADERS_V6 + STAMP_LEN],
     ));
-    let mut udp = add128(add128(t.udp_base, sip), dip) + sport + dport;
+    let mut udp = t.udp_base + addr_sum + sport + dport;
     udp = sum_words(udp, &f[HEADERS_V6..HEADERS_V6 + STAMP_LEN]);
     let mut udp_sum = !fold(udp);
     if udp_sum == 0 {
@@ -693,6 +709,17 @@ mod test {
         let n = b.write(&mut buf, &st(u64::from(sum)));
         verify_v6(&buf[..n]);
         assert_eq!(&buf[60..62], &[0xff, 0xff]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn address_offsets_add_to_the_checksum_sum(a in proptest::num::u128::ANY, i in proptest::num::u32::ANY) {
+            let a = a.min(u128::MAX - u128::from(i));
+            let whole = fold(add128(0, a + u128::from(i)));
+            let split = fold(add32(u32::from(fold(add128(0, a))), i));
+            // Equal mod 0xffff (0 and 0xffff are the same ones'-complement value).
+            proptest::prop_assert_eq!(whole % 0xffff, split % 0xffff);
+        }
     }
 
     #[test]
