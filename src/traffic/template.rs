@@ -364,7 +364,12 @@ pub struct FrameBuilder {
     addr_sum: u32,
     flows: u64,
     rng: SplitMix64,
-    next_flow: u64,
+    /// Sizes of the four flow fields: destination port, source port,
+    /// destination address, source address (the first varies fastest).
+    counts: [u32; 4],
+    /// Round-robin: the next flow's offset in each field (an odometer, so a
+    /// packet costs compares, not divisions).
+    pos: [u32; 4],
     next_size: usize,
 }
 
@@ -411,8 +416,14 @@ impl FrameBuilder {
                 add128(0, spec.src_ip.base(spec.is_v6())),
                 spec.dst_ip.base(spec.is_v6()),
             ))),
+            counts: [
+                spec.dst_port.count.max(1),
+                spec.src_port.count.max(1),
+                spec.dst_ip.count.max(1),
+                spec.src_ip.count.max(1),
+            ],
+            pos: [0; 4],
             spec: spec.clone(),
-            next_flow: 0,
             next_size: 0,
         }
     }
@@ -434,27 +445,32 @@ impl FrameBuilder {
         if self.next_size == self.cycle.len() {
             self.next_size = 0;
         }
-        let flow = match self.spec.order {
+        // Flow k in mixed radix over the four fields, destination port fastest.
+        let [dpo, spo, di, si] = match self.spec.order {
             FlowOrder::RoundRobin => {
-                let f = self.next_flow;
-                self.next_flow += 1;
-                if self.next_flow == self.flows {
-                    self.next_flow = 0;
+                let cur = self.pos;
+                for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
+                    *p += 1;
+                    if *p < c {
+                        break;
+                    }
+                    *p = 0;
                 }
-                f
+                cur
             }
-            FlowOrder::Random => self.rng.next_u64() % self.flows,
+            FlowOrder::Random => {
+                let mut k = self.rng.next_u64() % self.flows;
+                let mut out = [0u32; 4];
+                for (o, &c) in out.iter_mut().zip(&self.counts) {
+                    *o = (k % u64::from(c)) as u32;
+                    k /= u64::from(c);
+                }
+                out
+            }
         };
-        // Mixed radix: destination port varies fastest.
         let s = &self.spec;
-        let mut k = flow;
-        let dport = s.dst_port.first as u32 + (k % u64::from(s.dst_port.count)) as u32;
-        k /= u64::from(s.dst_port.count);
-        let sport = s.src_port.first as u32 + (k % u64::from(s.src_port.count)) as u32;
-        k /= u64::from(s.src_port.count);
-        let di = (k % u64::from(s.dst_ip.count)) as u32;
-        k /= u64::from(s.dst_ip.count);
-        let si = (k % u64::from(s.src_ip.count)) as u32;
+        let dport = u32::from(s.dst_port.first) + dpo;
+        let sport = u32::from(s.src_port.first) + spo;
         if self.v6 {
             let sip = self.src_base.wrapping_add(u128::from(si));
             let dip = self.dst_base.wrapping_add(u128::from(di));
@@ -602,6 +618,38 @@ mod test {
             seen.insert((buf[33], u16::from_be_bytes([buf[34], buf[35]])));
         }
         assert_eq!(seen.len(), 12);
+    }
+
+    #[test]
+    fn round_robin_is_the_mixed_radix_order() {
+        let spec = FrameSpec {
+            src_ip: AddrRange::parse("10.0.0.1-10.0.0.3").unwrap(),
+            dst_ip: AddrRange::parse("10.1.0.0-10.1.0.1").unwrap(),
+            src_port: PortRange::parse("100-104").unwrap(),
+            dst_port: PortRange::parse("7-9").unwrap(),
+            ..FrameSpec::default()
+        };
+        let flows = spec.flows();
+        assert_eq!(flows, 90);
+        let mut b = FrameBuilder::new(&spec);
+        let mut buf = vec![0u8; 60];
+        for n in 0..3 * flows {
+            b.write(&mut buf, &StampRepr::default());
+            let k = n % flows;
+            let want = (
+                1 + (k / 3 / 5 / 2) % 3,
+                (k / 3 / 5) % 2,
+                100 + (k / 3) % 5,
+                7 + k % 3,
+            );
+            let got = (
+                u64::from(buf[29]),
+                u64::from(buf[33]),
+                u64::from(u16::from_be_bytes([buf[34], buf[35]])),
+                u64::from(u16::from_be_bytes([buf[36], buf[37]])),
+            );
+            assert_eq!(got, want, "packet {n}");
+        }
     }
 
     #[test]
