@@ -562,6 +562,27 @@ fn describe_port(kind: &PortKind) -> String {
             c.mbufs,
             if c.promiscuous { ", promiscuous" } else { "" }
         ),
+        #[cfg(feature = "ibverbs")]
+        PortKind::Ibverbs(c) => {
+            let flow = match c.flow() {
+                Some(f) => {
+                    let mac = f.dst_mac.map(|b| format!("{b:02x}")).join(":");
+                    let ip = f.dst_ip.map_or(String::new(), |ip| format!(" {ip}"));
+                    let port = f.dst_port.map_or(String::new(), |p| format!(" udp {p}"));
+                    format!("rx flow {mac}{ip}{port}, {} buffers", c.buffers)
+                }
+                None => "tx only".into(),
+            };
+            format!(
+                "device {}, port {}, {flow}, {}-byte slots, rx/tx depth {} / {}, inline <= {} bytes",
+                c.device.as_deref().unwrap_or("(first)"),
+                c.ib_port,
+                c.buffer_size,
+                c.rx_depth,
+                c.tx_depth,
+                c.inline
+            )
+        }
         PortKind::Pcap(c) => {
             let mut parts = Vec::new();
             if let Some(r) = &c.read {
@@ -608,8 +629,9 @@ fn describe_stage(kind: &StageKind) -> String {
                 format!("{}pps when run", si(r))
             });
             format!(
-                "generator, stream {}, {sizes}, {} flow(s), {rate}, burst {}",
+                "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
                 g.stream,
+                if g.frames.is_v6() { "IPv6, " } else { "" },
                 g.frames.flows(),
                 g.burst
             )

@@ -16,7 +16,8 @@ use crate::port::udp::UdpConfig;
 use crate::reliable::stage::{ReliableSpec, Role};
 use crate::traffic::analyzer::LatencyMode;
 use crate::traffic::template::{
-    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, MAX_FRAME, MIN_FRAME,
+    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
+    MIN_FRAME, MIN_FRAME_V6,
 };
 use crate::units::{parse_core_list, Rate};
 
@@ -44,6 +45,9 @@ pub enum PortKind {
     /// A DPDK device.
     #[cfg(feature = "dpdk")]
     Dpdk(crate::port::dpdk::DpdkConfig),
+    /// ibverbs raw packet queues.
+    #[cfg(feature = "ibverbs")]
+    Ibverbs(crate::port::ibverbs::IbverbsConfig),
 }
 
 impl PortKind {
@@ -55,6 +59,8 @@ impl PortKind {
             PortKind::Pcap(_) => "pcap",
             #[cfg(feature = "dpdk")]
             PortKind::Dpdk(_) => "dpdk",
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(_) => "ibverbs",
         }
     }
 
@@ -74,6 +80,10 @@ impl PortKind {
         match self {
             PortKind::Pcap(c) if c.read.is_none() => {
                 Some("a pcap port receives only with `read = \"FILE\"`")
+            }
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(c) if c.dst_mac.is_none() => {
+                Some("an ibverbs port receives only with `dst_mac` (its flow steering rule)")
             }
             _ => None,
         }
@@ -98,6 +108,8 @@ impl PortKind {
             PortKind::Mem(c) => c.line_rate_bps,
             #[cfg(feature = "dpdk")]
             PortKind::Dpdk(c) => c.line_rate_bps.map(|b| b as f64),
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(c) => c.line_rate_bps.map(|b| b as f64),
             _ => None,
         }
     }
@@ -231,7 +243,7 @@ const STAGE_KINDS: &[&str] = &[
 ];
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
-    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag",
+    "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag", "ip",
 ];
 
 fn section<'t, 'i>(
@@ -536,6 +548,9 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
             );
             return None;
         }
+        #[cfg(feature = "ibverbs")]
+        "ibverbs" => PortKind::Ibverbs(parse_ibverbs(t, sink)),
+        #[cfg(not(feature = "ibverbs"))]
         "ibverbs" => {
             sink.error(
                 kind_span,
@@ -555,6 +570,105 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         name: name.to_string(),
         kind,
     })
+}
+
+/// The keys of an ibverbs port.
+#[cfg(feature = "ibverbs")]
+const IBVERBS_KEYS: &[&str] = &[
+    "kind",
+    "device",
+    "ib_port",
+    "dst_mac",
+    "dst_ip",
+    "dst_port",
+    "rx_depth",
+    "tx_depth",
+    "buffers",
+    "buffer_size",
+    "inline",
+    "line_rate",
+];
+
+#[cfg(feature = "ibverbs")]
+fn parse_ibverbs(
+    mut table: Table<'_, '_>,
+    sink: &mut Sink<'_>,
+) -> crate::port::ibverbs::IbverbsConfig {
+    use crate::port::ibverbs::{limits, IbverbsConfig};
+    let t = &mut table;
+    let d = IbverbsConfig::default();
+    let int = |t: &mut Table<'_, '_>,
+               sink: &mut Sink<'_>,
+               k: &str,
+               r: &std::ops::RangeInclusive<u32>,
+               dflt: u32| {
+        t.int(sink, k, i64::from(*r.start())..i64::from(*r.end()) + 1)
+            .map_or(dflt, |(v, _)| v as u32)
+    };
+    let rx_depth = int(t, sink, "rx_depth", &limits::DEPTH, d.rx_depth);
+    let mut c = IbverbsConfig {
+        device: t.string(sink, "device").map(|x| x.0),
+        ib_port: t
+            .int(sink, "ib_port", 1..256)
+            .map_or(d.ib_port, |(p, _)| p as u8),
+        dst_mac: t.has("dst_mac").then(|| mac(t, sink, "dst_mac", [0; 6])),
+        dst_ip: ipv4(t, sink, "dst_ip"),
+        dst_port: t.int(sink, "dst_port", 1..65536).map(|(p, _)| p as u16),
+        rx_depth,
+        tx_depth: int(t, sink, "tx_depth", &limits::DEPTH, d.tx_depth),
+        // Every buffer is posted at once: by default as many as the queue takes.
+        buffers: int(t, sink, "buffers", &(1..=*limits::DEPTH.end()), rx_depth),
+        buffer_size: d.buffer_size,
+        inline: int(t, sink, "inline", &limits::INLINE, d.inline),
+        line_rate_bps: match t.rate(sink, "line_rate") {
+            Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b as u64),
+            Some((_, s)) => {
+                sink.error(
+                    s,
+                    &t.path,
+                    Some("line_rate"),
+                    "a line rate is in bits/s",
+                    Some("\"100 Gbps\"".into()),
+                );
+                None
+            }
+            None => None,
+        },
+    };
+    if let Some((b, span)) = t.size(sink, "buffer_size") {
+        if u32::try_from(b).is_ok_and(|b| limits::BUFFER_SIZE.contains(&b)) {
+            c.buffer_size = b as u32;
+        } else {
+            sink.error(
+                span,
+                &t.path,
+                Some("buffer_size"),
+                format!("{b} bytes is out of range"),
+                Some(format!(
+                    "from {} to {} bytes per slot: the largest frame, without FCS",
+                    limits::BUFFER_SIZE.start(),
+                    limits::BUFFER_SIZE.end()
+                )),
+            );
+        }
+    }
+    // Cross-key problems, each at the key it names (only for keys that
+    // parsed: a key already reported keeps its default here).
+    for (key, msg) in c.problems() {
+        if t.has(key) {
+            sink.error(t.span_of(key), &t.path, Some(key), msg, None);
+        } else {
+            sink.error(
+                t.span.clone(),
+                &t.path,
+                None,
+                format!("`{key}`: {msg}"),
+                None,
+            );
+        }
+    }
+    table.finish(sink, "an ibverbs port", IBVERBS_KEYS);
+    c
 }
 
 /// Reports an unknown `kind`, suggesting the closest valid one.
@@ -919,11 +1033,12 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             }
         },
     };
+    let (src_ip, dst_ip, sizes) = address_family(t, sink, sizes);
     let frames = FrameSpec {
         src_mac: mac(t, sink, "src_mac", d.src_mac),
         dst_mac: mac(t, sink, "dst_mac", d.dst_mac),
-        src_ip: range(t, sink, "src_ip", AddrRange::parse, d.src_ip),
-        dst_ip: range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip),
+        src_ip,
+        dst_ip,
         src_port: range(t, sink, "src_port", PortRange::parse, d.src_port),
         dst_port: range(t, sink, "dst_port", PortRange::parse, d.dst_port),
         order,
@@ -944,6 +1059,102 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .duration(sink, "max_lag")
             .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
     }
+}
+
+/// The generator's addresses and the family of its frames: `ip = "v4"` or
+/// `"v6"` when given, else the family of the addresses given (IPv4 by
+/// default). Addresses of the other family are errors at their key; IPv6
+/// frames need [`MIN_FRAME_V6`] bytes for the stamp, and take that size (or
+/// the IMIX 84:7,570:4,1518:1) by default.
+fn address_family(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    sizes: Sizes,
+) -> (AddrRange, AddrRange, Sizes) {
+    let d = FrameSpec::default();
+    let ip = match t.string(sink, "ip") {
+        None => None,
+        Some((v, span)) => match v.as_str() {
+            "v4" | "4" | "ipv4" => Some(false),
+            "v6" | "6" | "ipv6" => Some(true),
+            _ => {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("ip"),
+                    format!("unknown address family `{v}`"),
+                    Some("\"v4\" or \"v6\"".into()),
+                );
+                None
+            }
+        },
+    };
+    let src = t
+        .has("src_ip")
+        .then(|| range(t, sink, "src_ip", AddrRange::parse, d.src_ip));
+    let dst = t
+        .has("dst_ip")
+        .then(|| range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip));
+    let v6 = ip.unwrap_or_else(|| [src, dst].iter().flatten().any(AddrRange::is_v6));
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    for (key, r) in [("src_ip", src), ("dst_ip", dst)] {
+        if let Some(r) = r.filter(|r| r.is_v6() != v6) {
+            let why = if ip.is_some() {
+                format!("`ip = \"{}\"`", if v6 { "v6" } else { "v4" })
+            } else {
+                "the other address".into()
+            };
+            sink.error(
+                t.span_of(key),
+                &t.path,
+                Some(key),
+                format!(
+                    "`{key}` is {} but the frames are {} ({why}): a frame has one address family",
+                    family(r.is_v6()),
+                    family(v6)
+                ),
+                None,
+            );
+        }
+    }
+    let (dsrc, ddst) = if v6 {
+        (AddrRange::v6(DEFAULT_SRC_V6), AddrRange::v6(DEFAULT_DST_V6))
+    } else {
+        (d.src_ip, d.dst_ip)
+    };
+    let mut sizes = sizes;
+    if v6 {
+        let too_small = |s: usize| s < MIN_FRAME_V6;
+        let hint = Some(format!(
+            "IPv6 frames from {MIN_FRAME_V6} to {MAX_FRAME} bytes (FCS included): {MIN_FRAME_V6} holds the 62 bytes of Ethernet/IPv6/UDP headers, the 18-byte stamp and the FCS"
+        ));
+        match &sizes {
+            Sizes::Fixed(_) if !t.has("frame") => sizes = Sizes::Fixed(MIN_FRAME_V6),
+            Sizes::Fixed(f) if too_small(*f) => sink.error(
+                t.span_of("frame"),
+                &t.path,
+                Some("frame"),
+                format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                hint,
+            ),
+            Sizes::Imix(_) if !t.has("imix") => {
+                sizes = Sizes::Imix(vec![(MIN_FRAME_V6, 7), (570, 4), (1518, 1)])
+            }
+            Sizes::Imix(v) => {
+                if let Some((f, _)) = v.iter().find(|x| too_small(x.0)) {
+                    sink.error(
+                        t.span_of("imix"),
+                        &t.path,
+                        Some("imix"),
+                        format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                        hint,
+                    );
+                }
+            }
+            Sizes::Fixed(_) => {}
+        }
+    }
+    (src.unwrap_or(dsrc), dst.unwrap_or(ddst), sizes)
 }
 
 /// Parses `"64:7,570:4,1518:1"`.

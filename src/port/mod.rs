@@ -7,6 +7,8 @@
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
+#[cfg(feature = "ibverbs")]
+pub mod ibverbs;
 pub mod mem;
 pub mod pcap;
 pub mod udp;

@@ -102,6 +102,8 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             PortKind::Mem(c) => Ok(port::mem::open(c)),
             PortKind::Udp(c) => port::udp::open(c, &pool),
             PortKind::Pcap(c) => port::pcap::open(c, &pool),
+            #[cfg(feature = "ibverbs")]
+            PortKind::Ibverbs(c) => port::ibverbs::open(c, &pool),
             #[cfg(feature = "dpdk")]
             PortKind::Dpdk(c) => match eal {
                 Some(eal) => port::dpdk::open(&spec.name, c, eal),

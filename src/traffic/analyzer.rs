@@ -16,7 +16,7 @@ use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
 use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
-use super::template::HEADERS;
+use super::template::{HEADERS, HEADERS_V6};
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
 use crate::runtime::basic::Input;
@@ -292,14 +292,27 @@ impl Analyzer {
     }
 }
 
-/// The UDP payload of an Ethernet/IPv4/UDP frame, if it is one.
+/// The UDP payload of an Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frame, if
+/// it is one (IPv6 with UDP as the first next header: the generator sends no
+/// extension headers).
 #[inline]
-fn udp_payload(f: &[u8]) -> Option<&[u8]> {
-    if f.len() < HEADERS || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 17 {
+pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
+    if f.len() < HEADERS {
         return None;
     }
-    let ihl = usize::from(f[14] & 0x0f) * 4;
-    f.get(14 + ihl + 8..)
+    match [f[12], f[13]] {
+        [0x08, 0x00] if f[14] >> 4 == 4 && f[23] == 17 => {
+            let ihl = usize::from(f[14] & 0x0f) * 4;
+            if ihl < 20 {
+                return None;
+            }
+            f.get(14 + ihl + 8..)
+        }
+        [0x86, 0xdd] if f[14] >> 4 == 6 && f.len() >= HEADERS_V6 && f[20] == 17 => {
+            f.get(HEADERS_V6..)
+        }
+        _ => None,
+    }
 }
 
 impl Stage for Analyzer {
@@ -420,7 +433,68 @@ mod test {
         assert_eq!((t.unique, t.duplicates, t.beyond_window), (3, 1, 1));
     }
 
+    #[test]
+    fn stamps_are_found_in_ipv4_and_ipv6_frames() {
+        use crate::traffic::stamp::Repr;
+        use crate::traffic::template::{
+            AddrRange, FrameBuilder, FrameSpec, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6,
+        };
+        let v6 = FrameSpec {
+            src_ip: AddrRange::v6(DEFAULT_SRC_V6),
+            dst_ip: AddrRange::v6(DEFAULT_DST_V6),
+            sizes: Sizes::Fixed(100),
+            ..FrameSpec::default()
+        };
+        for spec in [FrameSpec::default(), v6] {
+            let mut b = FrameBuilder::new(&spec);
+            let mut buf = [0u8; 96];
+            let st = Repr {
+                stream: 4,
+                seq: 77,
+                ..Repr::default()
+            };
+            let n = b.write(&mut buf, &st);
+            let p = udp_payload(&buf[..n]).expect("a UDP payload");
+            assert_eq!(Repr::parse(&Stamp::new_checked(p).unwrap()).unwrap(), st);
+            assert_eq!(p.len(), n - if spec.is_v6() { HEADERS_V6 } else { HEADERS });
+            // A truncated frame is refused or yields the shorter payload (the
+            // stamp check then refuses it), never a panic.
+            let header = n - p.len();
+            for cut in 0..n {
+                if let Some(p) = udp_payload(&buf[..cut]) {
+                    assert_eq!(p.len(), cut - header);
+                }
+            }
+        }
+        // IPv6 with another next header, or a version that does not match
+        // the EtherType, is not ours.
+        let mut b = FrameBuilder::new(&FrameSpec {
+            src_ip: AddrRange::v6(DEFAULT_SRC_V6),
+            ..FrameSpec::default()
+        });
+        let mut buf = [0u8; 80];
+        b.write(&mut buf, &Repr::default());
+        let mut other = buf;
+        other[20] = 6;
+        assert!(udp_payload(&other).is_none());
+        let mut other = buf;
+        other[14] = 0x40;
+        assert!(udp_payload(&other).is_none());
+        assert!(udp_payload(&buf[..61]).is_none());
+    }
+
     proptest! {
+        #[test]
+        fn udp_payload_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120), v6 in any::<bool>()) {
+            let mut f = bytes;
+            if f.len() > 14 {
+                f[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+            }
+            if let Some(p) = udp_payload(&f) {
+                prop_assert!(p.len() <= f.len());
+            }
+        }
+
         #[test]
         fn unique_and_duplicates_are_exact(seqs in proptest::collection::vec(0u64..5000, 1..2000)) {
             let mut t = SeqTracker::default();

@@ -1,4 +1,5 @@
-//! The generator stage: stamped Ethernet/IPv4/UDP frames at a precise rate.
+//! The generator stage: stamped Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frames
+//! at a precise rate.
 //!
 //! Pacing is by count, not by sleep: at every poll the number of packets due is
 //! `floor(rate * elapsed) - attempted`, and at most one burst of them is sent,

@@ -1,6 +1,7 @@
 //! The payload stamp a generator writes and an analyzer reads: 18 bytes, so it
-//! fits the UDP payload of a 64-byte frame (60 bytes without FCS, 42 of
-//! Ethernet/IPv4/UDP headers).
+//! fits the UDP payload of a 64-byte IPv4 frame (60 bytes without FCS, 42 of
+//! Ethernet/IPv4/UDP headers) and of an 84-byte IPv6 frame (62 bytes of
+//! Ethernet/IPv6/UDP headers). The stamp is the same in both families.
 //!
 //! ```text
 //! 0      2      4              12       16     17     18

@@ -1,52 +1,98 @@
-//! Ethernet/IPv4/UDP frames built from a template once and patched per packet.
+//! Ethernet/IPv4/UDP and Ethernet/IPv6/UDP frames built from a template once
+//! and patched per packet.
 //!
 //! For each frame size a template holds the whole frame and the
 //! ones'-complement sums of its constant parts; per packet only the flow's
-//! addresses and ports and the stamp are written, and both checksums are
+//! addresses and ports and the stamp are written, and the checksums are
 //! completed from the precomputed sums (the Internet checksum is a sum, so the
 //! variable words are simply added). No allocation, no loop over the payload.
+//!
+//! The address family follows the addresses: IPv6 addresses give IPv6 frames
+//! (40-byte header, no header checksum, a UDP checksum over the IPv6
+//! pseudo-header, which IPv6 makes mandatory: a computed 0 is sent as
+//! 0xffff). An IPv6 frame needs [`MIN_FRAME_V6`] bytes to carry the stamp.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::stamp::{Repr as StampRepr, Stamp, LEN as STAMP_LEN};
 use crate::rng::SplitMix64;
 
 /// Ethernet + IPv4 + UDP header bytes.
 pub const HEADERS: usize = 14 + 20 + 8;
+/// Ethernet + IPv6 + UDP header bytes.
+pub const HEADERS_V6: usize = 14 + 40 + 8;
 /// Smallest frame (FCS included) that holds headers and stamp.
 pub const MIN_FRAME: usize = 64;
+/// Smallest IPv6 frame (FCS included) that holds headers and stamp.
+pub const MIN_FRAME_V6: usize = HEADERS_V6 + STAMP_LEN + FCS;
 /// Largest frame (FCS included).
 pub const MAX_FRAME: usize = 9018;
 const FCS: usize = 4;
 
-/// A contiguous range of IPv4 addresses, `first..=last`.
+/// A contiguous range of IPv4 or IPv6 addresses, `first..=last` (at most
+/// 2^32 of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AddrRange {
     /// First address.
-    pub first: Ipv4Addr,
+    pub first: IpAddr,
     /// Number of addresses.
     pub count: u32,
 }
 
 impl AddrRange {
-    /// Parses `"10.0.0.1"` or `"10.0.0.1-10.0.0.100"`.
+    /// One IPv4 address.
+    pub const fn v4(a: Ipv4Addr) -> AddrRange {
+        AddrRange {
+            first: IpAddr::V4(a),
+            count: 1,
+        }
+    }
+
+    /// One IPv6 address.
+    pub const fn v6(a: Ipv6Addr) -> AddrRange {
+        AddrRange {
+            first: IpAddr::V6(a),
+            count: 1,
+        }
+    }
+
+    /// Parses `"10.0.0.1"`, `"10.0.0.1-10.0.0.100"`, `"fd00::1"` or
+    /// `"fd00::1-fd00::ff"` (both ends of one family).
     pub fn parse(s: &str) -> Result<AddrRange, String> {
-        let bad = || format!("`{s}` is not an IPv4 address or range like \"10.0.0.1-10.0.0.100\"");
+        let bad = || {
+            format!(
+                "`{s}` is not an address or range like \"10.0.0.1-10.0.0.100\" or \"fd00::1-fd00::ff\""
+            )
+        };
         let (a, b) = s.split_once('-').unwrap_or((s, s));
-        let a: Ipv4Addr = a.trim().parse().map_err(|_| bad())?;
-        let b: Ipv4Addr = b.trim().parse().map_err(|_| bad())?;
-        let (x, y) = (u32::from(a), u32::from(b));
+        let a: IpAddr = a.trim().parse().map_err(|_| bad())?;
+        let b: IpAddr = b.trim().parse().map_err(|_| bad())?;
+        let (x, y) = match (a, b) {
+            (IpAddr::V4(x), IpAddr::V4(y)) => (u128::from(u32::from(x)), u128::from(u32::from(y))),
+            (IpAddr::V6(x), IpAddr::V6(y)) => (u128::from(x), u128::from(y)),
+            _ => return Err(format!("`{s}` mixes an IPv4 and an IPv6 address")),
+        };
         if y < x {
             return Err(bad());
         }
-        Ok(AddrRange {
-            first: a,
-            count: y - x + 1,
-        })
+        let count = u32::try_from(y - x + 1)
+            .map_err(|_| format!("`{s}` spans more than 2^32 addresses"))?;
+        Ok(AddrRange { first: a, count })
     }
 
-    fn nth(&self, i: u32) -> u32 {
-        u32::from(self.first).wrapping_add(i)
+    /// Whether the range is IPv6.
+    pub fn is_v6(&self) -> bool {
+        self.first.is_ipv6()
+    }
+
+    /// The first address as a number; an IPv4 address in an IPv6 frame is
+    /// IPv4-mapped (`::ffff:a.b.c.d`).
+    fn base(&self, v6: bool) -> u128 {
+        match self.first {
+            IpAddr::V4(a) if v6 => u128::from(a.to_ipv6_mapped()),
+            IpAddr::V4(a) => u128::from(u32::from(a)),
+            IpAddr::V6(a) => u128::from(a),
+        }
     }
 }
 
@@ -144,19 +190,19 @@ pub struct FrameSpec {
     pub seed: u64,
 }
 
+/// The default IPv6 source address (a unique local address, as 10.0.0.1 is
+/// a private IPv4 one).
+pub const DEFAULT_SRC_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1);
+/// The default IPv6 destination address.
+pub const DEFAULT_DST_V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2);
+
 impl Default for FrameSpec {
     fn default() -> Self {
         FrameSpec {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
-            src_ip: AddrRange {
-                first: Ipv4Addr::new(10, 0, 0, 1),
-                count: 1,
-            },
-            dst_ip: AddrRange {
-                first: Ipv4Addr::new(10, 0, 0, 2),
-                count: 1,
-            },
+            src_ip: AddrRange::v4(Ipv4Addr::new(10, 0, 0, 1)),
+            dst_ip: AddrRange::v4(Ipv4Addr::new(10, 0, 0, 2)),
             src_port: PortRange {
                 first: 1024,
                 count: 1,
@@ -173,6 +219,21 @@ impl Default for FrameSpec {
 }
 
 impl FrameSpec {
+    /// Whether the frames are IPv6 (the source addresses are; the pipeline
+    /// checks both ranges are of one family).
+    pub fn is_v6(&self) -> bool {
+        self.src_ip.is_v6()
+    }
+
+    /// The smallest frame of this family that carries the stamp.
+    pub fn min_frame(&self) -> usize {
+        if self.is_v6() {
+            MIN_FRAME_V6
+        } else {
+            MIN_FRAME
+        }
+    }
+
     /// Number of distinct flows (the product of the four ranges).
     pub fn flows(&self) -> u64 {
         [
@@ -221,7 +282,7 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 
 struct Template {
     frame: Vec<u8>,
-    /// Sum of the IPv4 header without addresses and checksum.
+    /// Sum of the IPv4 header without addresses and checksum (0 for IPv6).
     ip_base: u32,
     /// Sum of UDP pseudo-header and datagram without addresses, ports, stamp, checksum.
     udp_base: u32,
@@ -229,7 +290,10 @@ struct Template {
 
 impl Template {
     fn new(spec: &FrameSpec, size: usize) -> Template {
-        let len = size - FCS;
+        if spec.is_v6() {
+            return Template::new_v6(spec, size.max(MIN_FRAME_V6));
+        }
+        let len = size.max(MIN_FRAME) - FCS;
         let mut f = vec![0u8; len];
         f[0..6].copy_from_slice(&spec.dst_mac);
         f[6..12].copy_from_slice(&spec.src_mac);
@@ -254,6 +318,34 @@ impl Template {
             udp_base,
         }
     }
+
+    /// Ethernet/IPv6/UDP: version 6, traffic class and flow label 0, payload
+    /// length, next header UDP, hop limit 64; addresses, ports, stamp and UDP
+    /// checksum are written per packet.
+    fn new_v6(spec: &FrameSpec, size: usize) -> Template {
+        let len = size - FCS;
+        let mut f = vec![0u8; len];
+        f[0..6].copy_from_slice(&spec.dst_mac);
+        f[6..12].copy_from_slice(&spec.src_mac);
+        f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        let udp_len = (len - 14 - 40) as u16;
+        {
+            let ip = &mut f[14..54];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
+            ip[6] = 17;
+            ip[7] = 64;
+        }
+        f[58..60].copy_from_slice(&udp_len.to_be_bytes());
+        // Pseudo-header: upper-layer length (32 bits, high half 0) and next
+        // header; then the UDP length field itself.
+        let udp_base = 17 + u32::from(udp_len) * 2;
+        Template {
+            frame: f,
+            ip_base: 0,
+            udp_base,
+        }
+    }
 }
 
 /// Writes frames of a [`FrameSpec`] into packet buffers.
@@ -262,18 +354,30 @@ pub struct FrameBuilder {
     /// Template index per slot of the size cycle.
     cycle: Vec<u8>,
     spec: FrameSpec,
+    /// IPv6 frames.
+    v6: bool,
+    /// First source and destination address as numbers (IPv4 in the low 32 bits).
+    src_base: u128,
+    dst_base: u128,
+    /// IPv6: the checksum sum of both first addresses' words, so a packet adds
+    /// only its address offsets (see [`add128`]).
+    addr_sum: u32,
     flows: u64,
     rng: SplitMix64,
-    /// Round-robin position as mixed-radix digits (destination port, source
-    /// port, destination address, source address): stepping it needs no
-    /// division, which cost about a third of the generator's time per packet.
-    odometer: [u32; 4],
+    /// Sizes of the four flow fields: destination port, source port,
+    /// destination address, source address (the first varies fastest).
+    counts: [u32; 4],
+    /// Round-robin: the next flow's offset in each field (an odometer, so a
+    /// packet costs compares, not divisions).
+    pos: [u32; 4],
     next_size: usize,
 }
 
 impl FrameBuilder {
-    /// Builds the templates. Sizes must be within [`MIN_FRAME`]..=[`MAX_FRAME`]
-    /// (the pipeline validates this).
+    /// Builds the templates. Sizes must be within [`FrameSpec::min_frame`]..=
+    /// [`MAX_FRAME`] (the pipeline validates this; smaller sizes are raised to
+    /// the minimum). The family is the source addresses' (an IPv4 destination
+    /// with IPv6 sources is sent IPv4-mapped).
     pub fn new(spec: &FrameSpec) -> FrameBuilder {
         let (sizes, cycle) = match &spec.sizes {
             Sizes::Fixed(s) => (vec![*s], vec![0u8]),
@@ -305,8 +409,21 @@ impl FrameBuilder {
             cycle,
             flows: spec.flows().max(1),
             rng: SplitMix64::new(spec.seed),
+            v6: spec.is_v6(),
+            src_base: spec.src_ip.base(spec.is_v6()),
+            dst_base: spec.dst_ip.base(spec.is_v6()),
+            addr_sum: u32::from(fold(add128(
+                add128(0, spec.src_ip.base(spec.is_v6())),
+                spec.dst_ip.base(spec.is_v6()),
+            ))),
+            counts: [
+                spec.dst_port.count.max(1),
+                spec.src_port.count.max(1),
+                spec.dst_ip.count.max(1),
+                spec.src_ip.count.max(1),
+            ],
+            pos: [0; 4],
             spec: spec.clone(),
-            odometer: [0; 4],
             next_size: 0,
         }
     }
@@ -328,40 +445,42 @@ impl FrameBuilder {
         if self.next_size == self.cycle.len() {
             self.next_size = 0;
         }
-        let s = &self.spec;
-        let counts = [
-            s.dst_port.count,
-            s.src_port.count,
-            s.dst_ip.count,
-            s.src_ip.count,
-        ];
-        let digits = match s.order {
+        // Flow k in mixed radix over the four fields, destination port fastest.
+        let [dpo, spo, di, si] = match self.spec.order {
             FlowOrder::RoundRobin => {
-                let d = self.odometer;
-                for (digit, &count) in self.odometer.iter_mut().zip(&counts) {
-                    *digit += 1;
-                    if *digit < count {
+                let cur = self.pos;
+                for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
+                    *p += 1;
+                    if *p < c {
                         break;
                     }
-                    *digit = 0;
+                    *p = 0;
                 }
-                d
+                cur
             }
             FlowOrder::Random => {
-                // Mixed radix: destination port varies fastest.
                 let mut k = self.rng.next_u64() % self.flows;
-                let mut d = [0u32; 4];
-                for (digit, &count) in d.iter_mut().zip(&counts) {
-                    *digit = (k % u64::from(count)) as u32;
-                    k /= u64::from(count);
+                let mut out = [0u32; 4];
+                for (o, &c) in out.iter_mut().zip(&self.counts) {
+                    *o = (k % u64::from(c)) as u32;
+                    k /= u64::from(c);
                 }
-                d
+                out
             }
         };
-        let dport = s.dst_port.first as u32 + digits[0];
-        let sport = s.src_port.first as u32 + digits[1];
-        let dip = s.dst_ip.nth(digits[2]);
-        let sip = s.src_ip.nth(digits[3]);
+        let s = &self.spec;
+        let dport = u32::from(s.dst_port.first) + dpo;
+        let sport = u32::from(s.src_port.first) + spo;
+        if self.v6 {
+            let sip = self.src_base.wrapping_add(u128::from(si));
+            let dip = self.dst_base.wrapping_add(u128::from(di));
+            // Adding an offset to an address adds its words to the sum:
+            // carries between words are end-around carries (see add128).
+            let addr_sum = add32(add32(self.addr_sum, si), di);
+            return write_v6(t, buf, stamp, (sip, dip, addr_sum), sport, dport);
+        }
+        let dip = (self.dst_base as u32).wrapping_add(di);
+        let sip = (self.src_base as u32).wrapping_add(si);
 
         let len = t.frame.len();
         let f = &mut buf[..len];
@@ -384,6 +503,59 @@ impl FrameBuilder {
         f[40..42].copy_from_slice(&udp_sum.to_be_bytes());
         len
     }
+}
+
+/// Adds a 128-bit address's eight 16-bit words to a checksum accumulator.
+///
+/// The ones'-complement sum of the words of `a + i` equals that of `a`'s
+/// words plus `i`'s (mod 0xffff): a carry out of one word subtracts 0x10000
+/// (= 1 mod 0xffff) there and adds 1 to the next word, which has the same
+/// weight in the sum. So the generator sums each range's first address once
+/// and adds only the per-packet offsets (as long as `a + i` does not wrap
+/// past 2^128, which a parsed range cannot).
+#[inline]
+fn add128(acc: u32, v: u128) -> u32 {
+    let hi = (v >> 64) as u64;
+    let lo = v as u64;
+    let mut acc = acc;
+    for w in [hi, lo] {
+        acc += ((w >> 48) & 0xffff) as u32
+            + ((w >> 32) & 0xffff) as u32
+            + ((w >> 16) & 0xffff) as u32
+            + (w & 0xffff) as u32;
+    }
+    acc
+}
+
+/// The IPv6 half of [`FrameBuilder::write`]: addresses, ports, stamp, and the
+/// UDP checksum over the pseudo-header (no IP header checksum in IPv6).
+#[inline]
+fn write_v6(
+    t: &Template,
+    buf: &mut [u8],
+    stamp: &StampRepr,
+    (sip, dip, addr_sum): (u128, u128, u32),
+    sport: u32,
+    dport: u32,
+) -> usize {
+    let len = t.frame.len();
+    let f = &mut buf[..len];
+    f.copy_from_slice(&t.frame);
+    f[22..38].copy_from_slice(&sip.to_be_bytes());
+    f[38..54].copy_from_slice(&dip.to_be_bytes());
+    f[54..56].copy_from_slice(&(sport as u16).to_be_bytes());
+    f[56..58].copy_from_slice(&(dport as u16).to_be_bytes());
+    stamp.emit(&mut Stamp::new_unchecked(
+        &mut f[HEADERS_V6..HEADERS_V6 + STAMP_LEN],
+    ));
+    let mut udp = t.udp_base + addr_sum + sport + dport;
+    udp += stamp.word_sum();
+    let mut udp_sum = !fold(udp);
+    if udp_sum == 0 {
+        udp_sum = 0xffff; // a computed 0 is sent as all ones (RFC 8200 8.1)
+    }
+    f[60..62].copy_from_slice(&udp_sum.to_be_bytes());
+    len
 }
 
 #[cfg(test)]
@@ -449,6 +621,38 @@ mod test {
     }
 
     #[test]
+    fn round_robin_is_the_mixed_radix_order() {
+        let spec = FrameSpec {
+            src_ip: AddrRange::parse("10.0.0.1-10.0.0.3").unwrap(),
+            dst_ip: AddrRange::parse("10.1.0.0-10.1.0.1").unwrap(),
+            src_port: PortRange::parse("100-104").unwrap(),
+            dst_port: PortRange::parse("7-9").unwrap(),
+            ..FrameSpec::default()
+        };
+        let flows = spec.flows();
+        assert_eq!(flows, 90);
+        let mut b = FrameBuilder::new(&spec);
+        let mut buf = vec![0u8; 60];
+        for n in 0..3 * flows {
+            b.write(&mut buf, &StampRepr::default());
+            let k = n % flows;
+            let want = (
+                1 + (k / 3 / 5 / 2) % 3,
+                (k / 3 / 5) % 2,
+                100 + (k / 3) % 5,
+                7 + k % 3,
+            );
+            let got = (
+                u64::from(buf[29]),
+                u64::from(buf[33]),
+                u64::from(u16::from_be_bytes([buf[34], buf[35]])),
+                u64::from(u16::from_be_bytes([buf[36], buf[37]])),
+            );
+            assert_eq!(got, want, "packet {n}");
+        }
+    }
+
+    #[test]
     fn imix_cycle_has_the_weights_interleaved() {
         let b = FrameBuilder::new(&FrameSpec {
             sizes: Sizes::default_imix(),
@@ -462,5 +666,142 @@ mod test {
             .windows(3)
             .all(|w| !(w[0] == w[1] && w[1] == w[2] && w[0] != 0)));
         assert!((Sizes::default_imix().average() - 353.83).abs() < 0.01);
+    }
+
+    fn verify_v6(frame: &[u8]) {
+        assert_eq!(&frame[12..14], &[0x86, 0xdd]);
+        assert_eq!(frame[14] >> 4, 6);
+        assert_eq!(frame[20], 17, "next header UDP");
+        let udp = &frame[54..];
+        assert_eq!(
+            u16::from_be_bytes([frame[18], frame[19]]) as usize,
+            udp.len()
+        );
+        assert_eq!(u16::from_be_bytes([udp[4], udp[5]]) as usize, udp.len());
+        let mut pseudo = Vec::new();
+        pseudo.extend_from_slice(&frame[22..54]);
+        pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
+        pseudo.extend_from_slice(&[0, 0, 0, 17]);
+        pseudo.extend_from_slice(udp);
+        assert_eq!(
+            checksum(&pseudo),
+            0,
+            "UDP checksum over the IPv6 pseudo-header"
+        );
+        assert_ne!(&udp[6..8], &[0, 0], "IPv6 UDP checksums are mandatory");
+    }
+
+    #[test]
+    fn ipv6_checksums_are_correct_for_every_flow_and_size() {
+        let spec = FrameSpec {
+            // Crosses a 32-bit boundary of the address.
+            src_ip: AddrRange::parse("fd00::ffff:fffe-fd00::1:0:1").unwrap(),
+            dst_ip: AddrRange::parse(
+                "2001:db8:ffff:ffff:ffff:ffff:ffff:fffd-2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+            )
+            .unwrap(),
+            src_port: PortRange::parse("65534-65535").unwrap(),
+            dst_port: PortRange::parse("1-3").unwrap(),
+            sizes: Sizes::Imix(vec![(84, 3), (85, 1), (1518, 2), (9018, 1)]),
+            ..FrameSpec::default()
+        };
+        assert!(spec.is_v6());
+        assert_eq!(spec.src_ip.count, 4);
+        assert_eq!(spec.flows(), 4 * 3 * 2 * 3);
+        let mut b = FrameBuilder::new(&spec);
+        let mut buf = vec![0u8; 9014];
+        let mut srcs = std::collections::BTreeSet::new();
+        for seq in 0..2000u64 {
+            let st = StampRepr {
+                stream: 9,
+                seq: seq.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                tx_ns: seq * 1_234_567,
+                epoch: seq as u8,
+                flags: (seq & 1) as u8,
+            };
+            let n = b.write(&mut buf, &st);
+            verify_v6(&buf[..n]);
+            srcs.insert(u128::from_be_bytes(buf[22..38].try_into().unwrap()));
+            let r = StampRepr::parse(&Stamp::new_unchecked(&buf[HEADERS_V6..n])).unwrap();
+            assert_eq!(r.seq, st.seq);
+        }
+        let first = u128::from("fd00::ffff:fffe".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            srcs.into_iter().collect::<Vec<_>>(),
+            (0..4).map(|i| first + i).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_zero_ipv6_udp_checksum_is_sent_as_all_ones() {
+        // Find a sequence number whose frame sums to 0, then check it is sent
+        // as 0xffff and still verifies.
+        let spec = FrameSpec {
+            src_ip: AddrRange::v6(DEFAULT_SRC_V6),
+            dst_ip: AddrRange::v6(DEFAULT_DST_V6),
+            sizes: Sizes::Fixed(MIN_FRAME_V6),
+            ..FrameSpec::default()
+        };
+        let mut b = FrameBuilder::new(&spec);
+        let mut buf = [0u8; 80];
+        let st = |seq| StampRepr {
+            seq,
+            ..StampRepr::default()
+        };
+        let n = b.write(&mut buf, &st(0));
+        assert_eq!(n, 80);
+        let sum = u16::from_be_bytes([buf[60], buf[61]]);
+        // The checksum is the complement of the other words' sum: adding
+        // `sum` to the low word of the sequence number brings it to 0xffff,
+        // i.e. a computed checksum of 0.
+        let n = b.write(&mut buf, &st(u64::from(sum)));
+        verify_v6(&buf[..n]);
+        assert_eq!(&buf[60..62], &[0xff, 0xff]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn address_offsets_add_to_the_checksum_sum(a in proptest::num::u128::ANY, i in proptest::num::u32::ANY) {
+            let a = a.min(u128::MAX - u128::from(i));
+            let whole = fold(add128(0, a + u128::from(i)));
+            let split = fold(add32(u32::from(fold(add128(0, a))), i));
+            // Equal mod 0xffff (0 and 0xffff are the same ones'-complement value).
+            proptest::prop_assert_eq!(whole % 0xffff, split % 0xffff);
+        }
+    }
+
+    #[test]
+    fn address_ranges_parse_both_families() {
+        let r = AddrRange::parse("fd00::1-fd00::100").unwrap();
+        assert!(r.is_v6());
+        assert_eq!(r.count, 256);
+        assert_eq!(AddrRange::parse(" 10.0.0.1 - 10.0.0.1 ").unwrap().count, 1);
+        assert!(AddrRange::parse("10.0.0.1-fd00::1")
+            .unwrap_err()
+            .contains("mixes an IPv4 and an IPv6 address"));
+        assert!(AddrRange::parse("fd00::-fd01::")
+            .unwrap_err()
+            .contains("more than 2^32"));
+        assert!(AddrRange::parse("fd00::2-fd00::1").is_err());
+        assert!(AddrRange::parse("fd00::g").is_err());
+        let full = AddrRange::parse("::1-::ffff:ffff").unwrap();
+        assert_eq!(full.count, u32::MAX);
+    }
+
+    #[test]
+    fn small_sizes_are_raised_to_the_family_minimum_and_v4_destinations_mapped() {
+        let spec = FrameSpec {
+            src_ip: AddrRange::v6(DEFAULT_SRC_V6),
+            sizes: Sizes::Fixed(64),
+            ..FrameSpec::default()
+        };
+        assert_eq!(spec.min_frame(), MIN_FRAME_V6);
+        let mut b = FrameBuilder::new(&spec);
+        assert_eq!(b.next_frame_len(), MIN_FRAME_V6);
+        let mut buf = [0u8; 80];
+        b.write(&mut buf, &StampRepr::default());
+        verify_v6(&buf);
+        let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&buf[38..54]).unwrap());
+        assert_eq!(dst, "::ffff:10.0.0.2".parse::<Ipv6Addr>().unwrap());
     }
 }
