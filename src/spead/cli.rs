@@ -352,7 +352,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
+pub(crate) fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
     [
         Descriptor {
             id: 0x1000,

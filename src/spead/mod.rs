@@ -21,4 +21,5 @@ pub mod chunk;
 pub mod cli;
 pub mod fsim;
 pub mod send;
+pub mod stage;
 pub mod wire;
