@@ -988,3 +988,71 @@ impl Stage for ChunkSink {
         }))
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::spead::wire::decode;
+    use proptest::prelude::*;
+
+    #[test]
+    fn udp_headers_round_trip_through_strip() {
+        let mut template = [0u8; UDP_HEADERS];
+        template.copy_from_slice(&udp_template(64)[..UDP_HEADERS]);
+        let mut frame = vec![0u8; UDP_HEADERS + 100];
+        for (i, b) in frame[UDP_HEADERS..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        write_udp_headers(&mut frame, &template, 100);
+        assert_eq!(ipv4_checksum(&frame[14..34]), 0, "valid IPv4 checksum");
+        let inner = Encap::Udp.strip(&frame).unwrap();
+        assert_eq!(inner, &frame[UDP_HEADERS..]);
+        // Trailing padding (a short frame padded to 60 bytes) is not payload.
+        let mut short = vec![0u8; 60];
+        write_udp_headers(&mut short, &template, 10);
+        assert_eq!(Encap::Udp.strip(&short).unwrap().len(), 10);
+        // Not IPv4, not UDP, truncated.
+        let mut arp = frame.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(Encap::Udp.strip(&arp).is_none());
+        let mut tcp = frame.clone();
+        tcp[23] = 6;
+        assert!(Encap::Udp.strip(&tcp).is_none());
+        assert!(Encap::Udp.strip(&frame[..30]).is_none());
+        assert_eq!(Encap::None.strip(&frame[..30]).unwrap().len(), 30);
+    }
+
+    proptest! {
+        #[test]
+        fn strip_never_panics(frame in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Some(inner) = Encap::Udp.strip(&frame) {
+                prop_assert!(inner.len() <= frame.len() - UDP_HEADERS.min(frame.len()));
+            }
+        }
+    }
+
+    #[test]
+    fn generic_heaps_cut_like_the_packetizer() {
+        let f = Flavour::SPEAD_64_40;
+        let mut g = Generic::new(f, 3000, 1000).unwrap();
+        let mut buf = vec![0u8; 1000];
+        // Heap 1 (after the first, which carries descriptors): 2 item pointers
+        // in its first packet.
+        while g.k == 0 {
+            g.next_packet(&mut buf).unwrap();
+        }
+        let mut lens = Vec::new();
+        loop {
+            let (n, done) = g.next_packet(&mut buf).unwrap();
+            let h = decode(&buf[..n]).unwrap();
+            assert_eq!(h.heap_cnt, 2);
+            assert_eq!(h.heap_length, Some(3000));
+            lens.push(h.payload_length);
+            if done {
+                break;
+            }
+        }
+        // 1000 - 8 * (1 + 4 + 2) = 944, then 1000 - 40 = 960.
+        assert_eq!(lens, vec![944, 960, 960, 136]);
+    }
+}
