@@ -286,3 +286,22 @@ fn telescope_ingest_through_dpdk_net_ring() {
     assert_eq!(port["detail"]["copied_in"], 0, "built in mbufs: {port}");
     assert_eq!(port["detail"]["mbufs_in_use"], 0, "{port}");
 }
+
+#[test]
+fn open_ended_sender_ends_with_whole_heaps_and_end_of_stream_when_stopped() {
+    // No count: the sender runs until the pipeline stops, completes the heap
+    // under way, then sends the end-of-stream heap; nothing is left incomplete.
+    let text = small(0, 4, "mode = \"check\"").replace("timestamps = 256\n", "");
+    let r = util::run_text("open.toml", &text, Duration::from_millis(300));
+    assert_eq!(r.stopped_by, Some(StopReason::Duration));
+    let (tx, rx, check) = (detail(&r, "fsim"), detail(&r, "recv"), detail(&r, "check"));
+    let heaps = tx["heaps"].as_u64().unwrap();
+    assert!(heaps > 0, "{tx}");
+    assert_eq!(tx["packets"], heaps * 4 + 1, "{tx}");
+    assert_eq!(tx["end_of_stream_sent"], true);
+    assert_eq!(rx["ended_by"], "end_of_stream", "{rx}");
+    assert_eq!(rx["heaps_complete"], heaps, "{rx}");
+    assert_eq!(rx["heaps_incomplete"], 0, "{rx}");
+    assert_eq!(check["present"], heaps);
+    assert_eq!(check["wrong_bytes"], 0);
+}

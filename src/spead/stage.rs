@@ -325,8 +325,21 @@ impl SpeadSend {
         })
     }
 
+    /// Whether the last packet sent ended a heap.
+    fn at_heap_boundary(&self) -> bool {
+        match &self.source {
+            Source::Fsim {
+                per_heap, packets, ..
+            } => packets % per_heap == 0,
+            Source::Heaps(g) => g.first,
+        }
+    }
+
+    /// Whether to send more data: heaps are left, and when draining, only to
+    /// complete the heap under way.
     fn data_left(&self, draining: bool) -> bool {
-        !draining && self.spec.total_heaps().is_none_or(|t| self.heaps < t)
+        (!draining || !self.at_heap_boundary())
+            && self.spec.total_heaps().is_none_or(|t| self.heaps < t)
     }
 
     fn finished(&self, draining: bool) -> bool {
