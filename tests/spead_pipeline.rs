@@ -305,3 +305,22 @@ fn open_ended_sender_ends_with_whole_heaps_and_end_of_stream_when_stopped() {
     assert_eq!(check["present"], heaps);
     assert_eq!(check["wrong_bytes"], 0);
 }
+
+#[test]
+fn plan_describes_the_spead_stages_and_draws_the_chunk_link() {
+    let plan = linerate::pipeline::load_str(
+        Path::new("telescope-ingest-udp.toml"),
+        &pipeline("telescope-ingest-udp.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = plan.to_string();
+    assert!(text.contains("spead_send, F-engine simulator, 4 antennas, 16384-byte heaps in 1120-byte packets, 1024 timestamps, SPEAD-64-48"), "{text}");
+    assert!(text.contains("window 4 of 8 chunks"), "{text}");
+    assert!(
+        text.contains("chunk_sink, checks the chunks of `recv`"),
+        "{text}"
+    );
+    assert!(plan
+        .dot()
+        .contains("\"recv\" -> \"check\" [label=\"chunks\", style=bold];"));
+}

@@ -906,6 +906,14 @@ impl Plan {
                 r.producer, r.consumer, r.name, r.size
             );
         }
+        for st in &self.pipeline.stages {
+            if let StageKind::ChunkSink(c) = &st.kind {
+                out += &format!(
+                    "  \"{}\" -> \"{}\" [label=\"chunks\", style=bold];\n",
+                    c.from, st.name
+                );
+            }
+        }
         out + "}\n"
     }
 }
