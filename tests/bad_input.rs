@@ -320,3 +320,92 @@ fn frame_sizes_and_imix_weights() {
     let e = bad("room.toml", &text, false);
     assert_has(&e, &["does not fit a pool buffer"]);
 }
+
+/// A receiver and its sink, to break one key at a time.
+const SPEAD_TAIL: &str = r#"
+[port.wire]
+kind = "mem"
+
+[stage.fsim]
+kind = "spead_send"
+tx = "wire"
+timestamps = 8
+
+[stage.recv]
+kind = "spead_recv"
+rx = "wire"
+
+[stage.sink]
+kind = "chunk_sink"
+from = "recv"
+mode = "check"
+"#;
+
+#[test]
+fn spead_stage_keys() {
+    // Sender: a flavour that is none, a count of the other source, a rate in percent.
+    let text = SPEAD_TAIL.replace(
+        "timestamps = 8",
+        "timestamps = 8\nflavour = \"64-44\"\nheaps = 3\nrate = \"50%\"",
+    );
+    let e = bad("spead-send.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "spead-send.toml:9:11",
+            "[stage.fsim] `flavour`",
+            "`64-44` is not a SPEAD flavour",
+            "\"64-48\" (MeerKAT)",
+            "`heaps` is not a key of source = \"fsim\"",
+            "spead-send.toml:11:8",
+            "not a percentage",
+        ],
+    );
+    // Receiver: fewer chunks than the window, an impossible geometry.
+    let text = SPEAD_TAIL.replace(
+        "rx = \"wire\"",
+        "rx = \"wire\"\nmax_chunks = 4\nn_chunks = 2\nn_channels_per_stream = 8192",
+    );
+    let e = bad("spead-recv.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "spead-recv.toml:14:12",
+            "[stage.recv] `n_chunks`",
+            "2 chunks cannot fill a window of max_chunks = 4",
+            "spead-recv.toml:15:25",
+            "the F-engine geometry is invalid",
+        ],
+    );
+    // Sink: a write without a directory; a receiver that does not exist.
+    let text = SPEAD_TAIL.replace("mode = \"check\"", "mode = \"write\"");
+    let e = bad("chunk-sink-mode.toml", &text, false);
+    assert_has(
+        &e,
+        &["chunk-sink-mode.toml:17:8", "mode = \"write\" needs `dir`"],
+    );
+    let text = SPEAD_TAIL.replace("from = \"recv\"", "from = \"rcv\"");
+    let e = bad("chunk-sink.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "chunk-sink.toml:16:8",
+            "[stage.sink] `from`",
+            "no stage is named `rcv`",
+            "a spead_recv stage: recv",
+        ],
+    );
+    // A sink fed by a stage that is not a receiver, and a packet larger than a buffer.
+    let text = SPEAD_TAIL
+        .replace("from = \"recv\"", "from = \"fsim\"")
+        .replace("timestamps = 8", "timestamps = 8\npacket_payload = 4096")
+        .replace("rx = \"wire\"", "rx = \"wire\"\npacket_payload = 4096");
+    let e = bad("chunk-sink-from.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "stage `fsim` is a spead_send stage, not a spead_recv stage",
+            "4192-byte packets do not fit a pool buffer",
+        ],
+    );
+}

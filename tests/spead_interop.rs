@@ -407,6 +407,9 @@ with open(out, "wb") as f:
         f.write(struct.pack("<qI", chunk.chunk_id, len(present)) + present)
         f.write(struct.pack("<Q", len(data)) + data)
         stream.add_free_chunk(chunk)
+# The data ring ends when the reader does, but the worker may still be
+# folding its last batch into the counters: stop the stream before reading them.
+stream.stop()
 stats = stream.stats
 print(json.dumps({k: stats[k] for k in ["heaps", "too_old_heaps", "rejected_heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]}), flush=True)
 os._exit(0)

@@ -331,6 +331,69 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
             }
         }
     }
+    // SPEAD stages: packets fit a buffer; each chunk sink names one receiver.
+    let mut sink_of: BTreeMap<&str, &str> = BTreeMap::new();
+    for s in &p.stages {
+        let section = format!("stage.{}", s.name);
+        match &s.kind {
+            StageKind::SpeadSend(c) if c.max_packet() > room => {
+                sink.error(
+                    s.span.clone(),
+                    &section,
+                    None,
+                    format!(
+                        "{}-byte packets do not fit a pool buffer ({room} bytes after headroom)",
+                        c.max_packet()
+                    ),
+                    Some(
+                        "a larger `size` in [pool], or a smaller `packet_payload` / `packet_size`"
+                            .into(),
+                    ),
+                );
+            }
+            StageKind::ChunkSink(c) => {
+                let recv = p.stages.iter().find(|x| x.name == c.from);
+                match recv.map(|x| &x.kind) {
+                    Some(StageKind::SpeadRecv(_)) => {
+                        if let Some(other) = sink_of.insert(c.from.as_str(), s.name.as_str()) {
+                            sink.error(s.rx_span.clone(), &section, Some("from"), format!("the chunks of `{}` already go to chunk sink `{other}`; a receiver has one sink", c.from), None);
+                        }
+                    }
+                    Some(k) => sink.error(
+                        s.rx_span.clone(),
+                        &section,
+                        Some("from"),
+                        format!(
+                            "stage `{}` is a {} stage, not a spead_recv stage",
+                            c.from,
+                            k.name()
+                        ),
+                        None,
+                    ),
+                    None => {
+                        let recvs: Vec<&str> = p
+                            .stages
+                            .iter()
+                            .filter(|x| matches!(x.kind, StageKind::SpeadRecv(_)))
+                            .map(|x| x.name.as_str())
+                            .collect();
+                        sink.error(
+                            s.rx_span.clone(),
+                            &section,
+                            Some("from"),
+                            format!("no stage is named `{}`", c.from),
+                            Some(if recvs.is_empty() {
+                                "the name of a spead_recv stage (none declared: add a [stage.NAME] with kind = \"spead_recv\")".to_string()
+                            } else {
+                                format!("a spead_recv stage: {}", recvs.join(", "))
+                            }),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
     // Cycles: stage -> stage through a ring or through a mem wire. Reliable
     // stages talk both ways on purpose: their links are exempt.
     let reliable: Vec<bool> = p
@@ -656,6 +719,52 @@ fn describe_stage(kind: &StageKind) -> String {
         )
         .to_lowercase(),
         StageKind::Sink(c) => format!("sink, burst {}", c.burst),
+        StageKind::SpeadSend(c) => {
+            let what = match &c.source {
+                crate::spead::stage::SendSource::Fsim(f) => format!(
+                    "F-engine simulator, {} antennas, {}-byte heaps in {}-byte packets, {}",
+                    f.n_ants,
+                    f.heap_bytes(),
+                    f.max_packet(),
+                    c.count
+                        .map_or("open-ended".into(), |n| format!("{n} timestamps"))
+                ),
+                crate::spead::stage::SendSource::Heaps {
+                    heap_size,
+                    packet_size,
+                } => format!(
+                    "generic {heap_size}-byte heaps in packets of at most {packet_size} bytes, {}",
+                    c.count.map_or("open-ended".into(), |n| format!("{n} heaps"))
+                ),
+            };
+            let rate = c
+                .rate_bps
+                .map_or("as fast as possible".into(), |b| format!("{}bps", si(b)));
+            format!(
+                "spead_send, {what}, SPEAD-64-{}, {rate}, burst {}",
+                c.flavour.heap_address_bits(),
+                c.burst
+            )
+        }
+        StageKind::SpeadRecv(c) => format!(
+            "spead_recv, {} antennas, {}-byte heaps, {} heaps per F-engine per chunk, window {} of {} chunks, SPEAD-64-{}, burst {}",
+            c.fsim.n_ants,
+            c.fsim.heap_bytes(),
+            c.heaps_per_fengine_per_chunk,
+            c.max_chunks,
+            c.n_chunks,
+            c.fsim.flavour.heap_address_bits(),
+            c.burst
+        ),
+        StageKind::ChunkSink(c) => format!(
+            "chunk_sink, {} the chunks of `{}`",
+            match &c.mode {
+                crate::spead::stage::ChunkSinkMode::Discard => "discards".to_string(),
+                crate::spead::stage::ChunkSinkMode::Check => "checks".to_string(),
+                crate::spead::stage::ChunkSinkMode::Write(d) => format!("writes to {}", d.display()),
+            },
+            c.from
+        ),
     }
 }
 
@@ -818,6 +927,14 @@ impl Plan {
                 "  \"{}\" -> \"{}\" [label=\"{} ({})\"];\n",
                 r.producer, r.consumer, r.name, r.size
             );
+        }
+        for st in &self.pipeline.stages {
+            if let StageKind::ChunkSink(c) = &st.kind {
+                out += &format!(
+                    "  \"{}\" -> \"{}\" [label=\"chunks\", style=bold];\n",
+                    c.from, st.name
+                );
+            }
         }
         out + "}\n"
     }

@@ -14,6 +14,11 @@ use crate::port::mem::{Capacity, MemConfig};
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::udp::UdpConfig;
 use crate::reliable::stage::{ReliableSpec, Role};
+use crate::spead::fsim::FsimConfig;
+use crate::spead::stage::{
+    ChunkSinkMode, ChunkSinkSpec, Encap, SendSource, SpeadRecvSpec, SpeadSendSpec,
+};
+use crate::spead::wire::Flavour;
 use crate::traffic::analyzer::LatencyMode;
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
@@ -154,6 +159,12 @@ pub enum StageKind {
     Analyzer(AnalyzerSpec),
     /// One side of a reliable channel (`reliable_tx` or `reliable_rx`).
     Reliable(ReliableSpec),
+    /// Sends SPEAD heaps (the F-engine simulator's or generic ones).
+    SpeadSend(SpeadSendSpec),
+    /// Reassembles SPEAD heaps into chunks (katgpucbf's placement).
+    SpeadRecv(SpeadRecvSpec),
+    /// Consumes a `spead_recv` stage's chunks.
+    ChunkSink(ChunkSinkSpec),
     /// Moves packets from rx to tx.
     Forward(SinkConfig),
     /// Counts and frees packets.
@@ -169,6 +180,9 @@ impl StageKind {
             StageKind::Analyzer(_) => "analyzer",
             StageKind::Reliable(r) if r.role == Role::Tx => "reliable_tx",
             StageKind::Reliable(_) => "reliable_rx",
+            StageKind::SpeadSend(_) => "spead_send",
+            StageKind::SpeadRecv(_) => "spead_recv",
+            StageKind::ChunkSink(_) => "chunk_sink",
             StageKind::Forward(_) => "forward",
             StageKind::Sink(_) => "sink",
         }
@@ -240,7 +254,60 @@ const STAGE_KINDS: &[&str] = &[
     "analyzer",
     "reliable_tx",
     "reliable_rx",
+    "spead_send",
+    "spead_recv",
+    "chunk_sink",
 ];
+/// The F-engine geometry keys shared by `spead_send` and `spead_recv`.
+const FSIM_KEYS: &[&str] = &[
+    "n_ants",
+    "n_channels_total",
+    "n_channels_per_stream",
+    "n_samples_per_channel",
+    "n_pols",
+    "packet_payload",
+];
+const SPEAD_SEND_KEYS: &[&str] = &[
+    "kind",
+    "lcore",
+    "tx",
+    "source",
+    "flavour",
+    "rate",
+    "timestamps",
+    "heaps",
+    "heap_size",
+    "packet_size",
+    "end_of_stream",
+    "encap",
+    "burst",
+    "n_ants",
+    "n_channels_total",
+    "n_channels_per_stream",
+    "n_samples_per_channel",
+    "n_pols",
+    "packet_payload",
+];
+const SPEAD_RECV_KEYS: &[&str] = &[
+    "kind",
+    "lcore",
+    "rx",
+    "flavour",
+    "heaps_per_fengine_per_chunk",
+    "max_chunks",
+    "n_chunks",
+    "max_heaps",
+    "idle_timeout",
+    "encap",
+    "burst",
+    "n_ants",
+    "n_channels_total",
+    "n_channels_per_stream",
+    "n_samples_per_channel",
+    "n_pols",
+    "packet_payload",
+];
+const CHUNK_SINK_KEYS: &[&str] = &["kind", "lcore", "from", "mode", "dir", "keep_wrong"];
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
     "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag", "ip",
@@ -737,7 +804,13 @@ fn parse_stage(
         }
         None => lcores.first().copied().unwrap_or(0),
     };
-    let rx_span = t.span_of("rx");
+    // A chunk sink has no rx: the span of its `from` (resolved by the plan)
+    // stands in the rx span.
+    let rx_span = if kind == "chunk_sink" {
+        t.span_of("from")
+    } else {
+        t.span_of("rx")
+    };
     let tx_span = t.span_of("tx");
     let help_rx = "the name of a port or ring to receive from";
     let help_tx = "the name of a port or ring to transmit to";
@@ -872,6 +945,23 @@ fn parse_stage(
                 tx,
             )
         }
+        "spead_send" => {
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let c = parse_spead_send(&mut t, sink);
+            t.finish(sink, "a spead_send stage", SPEAD_SEND_KEYS);
+            (StageKind::SpeadSend(c), None, tx)
+        }
+        "spead_recv" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let c = parse_spead_recv(&mut t, sink);
+            t.finish(sink, "a spead_recv stage", SPEAD_RECV_KEYS);
+            (StageKind::SpeadRecv(c), rx, None)
+        }
+        "chunk_sink" => {
+            let c = parse_chunk_sink(&mut t, sink);
+            t.finish(sink, "a chunk_sink stage", CHUNK_SINK_KEYS);
+            (StageKind::ChunkSink(c), None, None)
+        }
         "sink" => {
             let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
             let c = SinkConfig {
@@ -895,6 +985,322 @@ fn parse_stage(
         rx_span,
         tx_span,
     })
+}
+
+fn flavour(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Flavour {
+    match t.string(sink, "flavour") {
+        None => Flavour::SPEAD_64_48,
+        Some((f, span)) => match f.as_str() {
+            "64-48" => Flavour::SPEAD_64_48,
+            "64-40" => Flavour::SPEAD_64_40,
+            _ => {
+                let bits = f
+                    .strip_prefix("64-")
+                    .and_then(|b| b.parse::<u32>().ok())
+                    .and_then(|b| Flavour::new(b).ok());
+                bits.unwrap_or_else(|| {
+                    sink.error(
+                        span,
+                        &t.path,
+                        Some("flavour"),
+                        format!("`{f}` is not a SPEAD flavour"),
+                        Some("\"64-48\" (MeerKAT), \"64-40\" (spead2's default), or \"64-N\" with N a multiple of 8 from 8 to 56".into()),
+                    );
+                    Flavour::SPEAD_64_48
+                })
+            }
+        },
+    }
+}
+
+fn encap(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Encap {
+    match t.string(sink, "encap") {
+        None => Encap::None,
+        Some((e, span)) => match e.as_str() {
+            "none" => Encap::None,
+            "udp" => Encap::Udp,
+            _ => {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("encap"),
+                    format!("unknown encapsulation `{e}`"),
+                    Some("\"none\" (the packet is the SPEAD packet: mem and udp ports) or \"udp\" (Ethernet/IPv4/UDP headers in front: dpdk ports)".into()),
+                );
+                Encap::None
+            }
+        },
+    }
+}
+
+/// The F-engine geometry keys (katgpucbf's defaults), checked together.
+fn fsim_geometry(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, flavour: Flavour) -> FsimConfig {
+    let d = FsimConfig::default();
+    let mut get =
+        |k: &str, dflt: usize, hi: i64| t.int(sink, k, 1..hi).map_or(dflt, |(v, _)| v as usize);
+    let c = FsimConfig {
+        n_ants: get("n_ants", d.n_ants, 1 << 16),
+        n_channels_total: get("n_channels_total", d.n_channels_total, 1 << 24),
+        n_channels_per_stream: get("n_channels_per_stream", d.n_channels_per_stream, 1 << 24),
+        n_samples_per_channel: get("n_samples_per_channel", d.n_samples_per_channel, 1 << 24),
+        n_pols: get("n_pols", d.n_pols, 5),
+        packet_payload: get("packet_payload", d.packet_payload, 9001),
+        flavour,
+        ..d
+    };
+    if let Err(e) = c.validate() {
+        let key = FSIM_KEYS
+            .iter()
+            .copied()
+            .find(|k| t.has(k))
+            .unwrap_or("n_channels_per_stream");
+        sink.error(
+            t.span_of(key),
+            &t.path,
+            Some(key),
+            format!("the F-engine geometry is invalid: {e}"),
+            None,
+        );
+    } else if c.heap_bytes() > 1 << 30 {
+        sink.error(
+            t.span.clone(),
+            &t.path,
+            None,
+            format!(
+                "heaps of {} bytes are too large (at most 1 GiB)",
+                c.heap_bytes()
+            ),
+            Some("fewer channels or samples per heap".into()),
+        );
+    }
+    c
+}
+
+fn parse_spead_send(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadSendSpec {
+    let flavour = flavour(t, sink);
+    let source = t.string(sink, "source");
+    let fsim = match &source {
+        None => true,
+        Some((s, _)) if s == "fsim" => true,
+        Some((s, _)) if s == "heaps" => false,
+        Some((s, span)) => {
+            sink.error(
+                span.clone(),
+                &t.path,
+                Some("source"),
+                format!("unknown source `{s}`"),
+                Some("\"fsim\" (the F-engine simulator) or \"heaps\" (generic heaps)".into()),
+            );
+            true
+        }
+    };
+    let (source, count, wrong) = if fsim {
+        let g = fsim_geometry(t, sink, flavour);
+        let count = t
+            .int(sink, "timestamps", 1..i64::MAX)
+            .map(|(c, _)| c as u64);
+        (
+            SendSource::Fsim(g),
+            count,
+            ["heaps", "heap_size", "packet_size"].as_slice(),
+        )
+    } else {
+        let heap_size = t.size(sink, "heap_size").map_or(65536, |(s, _)| s as usize);
+        let packet_size = t
+            .int(sink, "packet_size", 64..65508)
+            .map_or(1472, |(s, _)| s as usize);
+        if heap_size as u64 > flavour.max_value() || heap_size > 1 << 30 {
+            sink.error(
+                t.span_of("heap_size"),
+                &t.path,
+                Some("heap_size"),
+                format!("heaps of {heap_size} bytes are too large"),
+                Some("at most 1 GiB (and what the flavour's heap addresses reach)".into()),
+            );
+        }
+        let count = t.int(sink, "heaps", 1..i64::MAX).map(|(c, _)| c as u64);
+        (
+            SendSource::Heaps {
+                heap_size,
+                packet_size,
+            },
+            count,
+            [
+                "timestamps",
+                "n_ants",
+                "n_channels_total",
+                "n_channels_per_stream",
+                "n_samples_per_channel",
+                "n_pols",
+                "packet_payload",
+            ]
+            .as_slice(),
+        )
+    };
+    for k in wrong {
+        if t.has(k) {
+            t.mark_used(k);
+            let (this, other) = if fsim {
+                ("source = \"fsim\"", "source = \"heaps\"")
+            } else {
+                ("source = \"heaps\"", "source = \"fsim\"")
+            };
+            sink.error(
+                t.span_of(k),
+                &t.path,
+                Some(k),
+                format!("`{k}` is not a key of {this}"),
+                Some(format!("`{k}` belongs with {other}; the simulator counts `timestamps` (n_ants heaps each), generic heaps count `heaps`")),
+            );
+        }
+    }
+    let rate_bps = match t.rate(sink, "rate") {
+        None => None,
+        Some((Rate::L1Bps(b) | Rate::L2Bps(b), span)) => {
+            if b <= 0.0 {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("rate"),
+                    "the rate must be above zero",
+                    None,
+                );
+            }
+            Some(b)
+        }
+        Some((Rate::Pps(p), span)) => {
+            if p <= 0.0 {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("rate"),
+                    "the rate must be above zero",
+                    None,
+                );
+            }
+            let max = match &source {
+                SendSource::Fsim(c) => c.max_packet(),
+                SendSource::Heaps { packet_size, .. } => *packet_size,
+            };
+            Some(p * max as f64 * 8.0)
+        }
+        Some((Rate::Percent(_), span)) => {
+            sink.error(span, &t.path, Some("rate"), "a SPEAD sender's rate is in bits/s of SPEAD packets (or packets/s), not a percentage", Some("\"10 Gbps\" or \"100 kpps\"".into()));
+            None
+        }
+    };
+    SpeadSendSpec {
+        source,
+        flavour,
+        count,
+        rate_bps,
+        end_of_stream: t.boolean(sink, "end_of_stream").unwrap_or(true),
+        encap: encap(t, sink),
+        burst: burst(t, sink),
+    }
+}
+
+fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec {
+    let flavour = flavour(t, sink);
+    let fsim = fsim_geometry(t, sink, flavour);
+    let hpf = t
+        .int(sink, "heaps_per_fengine_per_chunk", 1..1 << 20)
+        .map_or(32, |(v, _)| v as u64);
+    let max_chunks = t
+        .int(sink, "max_chunks", 1..1025)
+        .map_or(4, |(v, _)| v as usize);
+    let n_chunks = match t.int(sink, "n_chunks", 1..4097) {
+        Some((n, span)) if (n as usize) < max_chunks => {
+            sink.error(
+                span,
+                &t.path,
+                Some("n_chunks"),
+                format!("{n} chunks cannot fill a window of max_chunks = {max_chunks}: the receiver would wait for ever"),
+                Some(format!("n_chunks of at least {max_chunks} (more lets the sink hold chunks while the window fills)")),
+            );
+            max_chunks
+        }
+        Some((n, _)) => n as usize,
+        None => (2 * max_chunks).max(8),
+    };
+    let max_heaps = t
+        .int(sink, "max_heaps", 1..1 << 20)
+        .map_or((fsim.n_ants * 2).max(4), |(v, _)| v as usize);
+    let chunk_bytes = fsim.heap_bytes() as u64 * fsim.n_ants as u64 * hpf;
+    if chunk_bytes * n_chunks as u64 > 64 << 30 {
+        sink.error(
+            t.span.clone(),
+            &t.path,
+            None,
+            format!("{n_chunks} chunks of {chunk_bytes} bytes exceed 64 GiB"),
+            Some("fewer `n_chunks` or a smaller `heaps_per_fengine_per_chunk`".into()),
+        );
+    }
+    SpeadRecvSpec {
+        fsim,
+        heaps_per_fengine_per_chunk: hpf,
+        max_chunks,
+        n_chunks,
+        max_heaps,
+        encap: encap(t, sink),
+        idle_timeout: t.duration(sink, "idle_timeout"),
+        burst: burst(t, sink),
+    }
+}
+
+fn parse_chunk_sink(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ChunkSinkSpec {
+    let from = t
+        .required_string(
+            sink,
+            "from",
+            "the name of the spead_recv stage whose chunks this sink consumes",
+        )
+        .map_or(String::new(), |x| x.0);
+    let dir = t.string(sink, "dir");
+    let mode = match t.string(sink, "mode") {
+        None => ChunkSinkMode::Discard,
+        Some((m, span)) => {
+            match m.as_str() {
+                "discard" => ChunkSinkMode::Discard,
+                "check" => ChunkSinkMode::Check,
+                "write" => {
+                    match &dir {
+                        Some((d, _)) => ChunkSinkMode::Write(PathBuf::from(d)),
+                        None => {
+                            sink.error(span, &t.path, Some("mode"), "mode = \"write\" needs `dir`", Some("dir = \"chunks/\", where chunk_<id>.raw and chunk_<id>.json go".into()));
+                            ChunkSinkMode::Discard
+                        }
+                    }
+                }
+                _ => {
+                    sink.error(
+                        span,
+                        &t.path,
+                        Some("mode"),
+                        format!("unknown chunk sink mode `{m}`"),
+                        Some("\"discard\", \"check\" or \"write\"".into()),
+                    );
+                    ChunkSinkMode::Discard
+                }
+            }
+        }
+    };
+    if let (Some((_, span)), false) = (&dir, matches!(mode, ChunkSinkMode::Write(_))) {
+        sink.error(
+            span.clone(),
+            &t.path,
+            Some("dir"),
+            "`dir` is for mode = \"write\"",
+            None,
+        );
+    }
+    ChunkSinkSpec {
+        from,
+        mode,
+        keep_wrong: t
+            .int(sink, "keep_wrong", 0..1 << 20)
+            .map_or(16, |(k, _)| k as usize),
+    }
 }
 
 /// A spanned TOML value as a plain one (for readers written against `toml::Value`).

@@ -171,6 +171,23 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             .map(Output::Ring)
             .ok_or_else(|| missing("output", name))
     };
+    // Chunk links: each chunk sink and the spead_recv stage it names.
+    let mut recv_ends = BTreeMap::new();
+    let mut sink_ends = BTreeMap::new();
+    for s in &p.stages {
+        if let StageKind::ChunkSink(c) = &s.kind {
+            let recv = p.stages.iter().find_map(|x| match &x.kind {
+                StageKind::SpeadRecv(r) if x.name == c.from => Some(r),
+                _ => None,
+            });
+            let recv = recv.ok_or_else(|| missing("spead_recv stage", &c.from))?;
+            let (re, se, [chunks, free]) = crate::spead::stage::chunk_link(recv.n_chunks);
+            rings.push((format!("{}.chunks", c.from), chunks));
+            rings.push((format!("{}.free_chunks", c.from), free));
+            recv_ends.insert(c.from.clone(), re);
+            sink_ends.insert(s.name.clone(), (se, recv.clone()));
+        }
+    }
     let mut slots: BTreeMap<String, StageSlot> = BTreeMap::new();
     let mut stages = Vec::new();
     let mut generators = Vec::new();
@@ -201,6 +218,36 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                     pool.cache(),
                     counters.clone(),
                 ))
+            }
+            (StageKind::SpeadSend(c), None, Some(out)) => Box::new(
+                crate::spead::stage::SpeadSend::new(c.clone(), out, pool.cache(), counters.clone())
+                    .map_err(|e| {
+                        BuildError::Input(format!("{}: [stage.{}]: {e}", p.file.display(), s.name))
+                    })?,
+            ),
+            (StageKind::SpeadRecv(c), Some(i), None) => {
+                Box::new(crate::spead::stage::SpeadRecv::new(
+                    c.clone(),
+                    i,
+                    recv_ends.remove(&s.name),
+                    pool.cache(),
+                    counters.clone(),
+                ))
+            }
+            (StageKind::ChunkSink(c), None, None) => {
+                let (end, recv) = sink_ends
+                    .remove(&s.name)
+                    .ok_or_else(|| missing("chunk link of", &s.name))?;
+                Box::new(
+                    crate::spead::stage::ChunkSink::new(c.clone(), &recv, end, counters.clone())
+                        .map_err(|e| {
+                            BuildError::Input(format!(
+                                "{}: [stage.{}]: {e}",
+                                p.file.display(),
+                                s.name
+                            ))
+                        })?,
+                )
             }
             (StageKind::Sink(c), Some(i), None) => {
                 Box::new(Sink::new(i, pool.cache(), c.burst, counters.clone()))

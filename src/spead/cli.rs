@@ -1,10 +1,11 @@
 //! `linerate spead send` and `linerate spead recv`: quick SPEAD tools like spead2's
 //! `spead2_send` / `spead2_recv`, over kernel UDP sockets.
 //!
-//! The sockets live here only (std `UdpSocket` for now; the runtime's UDP port
-//! will replace them); every protocol decision is made by the sans-IO cores.
+//! The sockets are the runtime's udp port (`recvmmsg`/`sendmmsg` in batches of
+//! up to [`BURST_MAX`] datagrams, into and out of pool buffers); every protocol
+//! decision is made by the sans-IO cores.
 
-use std::net::UdpSocket;
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,8 +18,45 @@ use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use super::fsim::{Fsim, FsimConfig};
 use super::send::{Pacer, Packetizer, SendHeap};
 use super::wire::{Descriptor, Flavour, ItemValue};
+use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
+use crate::port::udp::UdpConfig;
+use crate::port::{RxQueue, TxQueue};
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size, Rate};
+
+/// Largest datagram the commands handle (jumbo frames); larger ones are
+/// truncated by the port and counted as dropped.
+pub const MAX_DATAGRAM: usize = 9216;
+
+/// A pool of `MAX_DATAGRAM`-byte buffers for the commands' udp port.
+fn pool() -> Result<Pool, Failure> {
+    Pool::new(&PoolConfig {
+        name: "spead".into(),
+        count: 4096,
+        buf_size: (MAX_DATAGRAM + 128) as u32,
+        headroom: 128,
+        ..PoolConfig::default()
+    })
+    .map_err(runtime)
+}
+
+fn socket_addr(what: &str, text: &str) -> Result<SocketAddr, Failure> {
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Failure::Input(format!("{what} `{text}` is not a host:port")))
+}
+
+fn udp_port(config: &UdpConfig, pool: &Pool) -> Result<crate::port::OpenPort, Failure> {
+    let port = crate::port::udp::open(config, pool).map_err(|e| match e {
+        crate::port::PortError::Input(m) => Failure::Input(m),
+        crate::port::PortError::Runtime(m) => Failure::Runtime(m),
+    })?;
+    for w in &port.warnings {
+        eprintln!("linerate spead: {w}");
+    }
+    Ok(port)
+}
 
 /// SPEAD tools.
 #[derive(Debug, Clone, Args)]
@@ -245,9 +283,30 @@ fn bits_per_second(rate: &str, packet: usize) -> Result<f64, Failure> {
 fn send(a: &SendArgs) -> Result<i32, Failure> {
     let flavour = a.flavour.flavour();
     let packet = parse_size(&a.packet).map_err(input)? as usize;
-    let sock = UdpSocket::bind("0.0.0.0:0").map_err(runtime)?;
-    sock.connect(&a.dest)
-        .map_err(|e| Failure::Input(format!("destination {}: {e}", a.dest)))?;
+    if packet > MAX_DATAGRAM {
+        return Err(Failure::Input(format!(
+            "--packet {packet} is above the {MAX_DATAGRAM}-byte datagrams this command sends"
+        )));
+    }
+    let dest = socket_addr("destination", &a.dest)?;
+    let pool = pool()?;
+    let port = udp_port(
+        &UdpConfig {
+            bind: None,
+            connect: Some(dest),
+            multicast: None,
+            interface: Ipv4Addr::UNSPECIFIED,
+            rcvbuf: None,
+            sndbuf: Some(4 << 20),
+        },
+        &pool,
+    )?;
+    let stats = port.stats.clone();
+    let Some(mut tx) = port.tx.into_iter().next() else {
+        return Err(Failure::Runtime("the udp port has no transmit side".into()));
+    };
+    let mut cache = pool.cache();
+    let mut burst = Burst::new();
     let clock = Clock::new();
     let bps = bits_per_second(&a.rate, packet)?;
     let mut pacer = Pacer::new(bps, clock.now(), 100_000);
@@ -261,9 +320,21 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
         pps: 0.0,
     };
     let mut buf = vec![0u8; packet.max(2048)];
+    // Sends the burst with sendmmsg, waiting while the socket buffer is full.
+    // A datagram refused because nobody listens yet is dropped and counted by
+    // the port.
+    let flush = |tx: &mut Box<dyn TxQueue>, burst: &mut Burst| {
+        while !burst.is_empty() {
+            if tx.tx_burst(clock.now(), burst) == 0 {
+                std::thread::yield_now();
+            }
+        }
+    };
     let mut emit = |data: &[u8], report: &mut SendReport| -> Result<(), Failure> {
         if bps > 0.0 {
             while let Err(due) = pacer.poll(clock.now(), data.len()) {
+                // Waiting for the pacer: send what is batched first.
+                flush(&mut tx, &mut burst);
                 let wait = due.as_nanos().saturating_sub(clock.now().as_nanos());
                 if wait > 50_000 {
                     std::thread::sleep(Duration::from_nanos(wait - 20_000));
@@ -272,22 +343,19 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
                 }
             }
         }
-        loop {
-            match sock.send(data) {
-                Ok(_) => break,
-                // ENOBUFS/EAGAIN on a full socket buffer: retry.
-                Err(e)
-                    if e.raw_os_error() == Some(105)
-                        || e.kind() == std::io::ErrorKind::WouldBlock =>
-                {
-                    std::thread::yield_now()
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                    report.refused += 1;
-                    break;
-                }
-                Err(e) => return Err(runtime(e)),
+        let mut pkt = match cache.alloc() {
+            Some(p) => p,
+            None => {
+                flush(&mut tx, &mut burst);
+                cache
+                    .alloc()
+                    .ok_or_else(|| Failure::Runtime("no packet buffer left".into()))?
             }
+        };
+        pkt.set_data(data).map_err(runtime)?;
+        let _ = burst.push(pkt);
+        if burst.room() == 0 {
+            flush(&mut tx, &mut burst);
         }
         report.packets += 1;
         report.bytes += data.len() as u64;
@@ -341,6 +409,9 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
             emit(&buf[..n], &mut report)?;
         }
     }
+    // The last datagrams (emit sends only full bursts or before waiting).
+    flush(&mut tx, &mut burst);
+    report.refused = stats.report().dropped;
     report.secs = clock.elapsed().as_secs_f64();
     report.gbps = report.bytes as f64 * 8.0 / report.secs.max(1e-9) / 1e9;
     report.pps = report.packets as f64 / report.secs.max(1e-9);
@@ -352,7 +423,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
+pub(crate) fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
     [
         Descriptor {
             id: 0x1000,
@@ -396,14 +467,35 @@ struct RecvReport {
 }
 
 fn recv(a: &RecvArgs) -> Result<i32, Failure> {
-    let sock =
-        UdpSocket::bind(&a.bind).map_err(|e| Failure::Input(format!("bind {}: {e}", a.bind)))?;
-    recv_on(sock, a)
+    let pool = pool()?;
+    let rx = recv_port(a, &pool)?;
+    recv_on(rx, &pool, a)
 }
 
-/// Receives on an already bound socket (the tests bind first, so no packet
-/// is sent before anybody listens).
-fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
+/// Opens the receiving udp port (spead2's default 8 MiB socket buffer).
+fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
+    let bind = socket_addr("bind address", &a.bind)?;
+    let port = udp_port(
+        &UdpConfig {
+            bind: Some(bind),
+            connect: None,
+            multicast: None,
+            interface: Ipv4Addr::UNSPECIFIED,
+            rcvbuf: Some(8 << 20),
+            sndbuf: None,
+        },
+        pool,
+    )?;
+    port.rx
+        .into_iter()
+        .next()
+        .ok_or_else(|| Failure::Runtime("the udp port has no receive side".into()))
+}
+
+/// Receives on an already bound port (the tests bind first, so no packet
+/// is sent before anybody listens): bursts of datagrams with recvmmsg, each
+/// offered to the assembler or the chunk stream, the buffers freed in bulk.
+fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, Failure> {
     let limit = match &a.duration {
         Some(d) => Some(parse_duration(d).map_err(input)?),
         None => None,
@@ -411,10 +503,17 @@ fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
     if a.sink == SinkArg::Write && a.out.is_none() {
         return Err(Failure::Input("--sink write needs --out DIR".into()));
     }
-    sock.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(runtime)?;
+    let mut cache = pool.cache();
+    let mut burst = Burst::new();
+    // Receives a burst, sleeping briefly when the socket is empty.
+    let mut next_burst = |burst: &mut Burst, clock: &Clock| {
+        let n = rx.rx_burst(clock.now(), burst, BURST_MAX);
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        n
+    };
     let clock = Clock::new();
-    let mut buf = vec![0u8; 65536];
     let mut last_report = 0.0;
     let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
     if !a.chunks {
@@ -423,8 +522,9 @@ fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
             ..AssembleConfig::default()
         });
         while !asm.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
-            if let Ok(n) = sock.recv(&mut buf) {
-                let _ = asm.push(0, &buf[..n]);
+            next_burst(&mut burst, &clock);
+            for p in burst.iter() {
+                let _ = asm.push(0, p.data());
                 while let Some(h) = asm.poll_heap() {
                     if a.verbose {
                         print_heap(&h);
@@ -432,6 +532,7 @@ fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
                     asm.recycle(h);
                 }
             }
+            cache.free_bulk(&mut burst);
             let now = clock.elapsed().as_secs_f64();
             if now - last_report >= 1.0 {
                 last_report = now;
@@ -504,12 +605,14 @@ fn recv_on(sock: UdpSocket, a: &RecvArgs) -> Result<i32, Failure> {
         }
     };
     while !stream.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
-        if let Ok(n) = sock.recv(&mut buf) {
-            while let Push::Stall = stream.push(0, &buf[..n]) {
+        next_burst(&mut burst, &clock);
+        for p in burst.iter() {
+            while let Push::Stall = stream.push(0, p.data()) {
                 consume(&mut stream, &mut checker);
             }
             consume(&mut stream, &mut checker);
         }
+        cache.free_bulk(&mut burst);
         let now = clock.elapsed().as_secs_f64();
         if now - last_report >= 1.0 {
             last_report = now;
@@ -591,10 +694,12 @@ mod test {
         let SpeadCommand::Recv(r) = args.command else {
             panic!("not a recv command")
         };
-        let sock = UdpSocket::bind(&r.bind).unwrap();
-        std::thread::spawn(move || recv_on(sock, &r).unwrap_or(1))
+        let pool = pool().unwrap_or_else(|_| panic!("no pool"));
+        let rx = recv_port(&r, &pool).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
+        std::thread::spawn(move || recv_on(rx, &pool, &r).unwrap_or(1))
     }
     use clap::Parser;
+    use std::net::UdpSocket;
 
     #[derive(Debug, Parser)]
     struct Top {

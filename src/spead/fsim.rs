@@ -16,7 +16,7 @@
 //! [`check`](super::check) verifies every byte of a received chunk.
 
 use super::send::Pacer;
-use super::wire::{decode, emit_packet, Error, Flavour, ItemPointer, WORD};
+use super::wire::{decode, id, Error, Flavour, ItemPointer, Packet, WORD};
 use crate::time::Instant;
 
 /// Item id of the timestamp (ADC sample count).
@@ -210,14 +210,12 @@ pub struct Fsim {
     offset: usize,
     pointers: [ItemPointer; 7],
     n_extra: usize,
-    payload: Vec<u8>,
 }
 
 impl Fsim {
     /// A simulator; fails on invalid parameters.
     pub fn new(cfg: FsimConfig) -> Result<Fsim, String> {
         cfg.validate()?;
-        let payload = vec![0u8; cfg.packet_payload];
         let heap_bytes = cfg.heap_bytes();
         let step = cfg.timestamp_step();
         let n_extra = cfg.n_items() - 4;
@@ -230,7 +228,6 @@ impl Fsim {
             offset: 0,
             pointers: [ItemPointer(0); 7],
             n_extra,
-            payload,
         })
     }
 
@@ -259,16 +256,26 @@ impl Fsim {
         for p in &mut self.pointers[4..] {
             *p = f.immediate(0, 0)?;
         }
-        fill_payload(self.ant, ts, self.offset as u64, &mut self.payload[..len]);
-        let n = emit_packet(
-            buf,
-            f,
-            heap_cnt,
-            Some(self.heap_bytes as u64),
-            self.offset as u64,
-            &self.pointers[..self.n_extra],
-            &self.payload[..len],
-        )?;
+        // What emit_packet writes, with the payload generated in place (no
+        // copy through a staging buffer).
+        let n_items = 4 + self.n_extra;
+        let n = WORD * (1 + n_items) + len;
+        if buf.len() < n {
+            return Err(Error::BufferTooSmall {
+                need: n,
+                have: buf.len(),
+            });
+        }
+        let mut p = Packet::new_unchecked(&mut buf[..n]);
+        p.set_header(f, n_items as u16);
+        p.set_item(0, f.immediate(id::HEAP_CNT, heap_cnt)?);
+        p.set_item(1, f.immediate(id::HEAP_LENGTH, self.heap_bytes as u64)?);
+        p.set_item(2, f.immediate(id::PAYLOAD_OFFSET, self.offset as u64)?);
+        p.set_item(3, f.immediate(id::PAYLOAD_LENGTH, len as u64)?);
+        for (k, it) in self.pointers[..self.n_extra].iter().enumerate() {
+            p.set_item(4 + k, *it);
+        }
+        fill_payload(self.ant, ts, self.offset as u64, p.payload_mut(len));
         let id = PacketId {
             feng_id: self.ant,
             timestamp: ts,

@@ -13,6 +13,8 @@
 //! - [`chunk`]: heaps placed straight into large chunks with a `present` map, a
 //!   window of chunks and a ring of free chunks.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
+//! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
+//!   binding these cores to ports, rings and chunk links.
 #![forbid(unsafe_code)]
 
 pub mod assemble;
@@ -21,4 +23,5 @@ pub mod chunk;
 pub mod cli;
 pub mod fsim;
 pub mod send;
+pub mod stage;
 pub mod wire;
