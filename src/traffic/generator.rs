@@ -281,15 +281,21 @@ impl Stage for Generator {
         };
         let elapsed = cx.now.as_nanos().saturating_sub(t.start.as_nanos());
         let out_of_time = t.duration_ns != UNBOUNDED && elapsed >= t.duration_ns;
-        if cx.draining || t.attempted >= t.target || (out_of_time && t.last_call) {
+        // Past the end by more than `max_lag`: what is still due is unsent.
+        let overdue =
+            out_of_time && elapsed - t.duration_ns > duration_nanos(self.config.max_lag);
+        if cx.draining || t.attempted >= t.target || (t.last_call && overdue) {
             self.end(cx.now);
             self.out.flush(cx.now);
             return Poll::Idle;
         }
         let mut due = t.target - t.attempted;
         if out_of_time {
-            // One last burst sends what is due by the end (floating-point pacing
-            // may have left it one short); more than a burst behind is unsent.
+            // What was due by the end still goes out, a burst per poll, for up
+            // to `max_lag` past it, and always in at least one last burst
+            // (floating-point pacing may have left it one short). A generator
+            // that lost its core just before the end thus sends late, as it
+            // does mid-trial, rather than dropping a whole burst's worth.
             t.last_call = true;
         } else if t.rate > 0.0 {
             let by_now = (t.rate * elapsed as f64 * 1e-9) as u64;
