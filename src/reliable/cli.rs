@@ -161,6 +161,7 @@ mod test {
             vec!["--latency", "fast"],
             vec!["--size", "4"],
             vec!["--messages", "0"],
+            vec!["--queue", "0"],
         ] {
             let t = parse(&bad);
             assert_eq!(run(&t.a), 2, "{bad:?}");
@@ -180,6 +181,8 @@ mod test {
             "1",
             "--size",
             "2000",
+            "--queue",
+            "16384",
             "--json",
             json.to_str().unwrap(),
         ]);
