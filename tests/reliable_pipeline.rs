@@ -66,6 +66,15 @@ fn every_message_once_in_order_over_an_impaired_wire_both_modes() {
             assert_eq!(rx["check"]["corrupt"], 0);
             assert_eq!(rx["check"]["duplicate"], 0);
             assert_eq!(rx["check"]["out_of_order"], 0);
+            // Every delivered message carries its send time: one latency sample each.
+            let lat = &rx["latency_ns"];
+            assert_eq!(lat["samples"], 3000, "{mode} {loss}: {lat}");
+            let (p50, p99, max) = (
+                lat["p50"].as_u64().unwrap(),
+                lat["p99"].as_u64().unwrap(),
+                lat["max"].as_u64().unwrap(),
+            );
+            assert!(0 < p50 && p50 <= p99 && p99 <= max, "{mode} {loss}: {lat}");
             let tx = r.stages["tx"].detail.as_ref().unwrap();
             if loss > 0.0 {
                 assert!(

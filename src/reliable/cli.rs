@@ -42,6 +42,11 @@ pub struct CompareArgs {
     /// Link rate in bits per second (e.g. "10 Gbps").
     #[arg(long, default_value = "10 Gbps")]
     pub bandwidth: String,
+    /// TX ring of the link in packets: a full ring pushes back on the sender.
+    /// A deep one (e.g. 16384) models the mem wire, where nothing pushes back
+    /// and a standing queue builds in front of the slower side.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
     /// Offered load of the latency run, percent of the link rate.
     #[arg(long, default_value_t = 50.0)]
     pub load: f64,
@@ -72,6 +77,9 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
         }
         losses.push(l / 100.0);
     }
+    if a.queue == 0 {
+        return Err("--queue must be at least 1 packet".into());
+    }
     if a.messages == 0 || a.seeds == 0 {
         return Err("--messages and --seeds must be at least 1".into());
     }
@@ -81,6 +89,7 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
     let link = LinkConfig {
         latency,
         bandwidth_bps,
+        queue: a.queue,
         ..LinkConfig::default()
     };
     let params = Params {
@@ -152,6 +161,7 @@ mod test {
             vec!["--latency", "fast"],
             vec!["--size", "4"],
             vec!["--messages", "0"],
+            vec!["--queue", "0"],
         ] {
             let t = parse(&bad);
             assert_eq!(run(&t.a), 2, "{bad:?}");
@@ -171,6 +181,8 @@ mod test {
             "1",
             "--size",
             "2000",
+            "--queue",
+            "16384",
             "--json",
             json.to_str().unwrap(),
         ]);

@@ -62,10 +62,14 @@
 //! segment lost when a segment sent after it was acknowledged and either
 //! `reorder_threshold` later segments were SACKed or it was sent a quarter RTT
 //! before that one (RACK's rules; one loss costs one resend, not a window), or
-//! on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Timer
-//! expiries back the RTO off and send a tail-loss probe (the newest expired
-//! segment) rather than the whole flight; a segment that times out more than
-//! `retry_limit` times kills the peer ([`Event::PeerDead`]). Resends per pass
+//! on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Every
+//! segment has its timer in the hotel, but (with `tail_probe`, our default) a
+//! channel times out as RFC 6298's single timer does: only after an RTO with
+//! no ACK of new data, and then at most once per backed-off RTO. A timeout
+//! backs the RTO off and resends the newest expired segment (a tail-loss
+//! probe) and the oldest (the hole that holds delivery back) rather than the
+//! whole flight; a segment that times out more than `retry_limit` times kills
+//! the peer ([`Event::PeerDead`]). Resends per pass
 //! are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
 
@@ -117,8 +121,11 @@ pub struct Config {
     pub ack_every: u32,
     /// ACK at once when a segment arrives above a gap.
     pub ack_on_gap: bool,
-    /// On a timeout, resend only the newest expired segment per channel (a
-    /// tail-loss probe) and re-arm the others; `false` resends every expired one.
+    /// On a timeout, resend only the newest and the oldest expired segment
+    /// per channel (a tail-loss probe and the first hole) and re-arm the
+    /// others, and time out only after an RTO without an ACK of new data, at
+    /// most once per RTO; `false` (usnic) resends every expired segment as
+    /// its own timer runs out.
     pub tail_probe: bool,
     /// Resends per pass (per [`Endpoint::handle_timeout`] call).
     pub resend_cap: usize,
@@ -400,6 +407,10 @@ struct TxChannel {
     next_handle: u64,
     pool: Vec<Vec<u8>>,
     rtt: RttEstimator,
+    /// With `tail_probe`: no timer of the channel fires before this instant,
+    /// one RTO after the last ACK of new data or the last timeout probe.
+    /// Expiries before it are re-armed to it and are not timeouts.
+    probe_after: Instant,
 }
 
 #[derive(Debug)]
@@ -537,6 +548,7 @@ impl Endpoint {
             pool: Vec::new(),
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto)
                 .with_slack(cfg.ack_delay, cfg.hotel_tick),
+            probe_after: Instant::ZERO,
         });
         let rx = Channel::ALL.map(|ch| RxChannel {
             wmask: w - 1,
@@ -694,8 +706,17 @@ impl Endpoint {
         self.expired.clear();
         self.hotel.expire(now, &mut self.expired);
         // First pass: account the expiry of every live segment; keep only those.
+        // With `tail_probe`, the channel's timers behave as RFC 6298's single
+        // timer: a timeout is an RTO without an ACK of new data (while ACKs
+        // progress, SACK and RACK find the losses), and after one, the next
+        // comes no sooner than the backed-off RTO. Per-segment timers alone
+        // fire falsely when a standing queue makes later segments' RTTs longer
+        // than the RTO, and a silence (a lost flight, a peer descheduled for a
+        // few ms) expires the flight over many passes: firing at each would
+        // send a probe per pass and take the RTO to its maximum at once.
         let mut timed_out = [false; 2];
         let mut probe: [Option<u32>; 2] = [None, None];
+        let mut oldest: [Option<u32>; 2] = [None, None];
         let mut kept = 0;
         for i in 0..self.expired.len() {
             let k = self.expired[i];
@@ -707,6 +728,10 @@ impl Endpoint {
                 continue;
             }
             seg.room = None;
+            if self.cfg.tail_probe && now < t.probe_after {
+                seg.room = self.hotel.check_in(k, t.probe_after);
+                continue;
+            }
             seg.timeouts = seg.timeouts.saturating_add(1);
             self.stats.timeouts += 1;
             if self
@@ -724,29 +749,42 @@ impl Endpoint {
             if p.is_none_or_before(s) {
                 *p = Some(s);
             }
+            let o = &mut oldest[ch.index()];
+            if o.is_none_or(|o| seq::lt(s, o)) {
+                *o = Some(s);
+            }
             self.expired[kept] = k;
             kept += 1;
         }
         self.expired.truncate(kept);
+        let mut rearm_at = [now; 2];
         for ch in Channel::ALL {
+            let t = &mut self.tx[ch.index()];
             if timed_out[ch.index()] {
-                self.tx[ch.index()].rtt.backoff();
+                t.rtt.backoff();
+                rearm_at[ch.index()] = now + t.rtt.rto();
+                t.probe_after = rearm_at[ch.index()];
             }
         }
         // Second pass: resend. With `tail_probe`, only the newest expired
         // segment of each channel goes out; its ACK (or the SACK it brings
         // back) settles the others, which wait one more backed-off RTO. When
-        // only an ACK was lost this costs one resend instead of a flight.
+        // only an ACK was lost this costs one resend instead of a flight. The
+        // oldest expired segment goes out too (RFC 6298's retransmission of
+        // the first unacknowledged one): it is the hole that holds delivery
+        // back, and with two resends per RTO one lost probe (or its lost ACK)
+        // no longer costs a whole backed-off RTO.
         for i in 0..self.expired.len() {
             let k = self.expired[i];
             let ch = channel_of(k);
             let s = k as u32;
-            let rearm = self.cfg.tail_probe && probe[ch.index()] != Some(s);
+            let rearm = self.cfg.tail_probe
+                && probe[ch.index()] != Some(s)
+                && oldest[ch.index()] != Some(s);
             let t = &mut self.tx[ch.index()];
-            let rto = t.rtt.rto();
             let seg = &mut t.segs[(s & t.wmask) as usize];
             if rearm {
-                seg.room = self.hotel.check_in(k, now + rto);
+                seg.room = self.hotel.check_in(k, rearm_at[ch.index()]);
             } else if !seg.queued {
                 seg.queued = true;
                 self.resend.push_back((ch, s));
@@ -1046,6 +1084,10 @@ impl Endpoint {
         if let Some(sent) = sample {
             t.rtt.sample(now - sent);
             self.stats.rtt_samples += 1;
+        }
+        if newly > 0 {
+            // New data acknowledged: restart the channel's timer (RFC 6298 5.3).
+            t.probe_after = now + t.rtt.rto();
         }
         // Duplicate cumulative ACKs (usnic: one is enough to resend).
         if ack.cum == t.last_cum && newly == 0 && t.snd_una != t.next_seq {

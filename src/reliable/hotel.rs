@@ -6,7 +6,9 @@
 //! wheel of `slots` buckets of `tick` each. A room's bucket is its deadline's
 //! tick modulo the wheel size, so deadlines beyond one turn of the wheel wait
 //! for later turns. Check-in and check-out are O(1); [`Hotel::expire`] visits
-//! only the buckets whose ticks have passed (all buckets at most once per call);
+//! only the buckets whose ticks have passed (all buckets at most once per call),
+//! and returns at once while `now` is before a lower bound on every deadline
+//! (a poll loop calls it every pass, thousands of times per expiry);
 //! [`Hotel::next_deadline`] finds the earliest deadline exactly by walking the
 //! occupancy bitmap from the cursor.
 
@@ -40,6 +42,8 @@ pub struct Hotel {
     mask: u64,
     cursor: u64,
     len: usize,
+    /// No occupied room has a deadline before this.
+    floor: Instant,
 }
 
 impl Hotel {
@@ -67,6 +71,7 @@ impl Hotel {
             mask: slots as u64 - 1,
             cursor: 0,
             len: 0,
+            floor: Instant::MAX,
         }
     }
 
@@ -130,6 +135,7 @@ impl Hotel {
         room.tick = tick;
         room.occupied = true;
         self.len += 1;
+        self.floor = self.floor.min(deadline);
         let slot = self.slot_of(tick);
         self.link(r, slot);
         Some(RoomId(r))
@@ -148,16 +154,22 @@ impl Hotel {
         Some(key)
     }
 
-    fn expire_slot(&mut self, slot: usize, now: Instant, out: &mut Vec<u64>) {
+    /// Expires the due rooms of `slot`; returns the earliest deadline left in it.
+    fn expire_slot(&mut self, slot: usize, now: Instant, out: &mut Vec<u64>) -> Instant {
+        let mut left = Instant::MAX;
         let mut r = self.heads[slot];
         while r != NIL {
-            let next = self.rooms[r as usize].next;
-            if self.rooms[r as usize].deadline <= now {
-                out.push(self.rooms[r as usize].key);
+            let room = &self.rooms[r as usize];
+            let next = room.next;
+            if room.deadline <= now {
+                out.push(room.key);
                 self.unlink(r);
+            } else {
+                left = left.min(room.deadline);
             }
             r = next;
         }
+        left
     }
 
     fn slot_busy(&self, slot: usize) -> bool {
@@ -168,24 +180,33 @@ impl Hotel {
     /// their keys to `out`. `now` must not go backwards.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<u64>) {
         let now_tick = (now.as_nanos() / self.tick_ns).max(self.cursor);
+        if now < self.floor {
+            // Nothing is due: every room's tick is at or after `now_tick`, so
+            // the cursor moves up without visiting a bucket.
+            self.cursor = now_tick;
+            return;
+        }
+        // Rooms in buckets not visited have ticks after `now_tick`.
+        let mut floor = Instant::from_nanos((now_tick + 1).saturating_mul(self.tick_ns));
         if self.len > 0 {
             let span = now_tick - self.cursor;
             if span > self.mask {
                 for slot in 0..=self.mask as usize {
                     if self.slot_busy(slot) {
-                        self.expire_slot(slot, now, out);
+                        floor = floor.min(self.expire_slot(slot, now, out));
                     }
                 }
             } else {
                 for t in self.cursor..=now_tick {
                     let slot = self.slot_of(t);
                     if self.slot_busy(slot) {
-                        self.expire_slot(slot, now, out);
+                        floor = floor.min(self.expire_slot(slot, now, out));
                     }
                 }
             }
         }
         self.cursor = now_tick;
+        self.floor = if self.len == 0 { Instant::MAX } else { floor };
     }
 
     /// The earliest deadline of any occupied room.

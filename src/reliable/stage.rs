@@ -1,7 +1,9 @@
 //! The `reliable_tx` and `reliable_rx` stages: one endpoint per side, bound to
 //! a port (or ring) pair by [`driver::pump`]. The sender offers `messages`
-//! messages of `size` bytes made by [`pattern::fill`], keeping the send
-//! credits full; the receiver checks every byte with a [`pattern::Sink`].
+//! messages of `size` bytes made by [`pattern::fill_stamped`] (stamped with
+//! the time of `send`), keeping the send credits full; the receiver checks
+//! every byte with a [`pattern::Sink`] and records each message's delivery
+//! latency (the clock is CLOCK_MONOTONIC, shared by threads and processes).
 //! Both keep polling after they finish, so late ACKs and resends still flow
 //! until the pipeline stops.
 
@@ -9,13 +11,15 @@ use std::sync::Arc;
 
 use super::driver::{self, DatagramTx};
 use super::endpoint::{Config, Endpoint, Event, SendError};
-use super::pattern::{fill, Sink};
+use super::pattern::{fill_stamped, stamp, Sink};
 use super::wire::Channel;
 use crate::buf::{Burst, Packet, PoolCache};
+use crate::latency::{new_histogram, Summary};
 use crate::runtime::basic::{Input, Output};
 use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 use crate::time::Instant;
+use hdrhistogram::Histogram;
 
 /// Which side a stage is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +91,9 @@ pub struct ReliableStage {
     failure: Option<String>,
     /// Messages delivered in this poll (kept to reuse its storage).
     delivered: Vec<Vec<u8>>,
+    /// Receiver: nanoseconds from the sender's `send` (the message's stamp)
+    /// to delivery here, per message.
+    latency: Histogram<u64>,
     counters: Arc<CacheAligned<StageCounters>>,
 }
 
@@ -120,6 +127,7 @@ impl ReliableStage {
             finished: None,
             failure: None,
             delivered: Vec::with_capacity(64),
+            latency: new_histogram(),
             counters,
             spec,
         }
@@ -148,7 +156,7 @@ impl Stage for ReliableStage {
             while self.spec.messages.is_none_or(|m| self.next < m)
                 && self.ep.unacked(Channel::Data) < credits
             {
-                fill(self.next, self.spec.size, &mut self.msg);
+                fill_stamped(self.next, now.as_nanos(), self.spec.size, &mut self.msg);
                 match self.ep.send(Channel::Data, &self.msg) {
                     Ok(_) => {
                         self.started.get_or_insert(now);
@@ -183,7 +191,13 @@ impl Stage for ReliableStage {
         );
         for data in self.delivered.drain(..) {
             self.started.get_or_insert(now);
-            sink.check(&data);
+            if sink.check(&data) {
+                let sent = stamp(&data);
+                if sent > 0 {
+                    self.latency
+                        .saturating_record(now.as_nanos().saturating_sub(sent).max(1));
+                }
+            }
             ep.recycle(data);
         }
         if failure.is_some() {
@@ -251,6 +265,7 @@ impl Stage for ReliableStage {
             "goodput_bps": if secs > 0.0 { bytes as f64 * 8.0 / secs } else { 0.0 },
             "endpoint": self.ep.stats(),
             "check": self.sink.stats(),
+            "latency_ns": Summary::of(&self.latency),
             "failure": self.failure,
         }))
     }
