@@ -110,6 +110,17 @@ pub(crate) fn print_summary(r: &RunReport) {
             100.0 * s.busy_polls as f64 / polls as f64
         );
     }
+    // What each stage knows beyond packet counts (a generator's offered and
+    // unsent, a SPEAD receiver's heaps, a checker's wrong bytes), one line each.
+    for (name, s) in &r.stages {
+        if let Some(d) = &s.detail {
+            let mut fields = Vec::new();
+            flatten("", d, &mut fields);
+            if !fields.is_empty() {
+                let _ = writeln!(out, "  {name}: {}", fields.join(" "));
+            }
+        }
+    }
     if !r.ports.is_empty() {
         let _ = writeln!(
             out,
@@ -209,5 +220,72 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     match failure {
         Some(f) => Err(Failure::Runtime(f)),
         None => Ok(()),
+    }
+}
+
+/// The scalar fields of a stage's detail as `key=value` (nested objects as
+/// `outer.inner=value`; zero counters and lists, such as per-stream tables,
+/// only in the JSON).
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() => out.push(format!("{prefix}={}", short_float(f))),
+            // Zero counters are left out, as in the port lines.
+            _ if n.as_u64() == Some(0) => {}
+            _ => out.push(format!("{prefix}={n}")),
+        },
+        Value::Bool(b) => out.push(format!("{prefix}={b}")),
+        Value::String(s) if !prefix.is_empty() => out.push(format!("{prefix}={s}")),
+        _ => {}
+    }
+}
+
+/// A float with four significant digits, without trailing zeros.
+fn short_float(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return format!("{f}");
+    }
+    let digits = (3 - f.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{f:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn details_flatten_to_scalars() {
+        let v = serde_json::json!({"offered": 10, "fraction": 0.987654, "ok": true,
+            "heaps": {"complete": 3, "too_old": 0}, "streams": [1, 2], "mode": "check"});
+        let mut f = Vec::new();
+        flatten("", &v, &mut f);
+        assert_eq!(
+            f,
+            [
+                "fraction=0.9877",
+                "heaps.complete=3",
+                "mode=check",
+                "offered=10",
+                "ok=true"
+            ]
+        );
+        assert_eq!(short_float(1234.5678), "1235");
+        assert_eq!(short_float(2.5), "2.5");
     }
 }
