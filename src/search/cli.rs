@@ -67,8 +67,8 @@ pub struct SearchArgs {
     /// Per-trial overhead (s) added to the accounted time.
     #[arg(long, default_value_t = 0.0)]
     pub trial_overhead: f64,
-    /// The seed's exact MDR (re-measure upper bounds, double width in the last
-    /// intermediate phase) instead of the faster default.
+    /// The seed's exact MDR (re-measure upper bounds, external steps of two interval
+    /// widths) instead of the faster default.
     #[arg(long)]
     pub seed_exact: bool,
     /// Plain binary search, one goal after the other, for comparison.
