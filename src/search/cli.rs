@@ -360,7 +360,17 @@ pub fn run(
             if bar.is_hidden() {
                 // Not a terminal (a log, CI): plain lines instead of a progress bar.
                 if !args.quiet {
-                    eprintln!("{line}  elapsed {:.1} s", trial.end_s);
+                    let req = TrialRequest {
+                        phase: trial.phase,
+                        rate_pps: trial.rate_pps,
+                        duration_s: trial.duration_s,
+                    };
+                    let total = estimate_total(&cfg, trial.end_s - trial.duration_s, &req);
+                    eprintln!(
+                        "{line}  elapsed {:.1} s of ~{:.0} s",
+                        trial.end_s,
+                        total.max(trial.end_s)
+                    );
                 }
             } else {
                 bar.println(line);
