@@ -67,8 +67,8 @@ pub struct SearchArgs {
     /// Per-trial overhead (s) added to the accounted time.
     #[arg(long, default_value_t = 0.0)]
     pub trial_overhead: f64,
-    /// The seed's exact MDR (re-measure upper bounds, double width in the last
-    /// intermediate phase) instead of the faster default.
+    /// The seed's exact MDR (re-measure upper bounds, external steps of two interval
+    /// widths) instead of the faster default.
     #[arg(long)]
     pub seed_exact: bool,
     /// Plain binary search, one goal after the other, for comparison.
@@ -360,7 +360,17 @@ pub fn run(
             if bar.is_hidden() {
                 // Not a terminal (a log, CI): plain lines instead of a progress bar.
                 if !args.quiet {
-                    eprintln!("{line}  elapsed {:.1} s", trial.end_s);
+                    let req = TrialRequest {
+                        phase: trial.phase,
+                        rate_pps: trial.rate_pps,
+                        duration_s: trial.duration_s,
+                    };
+                    let total = estimate_total(&cfg, trial.end_s - trial.duration_s, &req);
+                    eprintln!(
+                        "{line}  elapsed {:.1} s of ~{:.0} s",
+                        trial.end_s,
+                        total.max(trial.end_s)
+                    );
                 }
             } else {
                 bar.println(line);

@@ -57,11 +57,12 @@ pub struct SearchConfig {
     pub time_budget: Option<f64>,
     /// Time added per trial to the accounted time (setup, warm-up), seconds.
     pub trial_overhead: f64,
-    /// Seed-exact mode: re-measure upper bounds at each phase's duration and give the last
-    /// intermediate phase twice the final width. Off by default: a trial that already loses
-    /// too much at a shorter duration is accepted as an upper bound (as the draft does), and
-    /// the last intermediate phase already narrows to the final width, so the final phase
-    /// only confirms lower bounds at the final duration.
+    /// Seed-exact mode: re-measure upper bounds at each phase's duration, and move external
+    /// search steps by two interval widths with no forwarding-rate hint. Off by default: a
+    /// trial that already loses too much at a shorter duration is accepted as an upper bound
+    /// (as MLRsearch and the draft do), external steps double the interval, and a trial that
+    /// lost far more than the goal allows sends the lower bound straight to its forwarding
+    /// rate.
     pub seed_exact: bool,
 }
 
