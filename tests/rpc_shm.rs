@@ -240,6 +240,7 @@ fn main() {
             "serve" => cli::serve(&ServeArgs {
                 shm: Some(path),
                 ring: 1 << 16,
+                comp_slots: 16,
                 core: None,
                 timeout: Duration::from_secs(60),
             })

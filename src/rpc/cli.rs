@@ -63,6 +63,9 @@ pub struct ServeArgs {
     /// Ring size (a power of two).
     #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
     pub ring: u64,
+    /// Completion slots per side of the shared-memory region (a power of two).
+    #[arg(long, default_value_t = crate::rpc::transport::shm::COMP_SLOTS)]
+    pub comp_slots: u64,
     /// Core to pin to.
     #[arg(long)]
     pub core: Option<usize>,
@@ -331,7 +334,7 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
     let config = Config::new(args.ring);
     let mut created = Err((1, "no region path".to_string()));
     for path in region_paths(&args.shm) {
-        created = ShmTransport::create(&path, args.ring)
+        created = ShmTransport::create_with(&path, args.ring, args.comp_slots)
             .map(|t| (t, path))
             .map_err(|e| (1, e.to_string()));
         if created.is_ok() {
