@@ -192,3 +192,31 @@ fn rpc_over_reliable_put_on_an_impaired_wire() {
         assert!(lost > 0 && dup > 0 && reord > 0, "{lost} {dup} {reord}");
     }
 }
+
+#[test]
+fn rpc_bench_over_reliable_mem_wires() {
+    use linerate::rpc::cli::{self, BenchArgs, BenchTransport};
+    for loss in [0.0, 0.02] {
+        let args = BenchArgs {
+            transport: BenchTransport::ReliableMem,
+            ring: 1 << 16,
+            loss,
+            server_core: None,
+            shm: None,
+            depth: vec![1, 16],
+            msg_size: 32,
+            resp_size: 32,
+            duration: Duration::from_millis(200),
+            pingpong: Duration::ZERO,
+            core: None,
+            timeout: Duration::from_secs(30),
+            json: None,
+        };
+        let report = cli::bench(&args).expect("bench over reliable-mem");
+        assert_eq!(report.transport, BenchTransport::ReliableMem);
+        assert_eq!(report.depths.len(), 2);
+        for d in &report.depths {
+            assert!(d.rpcs > 0, "depth {} made no RPCs", d.depth);
+        }
+    }
+}

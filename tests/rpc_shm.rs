@@ -200,6 +200,10 @@ fn cli_two_processes(dir: &Path) {
     let path = dir.join("cli");
     let child = spawn("serve", &path);
     let args = BenchArgs {
+        transport: cli::BenchTransport::Shm,
+        ring: 1 << 16,
+        loss: 0.0,
+        server_core: None,
         shm: Some(path.clone()),
         depth: vec![1, 8],
         msg_size: 32,
