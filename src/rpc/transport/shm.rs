@@ -36,8 +36,8 @@
 //! Cache lines a depth-1 round trip moves between the two cores (32-byte
 //! request and response, so 96-byte batches, carried inline): the two lines of
 //! the server's completion slot (call), the two lines of the client's (reply),
-//! and, once every `COMP_SLOTS / 8` writes per direction, the reader's taken
-//! count. The consumer positions are written by their owner and read by the
+//! and rarely the reader's taken count (the writer reads it only when it
+//! believes the completion ring full: once per about 7/8 of a ring of writes). The consumer positions are written by their owner and read by the
 //! peer only in the fallback; the receive rings are written only by their
 //! owner (inline copies) and the send rings are private, so neither moves.
 //! The reader polls one word (line 0's tag) and prefetches line 1 and the
