@@ -1,4 +1,6 @@
-//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory.
+//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
+//! or (`bench --transport reliable-mem`) one process whose server thread talks to
+//! it over the reliable channel's PUT on two mem wires.
 //!
 //! `serve` creates the region and answers calls; `bench` opens it, measures a
 //! cache-line ping-pong between the two processes first (the physical floor of a

@@ -18,7 +18,7 @@
 //! checked), the QP state machine with the attribute masks of each RC
 //! transition ([`rc_transition`]), and the work-request plans with send-queue
 //! accounting ([`SendQueue`], [`plan_write`], [`plan_read`]). The device part
-//! ([`VerbsTransport`], feature `ibverbs`) builds those plans into verbs calls;
+//! (`VerbsTransport`, feature `ibverbs`) builds those plans into verbs calls;
 //! with no device it fails at open with an error naming what is missing. It
 //! has not run against real hardware here (no RDMA device, no rxe module).
 

@@ -326,7 +326,7 @@ impl Transport for VerbsTransport {
             }
             let imm_be = wc_imm_data(&wc);
             self.imms.push_back(imm_from_wc(imm_be));
-            self.recv_posted -= 1;
+            self.recv_posted = self.recv_posted.saturating_sub(1);
         }
         // Repost in bulk when a third of the receives were used.
         if self.recv_posted < self.cfg.recv_depth * 2 / 3 {
