@@ -7,7 +7,7 @@
 //! the [`ReliableInfo`] record exchanged out of band. A write-with-immediate is
 //! one PUT of `imm * 32` bytes at the ring offset into the peer's region, on the
 //! data channel, which the peer bounds-checks against the region and delivers
-//! in order as [`Event::PutReceived`](crate::reliable::Event::PutReceived)
+//! in order as [`Event::PutReceived`]
 //! once every byte is in place. The immediate is carried by the PUT itself:
 //! its length / 32. When the endpoint's segment is shorter than its immediate
 //! (a segment that ends with a wrap marker advances the producer to the ring
