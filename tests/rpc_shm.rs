@@ -200,6 +200,10 @@ fn cli_two_processes(dir: &Path) {
     let path = dir.join("cli");
     let child = spawn("serve", &path);
     let args = BenchArgs {
+        transport: cli::BenchTransport::Shm,
+        ring: 1 << 16,
+        loss: 0.0,
+        server_core: None,
         shm: Some(path.clone()),
         depth: vec![1, 8],
         msg_size: 32,
@@ -240,6 +244,7 @@ fn main() {
             "serve" => cli::serve(&ServeArgs {
                 shm: Some(path),
                 ring: 1 << 16,
+                comp_slots: 16,
                 core: None,
                 timeout: Duration::from_secs(60),
             })

@@ -1,9 +1,11 @@
 //! Fuzzes the RPC batch parser and the endpoint's intake: arbitrary bytes as a
-//! batch, and arbitrary bytes plus immediates from a peer into a fresh endpoint.
+//! batch, arbitrary bytes plus immediates from a peer into a fresh endpoint, and
+//! arbitrary bytes as the ibverbs transport's out-of-band info record.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use linerate::rpc::transport::mem::MemLink;
+use linerate::rpc::transport::verbs::VerbsInfo;
 use linerate::rpc::wire::Batch;
 use linerate::rpc::{Config, Endpoint, Handler, Request};
 
@@ -19,6 +21,9 @@ impl Handler<u8> for Sink {
 }
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(info) = VerbsInfo::decode(data) {
+        assert_eq!(VerbsInfo::decode(&info.encode()), Ok(info));
+    }
     if let Ok(batch) = Batch::new_checked(data) {
         assert!(batch.len() <= data.len());
         for m in batch.messages() {

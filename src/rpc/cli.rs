@@ -1,4 +1,6 @@
-//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory.
+//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
+//! or (`bench --transport reliable-mem`) one process whose server thread talks to
+//! it over the reliable channel's PUT on two mem wires.
 //!
 //! `serve` creates the region and answers calls; `bench` opens it, measures a
 //! cache-line ping-pong between the two processes first (the physical floor of a
@@ -11,7 +13,9 @@
 #![forbid(unsafe_code)]
 
 use super::endpoint::{Config, Endpoint, Handler, Request};
+use super::transport::reliable::{PortLink, ReliableTransport};
 use super::transport::shm::{default_path, ShmError, ShmTransport};
+use super::transport::Transport;
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Subcommand};
@@ -63,6 +67,9 @@ pub struct ServeArgs {
     /// Ring size (a power of two).
     #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
     pub ring: u64,
+    /// Completion slots per side of the shared-memory region (a power of two).
+    #[arg(long, default_value_t = crate::rpc::transport::shm::COMP_SLOTS)]
+    pub comp_slots: u64,
     /// Core to pin to.
     #[arg(long)]
     pub core: Option<usize>,
@@ -71,9 +78,32 @@ pub struct ServeArgs {
     pub timeout: Duration,
 }
 
+/// The medium `rpc bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchTransport {
+    /// Shared memory with a separate `rpc serve` process (the default).
+    Shm,
+    /// The reliable channel's checked PUT over two mem wires, the server in a
+    /// second thread of this process (no `rpc serve` needed).
+    ReliableMem,
+}
+
 /// Arguments of `rpc bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
+    /// Transport to measure.
+    #[arg(long, value_enum, default_value = "shm")]
+    pub transport: BenchTransport,
+    /// Ring size for `--transport reliable-mem` (with shm the server chooses).
+    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
+    pub ring: u64,
+    /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Core of the server thread (`--transport reliable-mem`).
+    #[arg(long)]
+    pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).
     #[arg(long)]
     pub shm: Option<PathBuf>,
@@ -239,7 +269,9 @@ pub struct DepthReport {
 /// The whole bench report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct BenchReport {
-    /// Region file.
+    /// The transport measured.
+    pub transport: BenchTransport,
+    /// Region file (shm) or a description of the wires.
     pub shm: String,
     /// Ring size.
     pub ring_size: u64,
@@ -331,7 +363,7 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
     let config = Config::new(args.ring);
     let mut created = Err((1, "no region path".to_string()));
     for path in region_paths(&args.shm) {
-        created = ShmTransport::create(&path, args.ring)
+        created = ShmTransport::create_with(&path, args.ring, args.comp_slots)
             .map(|t| (t, path))
             .map_err(|e| (1, e.to_string()));
         if created.is_ok() {
@@ -496,6 +528,9 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
         usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
     let resp_size =
         u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
+    if args.transport == BenchTransport::ReliableMem {
+        return bench_reliable_mem(args, msg_size, resp_size);
+    }
     pin(args.core)?;
     let (mut t, path) = open_region(&region_paths(&args.shm), args.timeout)?;
     let config = Config::new(t.ring_size());
@@ -547,6 +582,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
             depths.push(run_depth(
                 &mut ep,
                 &mut t,
+                &mut |_| {},
                 &clock,
                 &payload,
                 resp_size,
@@ -560,6 +596,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     t.control(CTL_PHASE).store(PHASE_DONE, Ordering::Release);
     result?;
     Ok(BenchReport {
+        transport: BenchTransport::Shm,
         shm: path.display().to_string(),
         ring_size: t.ring_size(),
         msg_size: args.msg_size,
@@ -570,14 +607,135 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     })
 }
 
+/// `rpc bench --transport reliable-mem`: both ends in this process, the
+/// server in a thread, each over a [`ReliableTransport`] bound to two mem wires
+/// (one per direction, with `--loss`).
+fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliResult<BenchReport> {
+    use crate::buf::{Pool, PoolConfig};
+    use crate::port::mem::{self, MemConfig};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    if !(0.0..1.0).contains(&args.loss) {
+        return Err((2, "loss must be in [0, 1)".into()));
+    }
+    let bad = |e: super::TransportError| (2, e.to_string());
+    let config = Config::new(args.ring);
+    // Both threads share two cores with whatever else runs: a descheduled
+    // peer is not a dead one here.
+    let rcfg = crate::reliable::Config {
+        retry_limit: None,
+        ..crate::reliable::Config::default()
+    };
+    let mut tc = ReliableTransport::new(rcfg.clone(), args.ring).map_err(bad)?;
+    let mut ts = ReliableTransport::new(rcfg.clone(), args.ring).map_err(bad)?;
+    let (ic, is) = (tc.info(), ts.info());
+    tc.connect(is).map_err(bad)?;
+    ts.connect(ic).map_err(bad)?;
+    let pool = Pool::new(&PoolConfig {
+        name: "rpc-reliable-mem".into(),
+        count: 1 << 16,
+        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32).max(2048),
+        headroom: 0,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| (1, e.to_string()))?;
+    let wire = |seed| MemConfig {
+        loss: args.loss,
+        seed,
+        ring: 1 << 15,
+        ..MemConfig::default()
+    };
+    let (mut to_server, mut to_client) = (mem::open(&wire(1)), mem::open(&wire(2)));
+    let take = |p: &mut crate::port::OpenPort| (p.rx.pop(), p.tx.pop());
+    let ((Some(srx), Some(ctx)), (Some(crx), Some(stx))) =
+        (take(&mut to_server), take(&mut to_client))
+    else {
+        return Err((1, "mem wire without queues".into()));
+    };
+    let mut client_link = PortLink::new(crx, ctx, pool.cache(), pool.cache());
+    let mut server_link = PortLink::new(srx, stx, pool.cache(), pool.cache());
+    let mut ep: Endpoint<u64> =
+        Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
+    if msg_size > ep.max_payload() as usize || resp_size > ep.max_response_allowance() {
+        return Err((
+            2,
+            "message or response size above the ring's maximum".into(),
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let server_stop = stop.clone();
+    let server_core = args.server_core;
+    let server = std::thread::spawn(move || -> CliResult<u64> {
+        pin(server_core)?;
+        let clock = Clock::new();
+        let mut ep: Endpoint<()> =
+            Endpoint::new(config, config.local_info()).map_err(|e| (1, e.to_string()))?;
+        let mut h = ServerHandler {
+            requests: Vec::with_capacity(config.max_pending_calls as usize),
+        };
+        let resp = vec![0x5au8; resp_size as usize];
+        let mut answered = 0u64;
+        while !server_stop.load(Ordering::Relaxed) {
+            server_link.pump(&mut ts, clock.now());
+            ep.poll(&mut ts, &mut h).map_err(|e| (1, e.to_string()))?;
+            for req in h.requests.drain(..) {
+                let n = resp.len().min(req.max_response() as usize);
+                ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
+                answered += 1;
+            }
+            ep.flush(&mut ts).map_err(|e| (1, e.to_string()))?;
+        }
+        Ok(answered)
+    });
+    pin(args.core)?;
+    let clock = Clock::new();
+    let payload = vec![0xa5u8; msg_size];
+    let mut depths = Vec::new();
+    let result = (|| -> CliResult<()> {
+        for &depth in &args.depth {
+            depths.push(run_depth(
+                &mut ep,
+                &mut tc,
+                &mut |t: &mut ReliableTransport| {
+                    client_link.pump(t, clock.now());
+                },
+                &clock,
+                &payload,
+                resp_size,
+                depth,
+                args.duration,
+                None,
+            )?);
+        }
+        Ok(())
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let served = server
+        .join()
+        .map_err(|_| (1, "server thread panicked".to_string()))?;
+    served.map_err(|(c, m)| (c, format!("server thread: {m}")))?;
+    result?;
+    Ok(BenchReport {
+        transport: BenchTransport::ReliableMem,
+        shm: format!("reliable channel over two mem wires (loss {})", args.loss),
+        ring_size: args.ring,
+        msg_size: args.msg_size,
+        resp_size: args.resp_size,
+        core: args.core,
+        pingpong: None,
+        depths,
+    })
+}
+
 fn config_pending<U>(ep: &Endpoint<U>) -> usize {
     ep.pending_calls() as usize + 4096
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_depth(
+fn run_depth<T: Transport>(
     ep: &mut Endpoint<u64>,
-    t: &mut ShmTransport,
+    t: &mut T,
+    pump: &mut impl FnMut(&mut T),
     clock: &Clock,
     payload: &[u8],
     resp_size: u32,
@@ -616,6 +774,7 @@ fn run_depth(
             }
             ep.flush(t).map_err(fail)?;
         }
+        pump(t);
         ep.poll(t, &mut h).map_err(fail)?;
         if h.issued.is_empty() {
             idle += 1;
@@ -648,6 +807,7 @@ fn run_depth(
     let drain_start = clock.now();
     while ep.pending_calls() > 0 {
         h.issued.clear();
+        pump(t);
         ep.poll(t, &mut h).map_err(fail)?;
         if clock.now() - drain_start > Duration::from_secs(10) {
             return Err((1, "responses stopped arriving".into()));

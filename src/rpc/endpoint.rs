@@ -581,7 +581,9 @@ impl<U> Endpoint<U> {
         }
         if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
             // Nothing arrived and nothing changed since a poll that had nothing
-            // left to do: the rest would decide the same again.
+            // left to do: the rest would decide the same again. Warm the send
+            // ring's next lines while waiting.
+            self.send.warm();
             return Ok(());
         }
         while let Some((offset, len)) = self.recv.pending() {

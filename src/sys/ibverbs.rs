@@ -777,3 +777,11 @@ mod test {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// RC queue pairs for the RPC transport (rpc::transport::verbs), kept in their
+// own file; they reuse the handles above.
+// ---------------------------------------------------------------------------
+
+#[path = "ibverbs_rc.rs"]
+pub mod rc;

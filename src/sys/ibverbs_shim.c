@@ -32,3 +32,10 @@ int lr_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_
 {
     return ibv_query_port(context, port_num, port_attr);
 }
+
+/* --- RC queue pairs (the RPC transport, rpc::transport::verbs) --- */
+
+int lr_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid)
+{
+    return ibv_query_gid(context, port_num, index, gid);
+}

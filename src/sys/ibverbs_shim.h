@@ -15,4 +15,7 @@ struct ibv_flow *lr_ibv_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flo
 int lr_ibv_destroy_flow(struct ibv_flow *flow_id);
 int lr_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr);
 
+/* --- RC queue pairs (the RPC transport, rpc::transport::verbs) --- */
+int lr_ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid);
+
 #endif

@@ -12,11 +12,16 @@
 //!   exposes this side's, [`read_remote_consumer`](Transport::read_remote_consumer)
 //!   fetches the peer's (the memo's RDMA READ fallback; may complete later).
 //!
-//! [`shm`] shares both rings and completion rings between two processes; [`mem`]
-//! is an in-process link for tests and simulations.
+//! [`shm`] shares both rings and completion rings between two processes;
+//! [`reliable`] carries the writes as the reliable channel's checked PUTs over
+//! any datagram port; [`verbs`] is ibverbs RC `RDMA_WRITE_WITH_IMM` (its device
+//! part behind feature `ibverbs`); [`mem`] is an in-process link for tests and
+//! simulations.
 
 pub mod mem;
+pub mod reliable;
 pub mod shm;
+pub mod verbs;
 
 use thiserror::Error;
 
