@@ -880,9 +880,7 @@ impl<P: Place> ChunkStream<P> {
             return self.discard(ChunkDiscard::Rejected);
         };
         let dst = heap_offset + offset as usize;
-        // The one copy from packet to chunk; the consumer reads it later,
-        // from another core: stream it past the cache.
-        crate::buf::copy_nontemporal(&mut chunk.data[dst..dst + payload.len()], payload);
+        chunk.data[dst..dst + payload.len()].copy_from_slice(payload);
         if let Some(ps) = self.cfg.packet_presence {
             // An empty packet (possibly at the heap's very end) has no slot of its own.
             if !payload.is_empty() {
