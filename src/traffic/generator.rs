@@ -282,8 +282,7 @@ impl Stage for Generator {
         let elapsed = cx.now.as_nanos().saturating_sub(t.start.as_nanos());
         let out_of_time = t.duration_ns != UNBOUNDED && elapsed >= t.duration_ns;
         // Past the end by more than `max_lag`: what is still due is unsent.
-        let overdue =
-            out_of_time && elapsed - t.duration_ns > duration_nanos(self.config.max_lag);
+        let overdue = out_of_time && elapsed - t.duration_ns > duration_nanos(self.config.max_lag);
         if cx.draining || t.attempted >= t.target || (t.last_call && overdue) {
             self.end(cx.now);
             self.out.flush(cx.now);
