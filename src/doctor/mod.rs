@@ -1,6 +1,7 @@
 //! `linerate doctor`: what this machine has for kernel-bypass I/O and what
 //! is missing, each problem with its fix. Reads sysfs and procfs only (plus
-//! `pkg-config --modversion libdpdk`), so it runs on a default build; with
+//! `pkg-config --modversion libdpdk`, and a `flock` probe of the files under
+//! hugetlbfs mounts), so it runs on a default build; with
 //! feature `dpdk` it also reports the linked DPDK's `rte_version()`.
 //!
 //! Every path is relative to a [`Roots`] value so tests can point the checks
@@ -91,6 +92,8 @@ pub struct Report {
     pub nohz_full: String,
     /// RDMA devices under /sys/class/infiniband.
     pub rdma_devices: Vec<String>,
+    /// Hugepage files no process holds (left by DPDK processes that died).
+    pub stale_hugepage_files: Vec<StaleFile>,
     /// Findings, problems first.
     pub findings: Vec<Finding>,
 }
@@ -182,6 +185,63 @@ pub fn hugepages(roots: &Roots) -> Vec<HugepagePool> {
         })
         .collect();
     v.sort_by_key(|p| p.size_kb);
+    v
+}
+
+/// A hugepage file under a hugetlbfs mount that no process holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StaleFile {
+    /// Its path.
+    pub path: String,
+    /// Bytes of hugepages it keeps reserved.
+    pub bytes: u64,
+}
+
+/// DPDK's hugepage files (`<prefix>map_<n>`) under the hugetlbfs mounts that no
+/// process holds. A running DPDK process keeps a shared `flock` on each file
+/// it maps; a process that was killed leaves its files, and their pages stay
+/// taken until someone deletes them (DPDK itself only cleans its own prefix).
+pub fn stale_hugepage_files(mounts: &[String]) -> Vec<StaleFile> {
+    let mut out = Vec::new();
+    for m in mounts {
+        let Ok(rd) = fs::read_dir(m) else { continue };
+        let mut files: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.contains("map_"))
+            })
+            .collect();
+        files.sort();
+        for p in files {
+            let Ok(f) = fs::File::open(&p) else { continue };
+            if matches!(crate::sys::flock::is_locked(&f), Ok(false)) {
+                let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+                out.push(StaleFile {
+                    path: p.display().to_string(),
+                    bytes,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The `<prefix>` parts of DPDK hugepage file paths (`<dir>/<prefix>map_<n>`).
+fn stale_prefixes(files: &[StaleFile]) -> Vec<String> {
+    let mut v: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            f.path
+                .rsplit_once("map_")
+                .map(|(pre, _)| format!("{pre}map_*"))
+        })
+        .collect();
+    v.sort();
+    v.dedup();
     v
 }
 
@@ -391,6 +451,23 @@ pub fn diagnose(roots: &Roots) -> Report {
             None,
         );
     }
+    let stale = stale_hugepage_files(&mounts);
+    if !stale.is_empty() {
+        let bytes: u64 = stale.iter().map(|f| f.bytes).sum();
+        let globs = stale_prefixes(&stale);
+        add(
+            "hugepages",
+            if free_kb == 0 { Status::Problem } else { Status::Warn },
+            format!(
+                "{} hugepage file{} that no process holds keep {} MiB reserved ({}): a DPDK process was killed before it cleaned up",
+                stale.len(),
+                if stale.len() == 1 { "" } else { "s" },
+                bytes / (1024 * 1024),
+                globs.join(", ")
+            ),
+            Some(&format!("rm -f {}", globs.join(" "))),
+        );
+    }
     if total_kb > 0 && mounts.is_empty() {
         add(
             "hugepages",
@@ -591,6 +668,7 @@ pub fn diagnose(roots: &Roots) -> Report {
         isolated_cpus: isolated,
         nohz_full: nohz,
         rdma_devices: rdma,
+        stale_hugepage_files: stale,
         findings: f,
     }
 }
@@ -660,12 +738,19 @@ mod test {
             "0\n",
         );
         write(&sys, "devices/system/cpu/isolated", "\n");
+        // The hugetlbfs mount is a directory of the fake tree, so the stale
+        // file check never looks at this machine's real /dev/hugepages.
+        let huge = root.join("hugepages");
+        fs::create_dir_all(&huge).expect("mkdir");
         let mounts = if mounted {
-            "proc /proc proc rw 0 0\nnodev /dev/hugepages hugetlbfs rw,pagesize=2M 0 0\n"
+            format!(
+                "proc /proc proc rw 0 0\nnodev {} hugetlbfs rw,pagesize=2M 0 0\n",
+                huge.display()
+            )
         } else {
-            "proc /proc proc rw 0 0\n"
+            "proc /proc proc rw 0 0\n".to_string()
         };
-        write(&proc, "mounts", mounts);
+        write(&proc, "mounts", &mounts);
         let lib = root.join("lib");
         for f in [
             "librte_net_null.so",
@@ -706,6 +791,42 @@ mod test {
     }
 
     #[test]
+    fn finds_hugepage_files_no_process_holds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let roots = fake(dir.path(), 1024, 0, true);
+        let huge = dir.path().join("hugepages");
+        fs::write(huge.join("bench-tp-42map_0"), vec![0u8; 4096]).expect("write");
+        fs::write(huge.join("bench-tp-42map_1"), vec![0u8; 4096]).expect("write");
+        fs::write(huge.join("linerate-7map_0"), b"x").expect("write");
+        fs::write(huge.join("notes.txt"), b"x").expect("write");
+        // A live process holds its files, as DPDK does.
+        let live = fs::File::open(huge.join("linerate-7map_0")).expect("open");
+        crate::sys::flock::lock_shared(&live).expect("lock");
+        let r = diagnose(&roots);
+        let paths: Vec<&str> = r
+            .stale_hugepage_files
+            .iter()
+            .map(|f| f.path.as_str())
+            .collect();
+        assert_eq!(paths.len(), 2, "{paths:?}");
+        assert!(paths.iter().all(|p| p.contains("bench-tp-42map_")));
+        assert_eq!(
+            r.stale_hugepage_files.iter().map(|f| f.bytes).sum::<u64>(),
+            8192
+        );
+        let f = r
+            .findings
+            .iter()
+            .find(|f| f.what.contains("no process holds"))
+            .expect("a finding");
+        assert_eq!(f.status, Status::Problem, "no page free: it blocks DPDK");
+        let glob = format!("{}/bench-tp-42map_*", huge.display());
+        assert_eq!(f.fix.as_deref(), Some(format!("rm -f {glob}").as_str()));
+        drop(live);
+        assert_eq!(diagnose(&roots).stale_hugepage_files.len(), 3);
+    }
+
+    #[test]
     fn reads_a_fake_sysfs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let roots = fake(dir.path(), 1024, 1000, true);
@@ -725,7 +846,11 @@ mod test {
                 },
             ]
         );
-        assert_eq!(r.hugetlbfs_mounts, vec!["/dev/hugepages".to_string()]);
+        assert_eq!(
+            r.hugetlbfs_mounts,
+            vec![dir.path().join("hugepages").display().to_string()]
+        );
+        assert!(r.stale_hugepage_files.is_empty());
         assert_eq!(r.pmds, vec!["bus_vdev", "net_null", "net_ring"]);
         assert_eq!(
             r.devices,
