@@ -72,6 +72,12 @@
 //! the peer ([`Event::PeerDead`]). Resends per pass
 //! are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
+//! With `flight_gain` (our default 2; usnic 0, unbounded) it also starts a new
+//! segment only while the segments in flight (sent, neither acknowledged nor
+//! declared lost) are below `flight_gain` x the largest recent delivery rate x
+//! the minimum RTT (BBR's inflight cap), at least `flight_floor`: on a path
+//! that never pushes back no standing queue builds, so the RTT, and with it
+//! the RTO, stay near the path's own.
 
 use super::hotel::{Hotel, RoomId};
 use super::reassembly::{Accepted, Chunk, ChunkError, Completed, PutTarget, Reassembly, Regions};
