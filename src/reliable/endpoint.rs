@@ -72,6 +72,12 @@
 //! the peer ([`Event::PeerDead`]). Resends per pass
 //! are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
+//! With `flight_gain` (our default 2; usnic 0, unbounded) it also starts a new
+//! segment only while the segments in flight (sent, neither acknowledged nor
+//! declared lost) are below `flight_gain` x the largest recent delivery rate x
+//! the minimum RTT (BBR's inflight cap), at least `flight_floor`: on a path
+//! that never pushes back no standing queue builds, so the RTT, and with it
+//! the RTO, stay near the path's own.
 
 use super::hotel::{Hotel, RoomId};
 use super::reassembly::{Accepted, Chunk, ChunkError, Completed, PutTarget, Reassembly, Regions};
@@ -151,6 +157,14 @@ pub struct Config {
     pub hotel_tick: Duration,
     /// Timer-wheel buckets.
     pub hotel_slots: usize,
+    /// Bound the segments in flight per channel to this multiple of the
+    /// measured bandwidth-delay product (delivery rate from ACKs times the
+    /// minimum RTT), as BBR's inflight cap does, so no standing queue builds
+    /// on a path that never pushes back (0: no bound beyond `window` and
+    /// `credits`, as usnic).
+    pub flight_gain: u32,
+    /// Smallest flight bound, segments.
+    pub flight_floor: u32,
 }
 
 impl Default for Config {
@@ -183,6 +197,8 @@ impl Default for Config {
             send_queue_limit: 1 << 16,
             hotel_tick: Duration::from_micros(10),
             hotel_slots: 4096,
+            flight_gain: 2,
+            flight_floor: 16,
         }
     }
 }
@@ -206,6 +222,7 @@ impl Config {
             resend_cap: 16,
             retry_limit: None,
             seq_bits: 16,
+            flight_gain: 0,
             ..Config::default()
         }
     }
@@ -365,6 +382,18 @@ struct TxSeg {
     timeouts: u16,
     sent_at: Instant,
     room: Option<RoomId>,
+    /// Counted in the channel's `pipe` (sent, neither acknowledged nor declared lost).
+    in_pipe: bool,
+    /// The channel's delivery state when this segment was (last) sent.
+    rate: RateSnap,
+}
+
+/// Delivery-rate bookkeeping (BBR's rate sample, draft-cheng-iccrg-delivery-rate-estimation).
+#[derive(Debug, Clone, Copy, Default)]
+struct RateSnap {
+    delivered: u64,
+    delivered_time: Instant,
+    first_sent: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -411,6 +440,79 @@ struct TxChannel {
     /// one RTO after the last ACK of new data or the last timeout probe.
     /// Expiries before it are re-armed to it and are not timeouts.
     probe_after: Instant,
+    /// Segments sent and neither acknowledged nor declared lost.
+    pipe: u32,
+    /// Segments acknowledged so far, and when the last one was.
+    delivered: u64,
+    delivered_time: Instant,
+    /// Send time of the newest segment acknowledged (start of the send interval).
+    first_sent: Instant,
+    /// Largest delivery rate, segments per second, in this and the last filter period.
+    bw: [f64; 2],
+    /// Start of the current filter period.
+    bw_period: Instant,
+    /// Smallest RTT sampled.
+    min_rtt: Option<Duration>,
+    /// New segments start only while `pipe` is below this.
+    flight_cap: u32,
+}
+
+/// Length of each of the two delivery-rate filter periods, at least.
+const BW_PERIOD_MIN: Duration = Duration::from_millis(1);
+/// Filter periods in minimum RTTs.
+const BW_PERIOD_RTTS: u32 = 10;
+
+impl TxChannel {
+    fn leave_pipe(&mut self, s: u32) {
+        let seg = &mut self.segs[(s & self.wmask) as usize];
+        if seg.in_pipe {
+            seg.in_pipe = false;
+            self.pipe -= 1;
+        }
+    }
+
+    /// Takes a delivery-rate sample from `p`, the snapshot of the newest
+    /// segment this ACK acknowledged (sent at `sent`), and recomputes the
+    /// flight bound: `gain` x max rate x min RTT, clamped to `[floor, window]`.
+    fn update_flight_cap(
+        &mut self,
+        p: RateSnap,
+        sent: Instant,
+        now: Instant,
+        gain: u32,
+        floor: u32,
+    ) {
+        self.first_sent = sent;
+        if p.delivered == 0 {
+            // Sent before the first ACK: the interval holds a whole round
+            // trip of nothing, so the rate says little; keep the window.
+            return;
+        }
+        // The longer of the send and the ACK interval, so neither a burst
+        // of sends nor a burst of ACKs inflates the rate.
+        let interval = (sent - p.first_sent).max(now - p.delivered_time);
+        if interval.is_zero() {
+            return;
+        }
+        let rate = (self.delivered - p.delivered) as f64 / interval.as_secs_f64();
+        let period = self
+            .min_rtt
+            .map_or(BW_PERIOD_MIN, |r| (r * BW_PERIOD_RTTS).max(BW_PERIOD_MIN));
+        if now - self.bw_period >= period {
+            self.bw = [rate, self.bw[0]];
+            self.bw_period = now;
+        } else if rate > self.bw[0] {
+            self.bw[0] = rate;
+        }
+        let Some(min_rtt) = self.min_rtt else {
+            return;
+        };
+        let bdp = self.bw[0].max(self.bw[1]) * min_rtt.as_secs_f64();
+        let cap = (f64::from(gain) * bdp)
+            .ceil()
+            .min(f64::from(self.wmask + 1)) as u32;
+        self.flight_cap = cap.max(floor);
+    }
 }
 
 #[derive(Debug)]
@@ -549,6 +651,14 @@ impl Endpoint {
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto)
                 .with_slack(cfg.ack_delay, cfg.hotel_tick),
             probe_after: Instant::ZERO,
+            pipe: 0,
+            delivered: 0,
+            delivered_time: Instant::ZERO,
+            first_sent: Instant::ZERO,
+            bw: [0.0; 2],
+            bw_period: Instant::ZERO,
+            min_rtt: None,
+            flight_cap: u32::MAX,
         });
         let rx = Channel::ALL.map(|ch| RxChannel {
             wmask: w - 1,
@@ -600,6 +710,24 @@ impl Endpoint {
     /// The smoothed RTT of a channel, once measured.
     pub fn srtt(&self, ch: Channel) -> Option<Duration> {
         self.tx[ch.index()].rtt.srtt()
+    }
+
+    /// Segments of a channel in flight: sent, neither acknowledged nor declared lost.
+    pub fn in_flight(&self, ch: Channel) -> u32 {
+        self.tx[ch.index()].pipe
+    }
+
+    /// The current bound on [`Endpoint::in_flight`] from the measured
+    /// bandwidth-delay product (`flight_gain`), once measured; `window` and
+    /// `credits` bound it too.
+    pub fn flight_bound(&self, ch: Channel) -> Option<u32> {
+        let t = &self.tx[ch.index()];
+        (self.cfg.flight_gain > 0 && t.flight_cap != u32::MAX).then_some(t.flight_cap)
+    }
+
+    /// Messages and PUTs accepted by `send`/`put` of which nothing was sent yet.
+    pub fn queued(&self, ch: Channel) -> usize {
+        self.tx[ch.index()].queue.len()
     }
 
     /// Messages and PUTs accepted by `send`/`put` but not yet fully acknowledged.
@@ -787,6 +915,7 @@ impl Endpoint {
                 seg.room = self.hotel.check_in(k, rearm_at[ch.index()]);
             } else if !seg.queued {
                 seg.queued = true;
+                t.leave_pipe(s);
                 self.resend.push_back((ch, s));
             }
         }
@@ -853,7 +982,9 @@ impl Endpoint {
     /// Assigns the next new segment on `ch` if the window, credits and queue allow.
     fn next_new_segment(&mut self, ch: Channel, now: Instant) -> Option<u32> {
         let t = &mut self.tx[ch.index()];
-        if t.next_seq.wrapping_sub(t.snd_una) > t.wmask {
+        if t.next_seq.wrapping_sub(t.snd_una) > t.wmask
+            || (self.cfg.flight_gain > 0 && t.pipe >= t.flight_cap)
+        {
             return None;
         }
         let frag = match t.current {
@@ -902,6 +1033,8 @@ impl Endpoint {
             timeouts: 0,
             sent_at: now,
             room: None,
+            in_pipe: false,
+            rate: RateSnap::default(),
         };
         Some(s)
     }
@@ -941,10 +1074,25 @@ impl Endpoint {
         let rto = self.tx[ch.index()].rtt.rto();
         let room = self.hotel.check_in(key(ch, s), now + rto);
         let t = &mut self.tx[ch.index()];
+        if t.pipe == 0 {
+            // Nothing in flight: the delivery-rate intervals start now.
+            t.first_sent = now;
+            t.delivered_time = now;
+        }
+        let rate = RateSnap {
+            delivered: t.delivered,
+            delivered_time: t.delivered_time,
+            first_sent: t.first_sent,
+        };
         let seg = &mut t.segs[(s & t.wmask) as usize];
         seg.room = room;
         seg.sent_at = now;
         seg.xmits = seg.xmits.saturating_add(1);
+        seg.rate = rate;
+        if !seg.in_pipe {
+            seg.in_pipe = true;
+            t.pipe += 1;
+        }
         let m = &t.msgs[(frag & t.cmask) as usize];
         let repr = Repr {
             channel: ch,
@@ -1021,6 +1169,8 @@ impl Endpoint {
         }
         let mut newly = 0u32;
         let mut sample: Option<Instant> = None;
+        // The newest-sent segment acknowledged: its send time and rate snapshot.
+        let mut newest: Option<(Instant, RateSnap)> = None;
         let mut ack_one =
             |t: &mut TxChannel, hotel: &mut Hotel, events: &mut VecDeque<Event>, s: u32| {
                 let seg = &mut t.segs[(s & t.wmask) as usize];
@@ -1031,6 +1181,14 @@ impl Endpoint {
                 seg.queued = false;
                 if let Some(r) = seg.room.take() {
                     hotel.check_out(r);
+                }
+                if seg.in_pipe {
+                    seg.in_pipe = false;
+                    t.pipe -= 1;
+                }
+                t.delivered += 1;
+                if newest.is_none_or(|(at, _)| seg.sent_at >= at) {
+                    newest = Some((seg.sent_at, seg.rate));
                 }
                 if seg.xmits == 1 {
                     sample = Some(sample.map_or(seg.sent_at, |x| x.max(seg.sent_at)));
@@ -1082,8 +1240,18 @@ impl Endpoint {
             t.msg_una = t.msg_una.wrapping_add(1);
         }
         if let Some(sent) = sample {
-            t.rtt.sample(now - sent);
+            let rtt = now - sent;
+            t.rtt.sample(rtt);
             self.stats.rtt_samples += 1;
+            if t.min_rtt.is_none_or(|m| rtt < m) {
+                t.min_rtt = Some(rtt);
+            }
+        }
+        if let Some((sent, snap)) = newest {
+            t.delivered_time = now;
+            if self.cfg.flight_gain > 0 {
+                t.update_flight_cap(snap, sent, now, self.cfg.flight_gain, self.cfg.flight_floor);
+            }
         }
         if newly > 0 {
             // New data acknowledged: restart the channel's timer (RFC 6298 5.3).
@@ -1101,6 +1269,7 @@ impl Endpoint {
                         self.hotel.check_out(r);
                     }
                     seg.queued = true;
+                    t.leave_pipe(s);
                     self.resend.push_back((ch, s));
                     self.stats.fast_retransmits += 1;
                 }
@@ -1125,6 +1294,7 @@ impl Endpoint {
                         self.hotel.check_out(r);
                     }
                     seg.queued = true;
+                    t.leave_pipe(s);
                     self.resend.push_back((ch, s));
                     self.stats.fast_retransmits += 1;
                 }

@@ -26,6 +26,8 @@ pub const KEYS: &[&str] = &[
     "ordered",
     "initial_seq",
     "seq_bits",
+    "flight_gain",
+    "flight_floor",
 ];
 
 /// A bad key or value.
@@ -152,6 +154,12 @@ pub fn config_from_table(table: &toml::Table, skip: &[&str]) -> Result<Config, K
                     _ => return Err(bad(key, "true, false, or [priority, data] booleans")),
                 }
             }
+            "flight_gain" => {
+                cfg.flight_gain = int(key, v, 0, 64, "an integer 0..=64 (0: unbounded)")? as u32
+            }
+            "flight_floor" => {
+                cfg.flight_floor = int(key, v, 1, 32768, "an integer 1..=32768")? as u32
+            }
             "initial_seq" => {
                 cfg.initial_seq =
                     int(key, v, 0, i64::from(u32::MAX), "an integer 0..=4294967295")? as u32
@@ -200,6 +208,9 @@ mod test {
         assert_eq!(c.max_message, 65536);
         assert_eq!(c.ordered, [true, false]);
         assert_eq!(c.retry_limit, None);
+        let c = config_from_table(&table("flight_gain = 0\nflight_floor = 8"), &[]).unwrap();
+        assert_eq!((c.flight_gain, c.flight_floor), (0, 8));
+        assert_eq!(Config::usnic().flight_gain, 0);
     }
 
     #[test]
