@@ -250,7 +250,10 @@ impl RxQueue for DpdkRx {
     fn rx_mbufs(&mut self, out: &mut dpdk::Burst, max: usize) -> Option<usize> {
         let start = out.len();
         let got = self.q.rx_burst_upto(out, max);
-        let bytes = mbuf_bytes(&out.as_slice()[start..]);
+        let bytes: u64 = out.as_slice()[start..]
+            .iter()
+            .map(|m| u64::from(m.pkt_len()))
+            .sum();
         let c = &self.stats.kind_rx[self.i];
         c.packets.add(got as u64);
         c.bytes.add(bytes);
@@ -329,18 +332,12 @@ impl TxQueue for DpdkTx {
 
     #[inline]
     fn tx_mbufs(&mut self, burst: &mut dpdk::Burst) -> Option<usize> {
-        let bytes = mbuf_bytes(burst.as_slice());
+        let bytes = burst.bytes();
         let sent = self.q.tx_burst(burst);
         let c = &self.stats.kind_tx[self.i];
         c.packets.add(sent as u64);
         // Mbufs the driver took are no longer ours to read: count what stayed.
-        c.bytes.add(bytes - mbuf_bytes(burst.as_slice()));
+        c.bytes.add(bytes - burst.bytes());
         Some(sent)
     }
-}
-
-/// Bytes of a burst of mbufs (all segments).
-#[inline]
-fn mbuf_bytes(m: &[Mbuf]) -> u64 {
-    m.iter().map(|m| u64::from(m.pkt_len())).sum()
 }

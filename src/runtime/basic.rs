@@ -119,14 +119,15 @@ impl Output {
     }
 
     /// Sends raw mbufs and frees (counting) what the port did not take;
-    /// returns (sent, dropped, bytes sent). Only for a dpdk output.
+    /// returns (sent, dropped, bytes offered, bytes sent). Only for a dpdk
+    /// output.
     #[cfg(feature = "dpdk")]
     #[inline]
-    pub fn send_mbufs_or_drop(&mut self, mb: &mut crate::sys::dpdk::Burst) -> (usize, usize, u64) {
-        let bytes = |mb: &crate::sys::dpdk::Burst| -> u64 {
-            mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum()
-        };
-        let total = bytes(mb);
+    pub fn send_mbufs_or_drop(
+        &mut self,
+        mb: &mut crate::sys::dpdk::Burst,
+    ) -> (usize, usize, u64, u64) {
+        let total = mb.bytes();
         let sent = match self {
             Output::Port(p) => p.tx_mbufs(mb).unwrap_or(0),
             Output::Ring(_) => 0,
@@ -134,10 +135,10 @@ impl Output {
         let dropped = mb.len();
         let mut sent_bytes = total;
         if dropped > 0 {
-            sent_bytes -= bytes(mb);
+            sent_bytes -= mb.bytes();
             mb.clear();
         }
-        (sent, dropped, sent_bytes)
+        (sent, dropped, total, sent_bytes)
     }
 
     /// Lets the port release what it holds back.
@@ -334,8 +335,7 @@ impl Forward {
         if n == 0 {
             return Some((0, 0, 0, 0, 0));
         }
-        let bytes: u64 = mb.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum();
-        let (sent, dropped, bytes_out) = self.out.send_mbufs_or_drop(mb);
+        let (sent, dropped, bytes, bytes_out) = self.out.send_mbufs_or_drop(mb);
         Some((n, sent, dropped, bytes, bytes_out))
     }
 

@@ -432,7 +432,7 @@ fn send_mbufs(
             // Cannot fail: the plan checked the largest frame fits an mbuf.
             let _ = m.set_len(len as u16);
         }
-        let (sent, refused, sent_bytes) = out.send_mbufs_or_drop(mb);
+        let (sent, refused, _, sent_bytes) = out.send_mbufs_or_drop(mb);
         Some((got, sent, refused, sent_bytes))
     }
     #[cfg(not(feature = "dpdk"))]

@@ -335,6 +335,12 @@ impl Burst {
             .map(|&p| unsafe { Mbuf::from_raw(NonNull::new_unchecked(p)) })
     }
 
+    /// Total bytes of the mbufs held (all segments).
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.as_slice().iter().map(|m| u64::from(m.pkt_len())).sum()
+    }
+
     /// Frees every mbuf (`rte_pktmbuf_free_bulk`).
     #[inline]
     pub fn clear(&mut self) {
