@@ -409,3 +409,33 @@ fn spead_stage_keys() {
         ],
     );
 }
+
+/// A frame larger than a dpdk port's mbufs is refused at check time, even
+/// when the pool has room for it (the generator builds one segment per frame;
+/// it used to panic on its lcore instead).
+#[cfg(feature = "dpdk")]
+#[test]
+fn generator_frame_larger_than_an_mbuf() {
+    let text = r#"[pool]
+size = 10000
+[eal]
+args = ["--no-huge", "-m", "256", "--no-pci", "--vdev=net_null0", "-l", "0"]
+[port.out]
+kind = "dpdk"
+device = "net_null0"
+[stage.gen]
+kind = "generator"
+tx = "out"
+frame = 9000
+"#;
+    let e = bad("jumbo.toml", text, false);
+    assert_has(
+        &e,
+        &[
+            "jumbo.toml:",
+            "[stage.gen]",
+            "`frame`",
+            "9000-byte frame does not fit a dpdk port's mbuf",
+        ],
+    );
+}

@@ -258,6 +258,19 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         .iter()
         .map(|x| (x.name.clone(), x.kind.line_rate_bps()))
         .collect();
+    let dpdk_ports: Vec<String> = p
+        .ports
+        .iter()
+        .filter(|x| x.kind.name() == "dpdk")
+        .map(|x| x.name.clone())
+        .collect();
+    let tx_is_dpdk = |tx: &Option<String>| {
+        tx.as_deref().is_some_and(|t| {
+            dpdk_ports
+                .iter()
+                .any(|d| d == t.split(':').next().unwrap_or(t))
+        })
+    };
     // `nic:1` is queue 1 of port `nic`.
     let tx_line_rate = |tx: &Option<String>| {
         tx.as_deref().and_then(|t| {
@@ -305,6 +318,20 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                 g.frames.sizes.max(),
                 room,
             );
+            // A generator on a dpdk port writes each frame into one of the
+            // port's mbufs, whose data room is DPDK's default 2048 bytes.
+            let frame = g.frames.sizes.max();
+            if tx_is_dpdk(&s.tx) && frame - 4 > DPDK_MBUF_DATA_ROOM {
+                sink.error(
+                    s.span.clone(),
+                    &section,
+                    Some("frame"),
+                    format!(
+                        "a {frame}-byte frame does not fit a dpdk port's mbuf ({DPDK_MBUF_DATA_ROOM} bytes of data room): the generator builds single-segment frames"
+                    ),
+                    Some(format!("frames up to {} bytes on a dpdk port", DPDK_MBUF_DATA_ROOM + 4)),
+                );
+            }
         }
 
         if let StageKind::Source(c) = &mut s.kind {
@@ -510,6 +537,10 @@ fn resolve_rate(
 }
 
 /// A frame (FCS included) must fit a pool buffer after its headroom.
+/// The data room of a dpdk port's mbufs (DPDK's `RTE_MBUF_DEFAULT_DATAROOM`,
+/// which the port's pool uses), known here without the `dpdk` feature.
+const DPDK_MBUF_DATA_ROOM: usize = 2048;
+
 fn check_frame_fits(
     sink: &mut Sink<'_>,
     span: std::ops::Range<usize>,
