@@ -1,6 +1,6 @@
 //! `linerate doctor`: what this machine has for kernel-bypass I/O and what
 //! is missing, each problem with its fix. Reads sysfs and procfs only (plus
-//! `pkg-config --modversion libdpdk`, and a `flock` probe of the files under
+//! `pkg-config --modversion libdpdk`, and the names of the files under
 //! hugetlbfs mounts), so it runs on a default build; with
 //! feature `dpdk` it also reports the linked DPDK's `rte_version()`.
 //!
@@ -201,33 +201,54 @@ pub struct StaleFile {
 /// process holds. A running DPDK process keeps a shared `flock` on each file
 /// it maps; a process that was killed leaves its files, and their pages stay
 /// taken until someone deletes them (DPDK itself only cleans its own prefix).
-pub fn stale_hugepage_files(mounts: &[String]) -> Vec<StaleFile> {
+/// Held files are those `/proc/locks` lists: reading it takes no lock, so the
+/// check cannot disturb a DPDK process that is locking its files right now.
+pub fn stale_hugepage_files(roots: &Roots, mounts: &[String]) -> Vec<StaleFile> {
+    use std::os::unix::fs::MetadataExt;
+    let held = locked_files(roots);
     let mut out = Vec::new();
     for m in mounts {
         let Ok(rd) = fs::read_dir(m) else { continue };
-        let mut files: Vec<PathBuf> = rd
+        let mut files: Vec<(PathBuf, fs::Metadata)> = rd
             .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.is_file()
-                    && p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.contains("map_"))
-            })
+            .filter(|e| e.file_name().to_str().is_some_and(|n| n.contains("map_")))
+            .filter_map(|e| Some((e.path(), e.metadata().ok()?)))
+            .filter(|(_, md)| md.is_file())
             .collect();
-        files.sort();
-        for p in files {
-            let Ok(f) = fs::File::open(&p) else { continue };
-            if matches!(crate::sys::flock::is_locked(&f), Ok(false)) {
-                let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        for (p, md) in files {
+            let dev = md.dev();
+            // dev_t as glibc encodes it: major in bits 8-19 and 32-63, minor in 0-7 and 12-31.
+            let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+            let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+            if !held.contains(&(major, minor, md.ino())) {
                 out.push(StaleFile {
                     path: p.display().to_string(),
-                    bytes,
+                    bytes: md.len(),
                 });
             }
         }
     }
     out
+}
+
+/// (major, minor, inode) of every file with a lock in `/proc/locks`
+/// (`1: FLOCK ADVISORY READ 4242 00:2d:1234 0 EOF`; waiters, `1: -> ...`,
+/// are skipped: the holder's line names the file).
+fn locked_files(roots: &Roots) -> std::collections::HashSet<(u64, u64, u64)> {
+    fs::read_to_string(roots.proc.join("locks"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("->"))
+        .filter_map(|l| {
+            let id = l.split_whitespace().nth(5)?;
+            let mut f = id.split(':');
+            let major = u64::from_str_radix(f.next()?, 16).ok()?;
+            let minor = u64::from_str_radix(f.next()?, 16).ok()?;
+            let inode = f.next()?.parse().ok()?;
+            Some((major, minor, inode))
+        })
+        .collect()
 }
 
 /// The `<prefix>` parts of DPDK hugepage file paths (`<dir>/<prefix>map_<n>`).
@@ -451,7 +472,7 @@ pub fn diagnose(roots: &Roots) -> Report {
             None,
         );
     }
-    let stale = stale_hugepage_files(&mounts);
+    let stale = stale_hugepage_files(roots, &mounts);
     if !stale.is_empty() {
         let bytes: u64 = stale.iter().map(|f| f.bytes).sum();
         let globs = stale_prefixes(&stale);
@@ -459,9 +480,10 @@ pub fn diagnose(roots: &Roots) -> Report {
             "hugepages",
             if free_kb == 0 { Status::Problem } else { Status::Warn },
             format!(
-                "{} hugepage file{} that no process holds keep {} MiB reserved ({}): a DPDK process was killed before it cleaned up",
+                "{} hugepage file{} that no process holds keep{} {} MiB reserved ({}): a DPDK process was killed before it cleaned up",
                 stale.len(),
                 if stale.len() == 1 { "" } else { "s" },
+                if stale.len() == 1 { "s" } else { "" },
                 bytes / (1024 * 1024),
                 globs.join(", ")
             ),
@@ -799,9 +821,18 @@ mod test {
         fs::write(huge.join("bench-tp-42map_1"), vec![0u8; 4096]).expect("write");
         fs::write(huge.join("linerate-7map_0"), b"x").expect("write");
         fs::write(huge.join("notes.txt"), b"x").expect("write");
-        // A live process holds its files, as DPDK does.
-        let live = fs::File::open(huge.join("linerate-7map_0")).expect("open");
-        crate::sys::flock::lock_shared(&live).expect("lock");
+        // A live process holds its file, as DPDK does: /proc/locks says so.
+        let md = fs::metadata(huge.join("linerate-7map_0")).expect("stat");
+        let dev = std::os::unix::fs::MetadataExt::dev(&md);
+        let ino = std::os::unix::fs::MetadataExt::ino(&md);
+        let (major, minor) = (
+            ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+            (dev & 0xff) | ((dev >> 12) & !0xff),
+        );
+        let locks = format!(
+            "1: FLOCK  ADVISORY  READ 4242 {major:02x}:{minor:02x}:{ino} 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 4243 00:00:1 0 EOF\n"
+        );
+        write(&roots.proc, "locks", &locks);
         let r = diagnose(&roots);
         let paths: Vec<&str> = r
             .stale_hugepage_files
@@ -822,7 +853,7 @@ mod test {
         assert_eq!(f.status, Status::Problem, "no page free: it blocks DPDK");
         let glob = format!("{}/bench-tp-42map_*", huge.display());
         assert_eq!(f.fix.as_deref(), Some(format!("rm -f {glob}").as_str()));
-        drop(live);
+        write(&roots.proc, "locks", "");
         assert_eq!(diagnose(&roots).stale_hugepage_files.len(), 3);
     }
 

@@ -1,11 +1,9 @@
-//! System bindings: DPDK (feature `dpdk`) and rdma-core ibverbs (feature
-//! `ibverbs`), generated in `build.rs`, with thin safe-ish wrappers; and
-//! `flock`, which `linerate doctor` needs in every build. With ports and
-//! buffers, this is where linerate's `unsafe` lives; each block says why it
-//! holds in a `// SAFETY:` comment.
+//! Kernel-bypass system bindings: DPDK (feature `dpdk`) and rdma-core
+//! ibverbs (feature `ibverbs`), generated in `build.rs`, with thin safe-ish
+//! wrappers. This is the only place in linerate with `unsafe`; each block says
+//! why it holds in a `// SAFETY:` comment. The default build compiles it out.
 
 pub mod ffi;
-pub mod flock;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
