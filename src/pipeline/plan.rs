@@ -253,33 +253,22 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         })
         .max();
     let mut streams: BTreeMap<u16, String> = BTreeMap::new();
-    let port_line: BTreeMap<String, Option<f64>> = p
+    // Per port: its line rate (for rates in %) and whether it is a dpdk port.
+    let port_info: BTreeMap<String, (Option<f64>, bool)> = p
         .ports
         .iter()
-        .map(|x| (x.name.clone(), x.kind.line_rate_bps()))
-        .collect();
-    let dpdk_ports: Vec<String> = p
-        .ports
-        .iter()
-        .filter(|x| x.kind.name() == "dpdk")
-        .map(|x| x.name.clone())
-        .collect();
-    let tx_is_dpdk = |tx: &Option<String>| {
-        tx.as_deref().is_some_and(|t| {
-            dpdk_ports
-                .iter()
-                .any(|d| d == t.split(':').next().unwrap_or(t))
+        .map(|x| {
+            let info = (x.kind.line_rate_bps(), x.kind.name() == "dpdk");
+            (x.name.clone(), info)
         })
-    };
+        .collect();
     // `nic:1` is queue 1 of port `nic`.
-    let tx_line_rate = |tx: &Option<String>| {
-        tx.as_deref().and_then(|t| {
-            port_line
-                .get(t.split(':').next().unwrap_or(t))
-                .copied()
-                .flatten()
-        })
+    let tx_port = |tx: &Option<String>| {
+        tx.as_deref()
+            .and_then(|t| port_info.get(t.split(':').next().unwrap_or(t)).copied())
     };
+    let tx_line_rate = |tx: &Option<String>| tx_port(tx).and_then(|(line, _)| line);
+    let tx_is_dpdk = |tx: &Option<String>| tx_port(tx).is_some_and(|(_, dpdk)| dpdk);
     for s in p.stages.iter_mut() {
         if let StageKind::Generator(g) = &mut s.kind {
             let section = format!("stage.{}", s.name);
