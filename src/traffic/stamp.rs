@@ -198,9 +198,7 @@ impl Repr {
         s.set_epoch(self.epoch);
         s.set_flags(self.flags);
     }
-}
 
-impl Repr {
     /// The one's-complement sum (unfolded) of the emitted stamp's nine
     /// big-endian 16-bit words, from the fields: a generator adds it to the
     /// UDP checksum without reading back the bytes it just wrote (that read
