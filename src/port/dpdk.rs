@@ -331,13 +331,13 @@ impl TxQueue for DpdkTx {
     }
 
     #[inline]
-    fn tx_mbufs(&mut self, burst: &mut dpdk::Burst) -> Option<usize> {
-        let bytes = burst.bytes();
+    fn tx_mbufs(&mut self, burst: &mut dpdk::Burst, bytes: u64) -> Option<usize> {
         let sent = self.q.tx_burst(burst);
         let c = &self.stats.kind_tx[self.i];
         c.packets.add(sent as u64);
         // Mbufs the driver took are no longer ours to read: count what stayed.
-        c.bytes.add(bytes - burst.bytes());
+        let left = if burst.is_empty() { 0 } else { burst.bytes() };
+        c.bytes.add(bytes - left);
         Some(sent)
     }
 }

@@ -92,10 +92,11 @@ pub trait TxQueue: Send {
         None
     }
 
-    /// Sends mbufs from the front of `burst` (dpdk queues only; others return
-    /// `None`); those not taken stay in it. Counted like [`TxQueue::tx_burst`].
+    /// Sends mbufs from the front of `burst`, which hold `bytes` in all (dpdk
+    /// queues only; others return `None`); those not taken stay in it.
+    /// Counted like [`TxQueue::tx_burst`].
     #[cfg(feature = "dpdk")]
-    fn tx_mbufs(&mut self, _burst: &mut crate::sys::dpdk::Burst) -> Option<usize> {
+    fn tx_mbufs(&mut self, _burst: &mut crate::sys::dpdk::Burst, _bytes: u64) -> Option<usize> {
         None
     }
 }

@@ -118,18 +118,18 @@ impl Output {
         }
     }
 
-    /// Sends raw mbufs and frees (counting) what the port did not take;
-    /// returns (sent, dropped, bytes offered, bytes sent). Only for a dpdk
-    /// output.
+    /// Sends raw mbufs, which hold `total` bytes (the caller knows them: it
+    /// built or received the burst), and frees (counting) what the port did
+    /// not take; returns (sent, dropped, bytes sent). Only for a dpdk output.
     #[cfg(feature = "dpdk")]
     #[inline]
     pub fn send_mbufs_or_drop(
         &mut self,
         mb: &mut crate::sys::dpdk::Burst,
-    ) -> (usize, usize, u64, u64) {
-        let total = mb.bytes();
+        total: u64,
+    ) -> (usize, usize, u64) {
         let sent = match self {
-            Output::Port(p) => p.tx_mbufs(mb).unwrap_or(0),
+            Output::Port(p) => p.tx_mbufs(mb, total).unwrap_or(0),
             Output::Ring(_) => 0,
         };
         let dropped = mb.len();
@@ -138,7 +138,7 @@ impl Output {
             sent_bytes -= mb.bytes();
             mb.clear();
         }
-        (sent, dropped, total, sent_bytes)
+        (sent, dropped, sent_bytes)
     }
 
     /// Lets the port release what it holds back.
@@ -335,7 +335,8 @@ impl Forward {
         if n == 0 {
             return Some((0, 0, 0, 0, 0));
         }
-        let (sent, dropped, bytes, bytes_out) = self.out.send_mbufs_or_drop(mb);
+        let bytes = mb.bytes();
+        let (sent, dropped, bytes_out) = self.out.send_mbufs_or_drop(mb, bytes);
         Some((n, sent, dropped, bytes, bytes_out))
     }
 

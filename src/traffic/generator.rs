@@ -321,6 +321,7 @@ impl Stage for Generator {
             epoch: t.epoch as u8,
             flags: 0,
         };
+        self.builder.begin_burst(&stamp);
         let (got, sent, refused, sent_bytes) = match send_mbufs(
             #[cfg(feature = "dpdk")]
             self.mbufs.as_deref_mut(),
@@ -338,7 +339,7 @@ impl Stage for Generator {
                 };
                 let mut bytes = 0u64;
                 for (i, pkt) in self.burst.iter_mut().enumerate() {
-                    let len = write_frame(&mut self.builder, stamp, i, got, pkt.spare_capacity());
+                    let len = write_frame(&mut self.builder, &stamp, i, got, pkt.spare_capacity());
                     // Cannot fail: the plan checked the largest frame fits a buffer.
                     let _ = pkt.set_len(len);
                     bytes += len as u64;
@@ -398,18 +399,18 @@ impl Stage for Generator {
     }
 }
 
-/// Writes packet `i` of a burst of `got` into `room`; returns its length.
+/// Writes packet `i` of a burst of `got` (begun with
+/// [`FrameBuilder::begin_burst`] on `stamp`) into `room`; returns its length.
 #[inline]
 fn write_frame(
     builder: &mut FrameBuilder,
-    mut stamp: StampRepr,
+    stamp: &StampRepr,
     i: usize,
     got: usize,
     room: &mut [u8],
 ) -> usize {
-    stamp.seq += i as u64;
-    stamp.flags = if i + 1 == got { FLAG_LAST_IN_BURST } else { 0 };
-    builder.write(room, &stamp)
+    let flags = if i + 1 == got { FLAG_LAST_IN_BURST } else { 0 };
+    builder.write_next(room, stamp.seq + i as u64, flags)
 }
 
 /// The raw-mbuf path: builds `n` frames in the dpdk port's own mbufs and sends
@@ -427,12 +428,12 @@ fn send_mbufs(
     {
         let mb = mbufs?;
         let got = out.alloc_mbufs(mb, n);
+        let mut bytes = 0u64;
         for (i, m) in mb.as_mut_slice().iter_mut().enumerate() {
-            let len = write_frame(builder, stamp, i, got, m.spare_capacity());
-            // Cannot fail: the plan checked the largest frame fits an mbuf.
-            let _ = m.set_len(len as u16);
+            // The plan checked that the largest frame fits an mbuf.
+            bytes += u64::from(m.fill(|room| write_frame(builder, &stamp, i, got, room)));
         }
-        let (sent, refused, _, sent_bytes) = out.send_mbufs_or_drop(mb);
+        let (sent, refused, sent_bytes) = out.send_mbufs_or_drop(mb, bytes);
         Some((got, sent, refused, sent_bytes))
     }
     #[cfg(not(feature = "dpdk"))]

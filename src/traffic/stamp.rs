@@ -208,14 +208,19 @@ impl Repr {
         let w = |v: u64, shift: u32| ((v >> shift) & 0xffff) as u32;
         u32::from(MAGIC)
             + u32::from(self.stream)
-            + w(self.seq, 48)
-            + w(self.seq, 32)
-            + w(self.seq, 16)
-            + w(self.seq, 0)
             + w(self.tx_ns, 16)
             + w(self.tx_ns, 0)
-            + (u32::from(self.epoch) << 8 | u32::from(self.flags))
+            + (u32::from(self.epoch) << 8)
+            + seq_flags_sum(self.seq, self.flags)
     }
+}
+
+/// The part of [`Repr::word_sum`] from the sequence and the flags, the fields
+/// that change from packet to packet within a burst.
+#[inline]
+pub fn seq_flags_sum(seq: u64, flags: u8) -> u32 {
+    let w = |shift: u32| ((seq >> shift) & 0xffff) as u32;
+    w(48) + w(32) + w(16) + w(0) + u32::from(flags)
 }
 
 /// Latency from a stamp's 32-bit transmit time to a full receive time.
