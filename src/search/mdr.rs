@@ -237,9 +237,9 @@ impl MdrSearch {
             let confirmed = if bad {
                 // A short failing trial is accepted as an upper bound (default mode) unless
                 // the device contradicted it in an intermediate phase (see `contradicted`).
-                long_enough(last)
-                    || !self.cfg.seed_exact
-                        && !(p < self.final_phase() && self.contradicted(idx, g, last.duration))
+                let distrusted = self.cfg.seed_exact
+                    || p < self.final_phase() && self.contradicted(idx, g, last.duration);
+                long_enough(last) || !distrusted
             } else {
                 long_enough(last)
             };
@@ -772,10 +772,10 @@ mod test {
 
     fn counts(rate: f64, duration: f64, loss_ratio: f64) -> TrialCounts {
         let offered = (rate * duration).floor() as u64;
-        TrialCounts {
+        TrialCounts::new(
             offered,
-            received: offered - (offered as f64 * loss_ratio).ceil() as u64,
-        }
+            offered - (offered as f64 * loss_ratio).ceil() as u64,
+        )
     }
 
     #[test]
@@ -815,10 +815,7 @@ mod test {
         );
         assert_eq!(s.next_trial(), Some(t0), "the same trial until recorded");
         // Received 8 Mpps: MRR.
-        s.record(TrialCounts {
-            offered: 16_000_000,
-            received: 8_000_000,
-        });
+        s.record(TrialCounts::new(16_000_000, 8_000_000));
         let t1 = s.next_trial().unwrap();
         let idx1 = s.grid().floor_index(8e6);
         assert_eq!(t1.rate_pps, s.grid().rate(idx1));
