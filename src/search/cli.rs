@@ -24,7 +24,7 @@ pub struct SearchArgs {
     #[arg(long, value_name = "MODEL")]
     pub sim: Option<String>,
     /// External measurer: a shell command with {rate} (pps) and {duration} (s) that prints
-    /// JSON counts {"offered": N, "received": M} (or "lost").
+    /// JSON counts {"offered": N, "received": M} (or "lost"), optionally "unsent": U.
     #[arg(long, value_name = "CMD")]
     pub measure_cmd: Option<String>,
     /// Minimum transmit rate ("20 kpps", "1 Gbps" or plain packets/s).
