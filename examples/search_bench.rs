@@ -1,14 +1,16 @@
 //! Runs linerate's MDR search and a plain binary NDR+PDR search on simulated devices and
 //! prints one JSON line per run (used by `scripts/bench-search`).
 //!
-//! Usage: `search_bench [--binary] [--final S] [--phases N] [--seed-exact] [--verbose]
-//! [--plot PATH] MODEL...` (`--plot` draws PATH.svg and PATH.png of the last model's search).
+//! Usage: `search_bench [--binary] [--final S] [--phases N] [--seed-exact] [--verbose] [--trial-list]
+//! [--plot PATH] MODEL...` (`--plot` draws PATH.svg and PATH.png of the last model's search;
+//! `--trial-list` adds every trial's rate, duration, offered and lost counts to its JSON line).
 
 use linerate::search::{drive, BinarySearch, MdrSearch, SearchConfig, Searcher, SimDut, SimModel};
 
 fn main() {
     let mut binary = false;
     let mut verbose = false;
+    let mut trial_list = false;
     let mut plot_path: Option<String> = None;
     let mut cfg = SearchConfig::csit();
     let mut models = Vec::new();
@@ -17,6 +19,7 @@ fn main() {
         match a.as_str() {
             "--binary" => binary = true,
             "--verbose" => verbose = true,
+            "--trial-list" => trial_list = true,
             "--plot" => plot_path = args.next(),
             "--seed-exact" => cfg.seed_exact = true,
             "--final" => {
@@ -79,15 +82,28 @@ fn main() {
                 })
             })
             .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "algorithm": report.algorithm,
-                "model": model_text,
-                "trials": report.outcome.trial_count,
-                "trial_duration_sum_s": report.outcome.trial_duration_sum_s,
-                "goals": goals,
-            })
-        );
+        let mut line = serde_json::json!({
+            "algorithm": report.algorithm,
+            "model": model_text,
+            "trials": report.outcome.trial_count,
+            "trial_duration_sum_s": report.outcome.trial_duration_sum_s,
+            "goals": goals,
+        });
+        if trial_list {
+            // (rate, duration, offered, lost) per trial, as search-mlrsearch.py prints them.
+            line["trial_list"] = report
+                .trials
+                .iter()
+                .map(|t| {
+                    serde_json::json!([
+                        t.rate_pps,
+                        t.duration_s,
+                        t.offered,
+                        t.offered - t.received.min(t.offered)
+                    ])
+                })
+                .collect();
+        }
+        println!("{line}");
     }
 }

@@ -24,7 +24,7 @@ pub struct SearchArgs {
     #[arg(long, value_name = "MODEL")]
     pub sim: Option<String>,
     /// External measurer: a shell command with {rate} (pps) and {duration} (s) that prints
-    /// JSON counts {"offered": N, "received": M} (or "lost").
+    /// JSON counts {"offered": N, "received": M} (or "lost"), optionally "unsent": U.
     #[arg(long, value_name = "CMD")]
     pub measure_cmd: Option<String>,
     /// Minimum transmit rate ("20 kpps", "1 Gbps" or plain packets/s).
@@ -234,7 +234,21 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
         } else {
             ""
         }
-    )
+    )?;
+    // Unsent packets, where the measurer reported them: counted as lost above, shown apart
+    // so a generator that cannot keep up is not mistaken for the device losing packets.
+    let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();
+    let unsent: u64 = known.iter().sum();
+    if unsent > 0 {
+        writeln!(
+            out,
+            "unsent: {unsent} packets in {} of {} trials (the generator did not keep up; \
+             counted as lost)",
+            known.iter().filter(|&&u| u > 0).count(),
+            known.len()
+        )?;
+    }
+    Ok(())
 }
 
 /// Rough estimate of the accounted time still needed: each remaining phase measures every
@@ -349,8 +363,12 @@ pub fn run(
                 })
                 .collect::<Vec<_>>()
                 .join(" ");
+            let unsent = match trial.unsent {
+                Some(u) if u > 0 => format!(" (unsent {u})"),
+                _ => String::new(),
+            };
             let line = format!(
-                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}  {}",
+                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}{unsent}  {}",
                 trial.phase.to_string(),
                 trial.rate_pps / 1e6,
                 trial.duration_s,
@@ -520,6 +538,27 @@ mod test {
         assert_eq!(run(&a, &no_pipeline), 1);
         let a = args(&["-q", "--measure-cmd", "exit 1 {rate} {duration}"]);
         assert_eq!(run(&a, &no_pipeline), 1);
+    }
+
+    #[test]
+    fn summary_reports_unsent_apart() {
+        let mut search = MdrSearch::new(SearchConfig::csit()).unwrap();
+        let mut report = crate::search::drive(
+            &mut search,
+            &mut SimDut::new(SimModel::default()),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let text = |r: &Report| {
+            let mut out = Vec::new();
+            print_summary(r, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(!text(&report).contains("unsent"));
+        report.trials[0].unsent = Some(700);
+        report.trials[1].unsent = Some(0);
+        let t = text(&report);
+        assert!(t.contains("unsent: 700 packets in 1 of 2 trials"), "{t}");
     }
 
     #[test]

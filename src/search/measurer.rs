@@ -10,10 +10,26 @@ use std::process::Command;
 /// Packet counts of one trial.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TrialCounts {
-    /// Packets the generator sent.
+    /// Packets the generator offered (sent, or was to send: see `unsent`).
     pub offered: u64,
     /// Packets that came back.
     pub received: u64,
+    /// Of `offered`, packets the generator could not send in time, when the measurer
+    /// knows them (None: unknown). Reported apart from the loss on the way; they still
+    /// count as lost (as in MLRsearch), so they never change the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
+}
+
+impl TrialCounts {
+    /// Counts without an unsent count.
+    pub fn new(offered: u64, received: u64) -> TrialCounts {
+        TrialCounts {
+            offered,
+            received,
+            unsent: None,
+        }
+    }
 }
 
 /// Why a trial could not be measured.
@@ -57,7 +73,9 @@ impl<M: Measurer + ?Sized> Measurer for Box<M> {
 /// Runs an external command per trial: `{rate}` and `{duration}` in the template are
 /// replaced by the trial's rate (packets/s) and duration (seconds), the result is run with
 /// `sh -c`, and its stdout must hold one JSON object `{"offered": N, "received": M}`
-/// (or `{"offered": N, "lost": L}`). Any generator, TRex included, can be driven this way.
+/// (or `{"offered": N, "lost": L}`), optionally with `"unsent": U` (of the offered
+/// packets, those never sent; `U + received <= offered`). Any generator, TRex included,
+/// can be driven this way.
 #[derive(Debug, Clone)]
 pub struct CommandMeasurer {
     template: String,
@@ -68,6 +86,7 @@ struct CommandOutput {
     offered: u64,
     received: Option<u64>,
     lost: Option<u64>,
+    unsent: Option<u64>,
 }
 
 impl CommandMeasurer {
@@ -120,9 +139,21 @@ pub fn parse_counts(stdout: &str, output_for_errors: &str) -> Result<TrialCounts
             output: output_for_errors.to_string(),
         });
     }
+    if let Some(u) = parsed.unsent {
+        if u > parsed.offered - received {
+            return Err(MeasureError::Failed {
+                message: format!(
+                    "unsent {u} + received {received} > offered {}",
+                    parsed.offered
+                ),
+                output: output_for_errors.to_string(),
+            });
+        }
+    }
     Ok(TrialCounts {
         offered: parsed.offered,
         received,
+        unsent: parsed.unsent,
     })
 }
 
@@ -158,18 +189,22 @@ mod test {
     fn counts_json() {
         assert_eq!(
             parse_counts("{\"offered\": 10, \"received\": 9}\n", "").unwrap(),
-            TrialCounts {
-                offered: 10,
-                received: 9
-            }
+            TrialCounts::new(10, 9)
         );
         assert_eq!(
             parse_counts("noise\n{\"offered\": 10, \"lost\": 3}", "").unwrap(),
+            TrialCounts::new(10, 7)
+        );
+        assert_eq!(
+            parse_counts("{\"offered\": 10, \"received\": 7, \"unsent\": 2}", "").unwrap(),
             TrialCounts {
                 offered: 10,
-                received: 7
+                received: 7,
+                unsent: Some(2)
             }
         );
+        // More unsent than could have been lost.
+        assert!(parse_counts("{\"offered\": 10, \"received\": 7, \"unsent\": 4}", "").is_err());
         assert!(matches!(
             parse_counts("{\"offered\": 10, \"received\": 11}", "out"),
             Err(MeasureError::Inconsistent { output, .. }) if output == "out"

@@ -356,24 +356,54 @@ mod test {
             rate_pps: 1000.0,
             duration_s: 2.0,
         };
-        let rec = TrialRecord::new(
-            &req,
-            TrialCounts {
-                offered: 1500,
-                received: 1500,
-            },
-            2.0,
-        );
+        let rec = TrialRecord::new(&req, TrialCounts::new(1500, 1500), 2.0);
         assert_eq!(rec.loss_ratio, 0.25);
-        let rec = TrialRecord::new(
-            &req,
-            TrialCounts {
-                offered: 2000,
-                received: 1990,
-            },
-            2.0,
-        );
+        assert_eq!(rec.unsent, None, "the measurer did not say");
+        let rec = TrialRecord::new(&req, TrialCounts::new(2000, 1990), 2.0);
         assert_eq!(rec.loss_ratio, 0.005);
+        // A measurer that knows its unsent packets (the pipeline's: offered is the intended
+        // count): they are reported apart and still count as lost.
+        let counts = TrialCounts {
+            offered: 2000,
+            received: 1900,
+            unsent: Some(60),
+        };
+        let rec = TrialRecord::new(&req, counts, 2.0);
+        assert_eq!((rec.loss_ratio, rec.unsent), (0.05, Some(60)));
+        // Offered below the intended count: the shortfall is unsent too.
+        let counts = TrialCounts {
+            offered: 1500,
+            received: 1400,
+            unsent: Some(10),
+        };
+        let rec = TrialRecord::new(&req, counts, 2.0);
+        assert_eq!((rec.loss_ratio, rec.unsent), (0.3, Some(510)));
+        // In the JSON only when known; the search's decisions do not depend on it.
+        let v = serde_json::to_value(rec).unwrap();
+        assert_eq!(v["unsent"], 510);
+        let v = serde_json::to_value(TrialRecord::new(&req, TrialCounts::new(2000, 2000), 2.0))
+            .unwrap();
+        assert!(v.get("unsent").is_none());
+        let run_with = |unsent: Option<u64>| {
+            struct Dut(SimDut, Option<u64>);
+            impl Measurer for Dut {
+                fn measure(&mut self, r: f64, d: f64) -> Result<TrialCounts, MeasureError> {
+                    let c = self.0.measure(r, d)?;
+                    let unsent = self.1.map(|u| u.min(c.offered - c.received));
+                    Ok(TrialCounts { unsent, ..c })
+                }
+            }
+            let mut s = MdrSearch::new(SearchConfig::csit()).unwrap();
+            drive(
+                &mut s,
+                &mut Dut(SimDut::new(SimModel::default()), unsent),
+                &mut |_, _| {},
+            )
+            .unwrap()
+        };
+        let (plain, with) = (run_with(None), run_with(Some(5)));
+        assert_eq!(plain.outcome, with.outcome);
+        assert!(with.trials.iter().any(|t| t.unsent == Some(5)));
     }
 
     #[test]

@@ -50,10 +50,12 @@ impl Measurer for PipelineMeasurer {
                 message: e.to_string(),
                 output: String::new(),
             })?;
-        // Unsent packets are offered and not received: they count as loss.
+        // `offered` is the intended count: unsent packets are offered and not received, so
+        // they count as loss; they are reported apart.
         Ok(TrialCounts {
             offered: r.offered,
             received: r.received,
+            unsent: Some(r.unsent),
         })
     }
 }

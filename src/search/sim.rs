@@ -241,10 +241,7 @@ impl Measurer for SimDut {
     fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
         let (offered, loss) = self.model.trial(self.k, rate_pps, duration_s);
         self.k += 1;
-        Ok(TrialCounts {
-            offered,
-            received: offered - loss,
-        })
+        Ok(TrialCounts::new(offered, offered - loss))
     }
 }
 

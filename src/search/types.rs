@@ -197,12 +197,17 @@ pub struct TrialRecord {
     pub rate_pps: f64,
     /// Trial duration (s).
     pub duration_s: f64,
-    /// Packets sent.
+    /// Packets offered, as the measurer reports them (sent, or intended: see `unsent`).
     pub offered: u64,
     /// Packets received.
     pub received: u64,
     /// Loss ratio; packets that should have been sent but were not count as lost.
     pub loss_ratio: f64,
+    /// Packets intended (`floor(rate * duration)`) but never sent, when the measurer knows
+    /// (its unsent count plus any shortfall of its offered count); None: unknown. They are
+    /// part of the loss ratio; `offered - received - unsent` were lost on the way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent: Option<u64>,
     /// Accounted search time at the end of this trial (s).
     pub end_s: f64,
 }
@@ -226,6 +231,9 @@ impl TrialRecord {
             offered: counts.offered,
             received: counts.received,
             loss_ratio,
+            unsent: counts
+                .unsent
+                .map(|u| u + intended.saturating_sub(counts.offered)),
             end_s,
         }
     }
