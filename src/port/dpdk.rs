@@ -326,8 +326,8 @@ impl TxQueue for DpdkTx {
     }
 
     #[inline]
-    fn alloc_mbufs(&mut self, out: &mut dpdk::Burst, n: usize) -> Option<usize> {
-        Some(self.pool.alloc_into(out, n))
+    fn mbuf_pool(&self) -> Option<&PktmbufPool> {
+        Some(&self.pool)
     }
 
     #[inline]

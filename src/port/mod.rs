@@ -85,10 +85,10 @@ pub trait TxQueue: Send {
         false
     }
 
-    /// Allocates up to `n` fresh mbufs of this port's pool into `out` (dpdk
+    /// This queue's mbuf pool, to build packets straight in its mbufs (dpdk
     /// queues only; others return `None`).
     #[cfg(feature = "dpdk")]
-    fn alloc_mbufs(&mut self, _out: &mut crate::sys::dpdk::Burst, _n: usize) -> Option<usize> {
+    fn mbuf_pool(&self) -> Option<&crate::sys::dpdk::PktmbufPool> {
         None
     }
 

@@ -107,14 +107,14 @@ impl Output {
         matches!(self, Output::Port(p) if p.mbuf_native())
     }
 
-    /// Allocates raw mbufs of the port (see [`TxQueue::alloc_mbufs`]); 0 for
-    /// other outputs.
+    /// The port's mbuf pool (see [`TxQueue::mbuf_pool`]); `None` for a
+    /// ring or a port without mbufs.
     #[cfg(feature = "dpdk")]
     #[inline]
-    pub fn alloc_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, n: usize) -> usize {
+    pub fn mbuf_pool(&self) -> Option<&crate::sys::dpdk::PktmbufPool> {
         match self {
-            Output::Port(p) => p.alloc_mbufs(out, n).unwrap_or(0),
-            Output::Ring(_) => 0,
+            Output::Port(p) => p.mbuf_pool(),
+            Output::Ring(_) => None,
         }
     }
 

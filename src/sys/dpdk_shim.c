@@ -27,6 +27,13 @@ int lr_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsig
     return rte_pktmbuf_alloc_bulk(mp, mbufs, n);
 }
 
+int lr_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned n)
+{
+    return rte_mempool_get_bulk(mp, objs, n);
+}
+
+uint64_t lr_mbuf_f_external(void) { return RTE_MBUF_F_EXTERNAL; }
+
 void lr_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
 char *lr_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len) { return rte_pktmbuf_prepend(m, len); }
 char *lr_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return rte_pktmbuf_append(m, len); }

@@ -50,6 +50,8 @@ uint16_t lr_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, 
 
 struct rte_mbuf *lr_pktmbuf_alloc(struct rte_mempool *mp);
 int lr_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned n);
+int lr_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned n);
+uint64_t lr_mbuf_f_external(void);
 void lr_pktmbuf_free(struct rte_mbuf *m);
 char *lr_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len);
 char *lr_pktmbuf_append(struct rte_mbuf *m, uint16_t len);

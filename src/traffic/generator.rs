@@ -427,12 +427,11 @@ fn send_mbufs(
     #[cfg(feature = "dpdk")]
     {
         let mb = mbufs?;
-        let got = out.alloc_mbufs(mb, n);
-        let mut bytes = 0u64;
-        for (i, m) in mb.as_mut_slice().iter_mut().enumerate() {
-            // The plan checked that the largest frame fits an mbuf.
-            bytes += u64::from(m.fill(|room| write_frame(builder, &stamp, i, got, room)));
-        }
+        // All or nothing, so the last of `n` is the last of the burst. The
+        // plan checked that the largest frame fits an mbuf.
+        let (got, bytes) = out
+            .mbuf_pool()?
+            .alloc_fill_into(mb, n, |i, room| write_frame(builder, &stamp, i, n, room));
         let (sent, refused, sent_bytes) = out.send_mbufs_or_drop(mb, bytes);
         Some((got, sent, refused, sent_bytes))
     }

@@ -186,33 +186,6 @@ impl Mbuf {
         true
     }
 
-    /// Writes a packet in place: `write` gets the first segment's room, from
-    /// its data offset to the end of its buffer, and returns the packet's
-    /// length (clamped to the room), which becomes the segment's length.
-    /// Returns that length. One pass over the header fields: a generator
-    /// building a burst of fresh mbufs pays no length checks per packet beyond
-    /// this. (A chained mbuf keeps its other segments; its packet length
-    /// follows the first segment's change.)
-    #[inline]
-    pub fn fill(&mut self, write: impl FnOnce(&mut [u8]) -> usize) -> u16 {
-        // SAFETY: exclusive access to a valid owned mbuf (refcnt 1: linerate
-        // never clones mbufs); data_off <= buf_len for any mbuf, so the slice
-        // is the first segment's buffer from the data offset to its end, and
-        // the length written back stays inside it.
-        unsafe {
-            let m = self.0.as_mut();
-            let room = m.buf_len.saturating_sub(m.data_off);
-            let data = std::slice::from_raw_parts_mut(
-                m.buf_addr.cast::<u8>().add(usize::from(m.data_off)),
-                usize::from(room),
-            );
-            let len = write(data).min(usize::from(room)) as u16;
-            m.pkt_len = m.pkt_len - u32::from(m.data_len) + u32::from(len);
-            m.data_len = len;
-            len
-        }
-    }
-
     /// The first segment's data grown to the end of its buffer, writable: a
     /// stage fills it in place, then calls [`Mbuf::set_len`].
     #[inline]
