@@ -633,13 +633,15 @@ impl<U> Endpoint<U> {
                 self.want_read = false;
             }
         }
-        self.flush_inner(t)?;
+        let quiet = self.flush_inner(t)?;
         // Closing a batch can leave a grant limited by a stale consumer view,
-        // which calls for a read on the next poll: settled only if not.
+        // which calls for a read on the next poll: settled only if not. A flush
+        // that found nothing to do changed nothing those depend on.
         self.settled = !wants_read
-            && !self.has_unflushed()
-            && !self.wants_read()
-            && self.credit_batch_due().is_none();
+            && (quiet
+                || (!self.has_unflushed()
+                    && !self.wants_read()
+                    && self.credit_batch_due().is_none()));
         Ok(())
     }
 
@@ -671,17 +673,20 @@ impl<U> Endpoint<U> {
         if let Err(e) = &r {
             self.failed = Some(e.clone());
         }
-        r
+        r.map(|_| ())
     }
 
-    fn flush_inner<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
+    /// Closes the open batch (or writes a credit batch when one is due) and
+    /// hands the closed batches to the transport. Returns whether there was
+    /// nothing to do: nothing to close, send or grant.
+    fn flush_inner<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<bool, RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
             self.flow.note_reported_consumer(consumer);
-        } else if !self.has_unflushed() {
-            self.maybe_credit_batch();
+        } else if !self.has_unflushed() && !self.maybe_credit_batch() {
+            return Ok(true);
         }
         while let Some(seg) = self.send.next_segment() {
             match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
@@ -693,16 +698,16 @@ impl<U> Endpoint<U> {
             self.send.mark_flushed(&seg);
             self.stats.writes += 1;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// With nothing else to send, returns credit in a metadata-only batch when a
     /// worthwhile amount is available (an eighth of `max_R`, or the last of it),
     /// so a caller starved of credit is never left waiting for a batch that
-    /// would not come.
-    fn maybe_credit_batch(&mut self) {
+    /// would not come. Returns whether it wrote one.
+    fn maybe_credit_batch(&mut self) -> bool {
         let Some((fits, target)) = self.credit_batch_due() else {
-            return;
+            return false;
         };
         let consumer = self.recv.consumer();
         let g = self.flow.take_grant(target);
@@ -715,6 +720,7 @@ impl<U> Endpoint<U> {
         }
         self.flow.note_reported_consumer(consumer);
         self.stats.credit_batches += 1;
+        true
     }
 
     /// Whether a metadata-only credit batch is due: `Some((fits before the ring
