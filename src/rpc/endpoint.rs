@@ -220,8 +220,8 @@ impl Request {
 /// Receives what `poll` takes in. Payload slices point into the receive ring and
 /// are valid during the callback only.
 pub trait Handler<U> {
-    /// Offers a request for an answer right away, before [`on_request`]
-    /// (Self::on_request). A returned payload is written as the response, as
+    /// Offers a request for an answer right away, before
+    /// [`on_request`](Self::on_request). A returned payload is written as the response, as
     /// [`Endpoint::reply`] would write it, and leaves with the same `poll`'s
     /// flush: a server that answers here saves a pass of `poll` and a `flush`
     /// between a request and its response. Returning `None` (the default) hands
