@@ -11,6 +11,11 @@
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
+//! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
+//!   cores 0 and 1: one word on one line both ways (the bench's ping-pong), a
+//!   ring of one-line slots each way (a write moves its own line, as the shm
+//!   transport's completion slots do), two lines per slot each way (an inline
+//!   96-byte batch), and the answer written into the line the question came in.
 
 use clap::Parser;
 use linerate::rpc::cli::{self, RpcArgs};
@@ -178,8 +183,166 @@ fn ep_client(path: &str, n: u64) {
     t.control(0).store(3, Ordering::Release);
 }
 
+/// Cache-line round trips between two threads (see the module doc).
+fn lines(reps: usize) {
+    use std::sync::atomic::{AtomicU64, Ordering::*};
+    use std::sync::Arc;
+    #[repr(align(128))]
+    struct Slot([AtomicU64; 16]);
+    #[derive(Clone, Copy)]
+    struct Pattern {
+        name: &'static str,
+        /// Slots per direction; 0: one word on one line, both ways.
+        slots: usize,
+        /// Lines written per message (1 or 2).
+        lines: usize,
+        /// The answer goes into the slot the question came in.
+        same: bool,
+    }
+    let send = |s: &Slot, tag: u64, lines: usize| {
+        if lines == 2 {
+            for w in &s.0[9..15] {
+                w.store(tag, Relaxed);
+            }
+            s.0[8].store(tag, Release);
+        }
+        for w in &s.0[1..7] {
+            w.store(tag, Relaxed);
+        }
+        s.0[0].store(tag, Release);
+    };
+    let recv = |s: &Slot, tag: u64, lines: usize| {
+        while s.0[0].load(Acquire) != tag {
+            #[cfg(target_arch = "x86_64")]
+            if lines == 2 {
+                // As the transport does: ask for the second line while waiting.
+                // SAFETY: SSE is baseline on x86_64; a prefetch is a hint.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        s.0[8].as_ptr() as *const i8,
+                    )
+                };
+            }
+        }
+        let mut sum = s.0[1..7].iter().map(|w| w.load(Relaxed)).sum::<u64>();
+        if lines == 2 {
+            while s.0[8].load(Acquire) != tag {}
+            sum += s.0[9..15].iter().map(|w| w.load(Relaxed)).sum::<u64>();
+        }
+        std::hint::black_box(sum);
+    };
+    let pin = |core: usize| {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    };
+    let run = |p: Pattern, n: u64| -> u64 {
+        let slots = p.slots.max(1);
+        let ring = |_| {
+            (0..slots)
+                .map(|_| Slot(Default::default()))
+                .collect::<Vec<_>>()
+        };
+        let rings: Arc<[Vec<Slot>; 2]> = Arc::new([ring(0), ring(1)]);
+        let r2 = rings.clone();
+        let server = std::thread::spawn(move || {
+            pin(0);
+            let (ask, ans) = (&r2[0], if p.same { &r2[0] } else { &r2[1] });
+            for k in 0..n {
+                if p.slots == 0 {
+                    let w = &ask[0].0[0];
+                    while w.load(Acquire) != 2 * k + 1 {
+                        std::hint::spin_loop();
+                    }
+                    w.store(2 * k + 2, Release);
+                    continue;
+                }
+                let i = k as usize % slots;
+                recv(&ask[i], 2 * k + 1, p.lines);
+                send(&ans[i], 2 * k + 2, p.lines);
+            }
+        });
+        pin(1);
+        let (ask, ans) = (&rings[0], if p.same { &rings[0] } else { &rings[1] });
+        let mut rtt = Vec::with_capacity(n as usize);
+        let mut prev = std::time::Instant::now();
+        for k in 0..n {
+            if p.slots == 0 {
+                let w = &ask[0].0[0];
+                w.store(2 * k + 1, Release);
+                while w.load(Acquire) != 2 * k + 2 {
+                    std::hint::spin_loop();
+                }
+            } else {
+                let i = k as usize % slots;
+                send(&ask[i], 2 * k + 1, p.lines);
+                recv(&ans[i], 2 * k + 2, p.lines);
+            }
+            let now = std::time::Instant::now();
+            rtt.push((now - prev).as_nanos() as u64);
+            prev = now;
+        }
+        server.join().unwrap();
+        let tail = &mut rtt[n as usize / 10..];
+        tail.sort_unstable();
+        tail[tail.len() / 2]
+    };
+    let patterns = [
+        Pattern {
+            name: "one word on one line, both ways (ping-pong)",
+            slots: 0,
+            lines: 1,
+            same: false,
+        },
+        Pattern {
+            name: "256 one-line slots each way",
+            slots: 256,
+            lines: 1,
+            same: false,
+        },
+        Pattern {
+            name: "256 two-line slots each way (inline 96 B)",
+            slots: 256,
+            lines: 2,
+            same: false,
+        },
+        Pattern {
+            name: "answer in the question's line, 256 slots",
+            slots: 256,
+            lines: 1,
+            same: true,
+        },
+        Pattern {
+            name: "answer in the question's two lines",
+            slots: 256,
+            lines: 2,
+            same: true,
+        },
+    ];
+    let mut p50s = vec![Vec::new(); patterns.len()];
+    for rep in 0..reps {
+        for (i, p) in patterns.iter().enumerate() {
+            let p50 = run(*p, 300_000);
+            println!("rep {rep}: {:45} RTT p50 {p50} ns", p.name);
+            p50s[i].push(p50);
+        }
+    }
+    let med = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let base = med(&mut p50s[0]) as f64;
+    println!("medians over {reps} alternating reps:");
+    for (p, v) in patterns.iter().zip(p50s.iter_mut()) {
+        let m = med(v);
+        println!("  {:45} RTT p50 {m:5} ns  {:.2}x", p.name, m as f64 / base);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() >= 2 && args[1] == "lines" {
+        lines(args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5));
+        return;
+    }
     if args.len() >= 3 && args[1] == "ep" {
         ep_client(&args[2], 1_000_000);
         return;

@@ -16,6 +16,13 @@ fn request_payload(tag: u32, resp_len: u32, len: usize) -> Vec<u8> {
 
 #[derive(Default)]
 struct Side {
+    /// Which requests to answer during `poll` (`Handler::answer`): 0 none, 1
+    /// all, 2 those with an even tag; the rest wait in `inbox` for `reply`.
+    answer_mode: u8,
+    /// The response an answer returns.
+    answer_buf: Vec<u8>,
+    /// Requests answered during `poll`.
+    answered_in_poll: u64,
     /// Requests received and not yet answered: token, tag, wanted length.
     inbox: VecDeque<(Request, u32, u32)>,
     /// Calls made: call id -> tag.
@@ -24,16 +31,48 @@ struct Side {
     errors: Vec<String>,
 }
 
-impl Handler<u32> for Side {
-    fn on_request(&mut self, req: Request, payload: &[u8]) {
+impl Side {
+    /// Tag and wanted response length of a request payload, checked.
+    fn parse(&mut self, payload: &[u8]) -> Option<(u32, u32)> {
         if payload.len() < 8 {
             self.errors.push(format!("short request {payload:?}"));
-            return;
+            return None;
         }
         let tag = u32::from_le_bytes(payload[..4].try_into().unwrap());
         let want = u32::from_le_bytes(payload[4..8].try_into().unwrap());
         if payload[8..].iter().any(|&b| b != (tag % 251) as u8) {
             self.errors.push(format!("request {tag} payload corrupted"));
+        }
+        Some((tag, want))
+    }
+}
+
+impl Handler<u32> for Side {
+    fn answer(&mut self, req: Request, payload: &[u8]) -> Option<&[u8]> {
+        let now = match self.answer_mode {
+            1 => true,
+            2 => payload.len() >= 4 && payload[0] % 2 == 0,
+            _ => false,
+        };
+        if !now {
+            return None;
+        }
+        let (tag, want) = self.parse(payload)?;
+        assert!(want <= req.max_response(), "response {want} over {req:?}");
+        self.answer_buf = response_payload(tag, want as usize);
+        // Counted as answered here; when the endpoint declines the answer (it
+        // would wrap the ring), on_request gets the request and undoes this.
+        self.answered_in_poll += 1;
+        Some(&self.answer_buf)
+    }
+
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        let Some((tag, want)) = self.parse(payload) else {
+            return;
+        };
+        if self.answer_mode == 1 || (self.answer_mode == 2 && tag % 2 == 0) {
+            // Offered to `answer` first and declined by the endpoint.
+            self.answered_in_poll -= 1;
         }
         self.inbox.push_back((req, tag, want));
     }
@@ -85,6 +124,12 @@ struct World {
 
 impl World {
     fn new(ring: u64) -> Self {
+        Self::with_answers(ring, [0, 0])
+    }
+
+    /// A world whose sides answer requests during `poll` as `modes` say (see
+    /// [`Side::answer_mode`]).
+    fn with_answers(ring: u64, modes: [u8; 2]) -> Self {
         let c = Config::new(ring);
         let eps = [
             Endpoint::new(c, c.local_info()).unwrap(),
@@ -94,7 +139,10 @@ impl World {
         let max_resp = eps[0].max_response_allowance();
         World {
             eps,
-            sides: [Side::default(), Side::default()],
+            sides: modes.map(|answer_mode| Side {
+                answer_mode,
+                ..Side::default()
+            }),
             link: MemLink::new(ring as usize),
             next_tag: 1,
             max_payload,
@@ -212,8 +260,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_interleavings(ring_log in 10u32..13, ops in prop::collection::vec(op(), 1..400)) {
-        let mut w = World::new(1 << ring_log);
+    fn random_interleavings(ring_log in 10u32..13, modes in [0u8..3, 0u8..3], ops in prop::collection::vec(op(), 1..400)) {
+        let mut w = World::with_answers(1 << ring_log, modes);
         let mut calls = 0u64;
         for op in ops {
             match op {
@@ -242,8 +290,15 @@ proptest! {
 /// call is answered.
 #[test]
 fn wraps_at_every_offset() {
-    for ring in [512u64, 1024, 4096] {
-        let mut w = World::new(ring);
+    for (ring, modes) in [
+        (512u64, [0, 0]),
+        (1024, [0, 0]),
+        (4096, [0, 0]),
+        (512, [1, 2]),
+        (1024, [2, 1]),
+        (4096, [1, 1]),
+    ] {
+        let mut w = World::with_answers(ring, modes);
         let expect: std::collections::BTreeSet<u64> = (ring * 3 / 4..ring).step_by(32).collect();
         let mut offsets = std::collections::BTreeSet::new();
         let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -272,6 +327,19 @@ fn wraps_at_every_offset() {
             w.sides[0].answered + w.sides[1].answered,
             w.eps[0].stats().calls + w.eps[1].stats().calls
         );
+        for (s, &mode) in modes.iter().enumerate() {
+            if mode != 0 {
+                assert!(
+                    w.sides[s].answered_in_poll > 0,
+                    "side {s} never answered in poll"
+                );
+            }
+            if mode == 1 {
+                // All but those declined because they would wrap.
+                let requests = w.eps[s].stats().requests;
+                assert!(w.sides[s].answered_in_poll + w.eps[s].stats().wraps >= requests);
+            }
+        }
     }
 }
 

@@ -247,6 +247,7 @@ fn main() {
                 comp_slots: 16,
                 core: None,
                 timeout: Duration::from_secs(60),
+                reply_later: false,
             })
             .map(|_| ())
             .map_err(|(_, m)| m),

@@ -76,6 +76,10 @@ pub struct ServeArgs {
     /// Give up when no client connects, or it goes quiet, for this long.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub timeout: Duration,
+    /// Answer requests after `poll` returns (`reply` for each, then `flush`)
+    /// instead of during it (`Handler::answer`, the default).
+    #[arg(long)]
+    pub reply_later: bool,
 }
 
 /// The medium `rpc bench` measures.
@@ -345,12 +349,65 @@ fn region_paths(p: &Option<PathBuf>) -> Vec<PathBuf> {
 }
 
 const DEFAULT_NAME: &str = "linerate-rpc";
+/// Server loop iterations between two reads of the clock for the idle timeout.
+const IDLE_CHECK_SPINS: u32 = 4096;
 
+/// The bench server's handler: answers every request with `resp_size` bytes
+/// (at most what the request allows) during `poll` when `answer_now`, else
+/// keeps the requests for `reply` after it.
 struct ServerHandler {
     requests: Vec<Request>,
+    answer_now: bool,
+    resp: Vec<u8>,
+    resp_size: usize,
+}
+
+impl ServerHandler {
+    fn new(capacity: u32, answer_now: bool) -> Self {
+        ServerHandler {
+            requests: Vec::with_capacity(capacity as usize),
+            answer_now,
+            resp: vec![0x5au8; 1 << 16],
+            resp_size: 0,
+        }
+    }
+
+    fn response(&self, req: &Request) -> &[u8] {
+        let n = self
+            .resp_size
+            .min(req.max_response() as usize)
+            .min(self.resp.len());
+        &self.resp[..n]
+    }
+
+    /// Replies to the requests left for after `poll` and flushes.
+    fn reply_later<U, T: Transport + ?Sized>(
+        &mut self,
+        ep: &mut Endpoint<U>,
+        t: &mut T,
+    ) -> CliResult<()> {
+        if self.requests.is_empty() {
+            return Ok(());
+        }
+        for i in 0..self.requests.len() {
+            let req = self.requests[i];
+            ep.reply(&req, self.response(&req))
+                .map_err(|e| (1, e.to_string()))?;
+        }
+        self.requests.clear();
+        ep.flush(t).map_err(|e| (1, e.to_string()))
+    }
 }
 
 impl Handler<()> for ServerHandler {
+    #[inline]
+    fn answer(&mut self, req: Request, _payload: &[u8]) -> Option<&[u8]> {
+        if self.answer_now {
+            Some(self.response(&req))
+        } else {
+            None
+        }
+    }
     fn on_request(&mut self, req: Request, _payload: &[u8]) {
         self.requests.push(req);
     }
@@ -385,45 +442,43 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
         std::thread::sleep(Duration::from_millis(1));
     };
     let mut ep: Endpoint<()> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
-    let mut h = ServerHandler {
-        requests: Vec::with_capacity(config.max_pending_calls as usize),
-    };
-    let resp = vec![0x5au8; 1 << 16];
-    let mut answered = 0u64;
+    let mut h = ServerHandler::new(config.max_pending_calls, !args.reply_later);
     let mut last_seen = u64::MAX;
+    // Activity (ping-pong answers and calls answered) is counted, and the clock
+    // read only every IDLE_CHECK_SPINS spins, never between a request and its
+    // reply: at queue depth 1 a clock read there is on the round trip.
+    let mut activity = 0u64;
+    let mut activity_at_check = 0u64;
     let mut idle_since = clock.now();
     let mut spins = 0u32;
     loop {
         match t.control(CTL_PHASE).load(Ordering::Acquire) {
-            PHASE_DONE => return Ok(answered),
+            PHASE_DONE => return Ok(ep.stats().replies),
             PHASE_PINGPONG => {
                 let pp = t.pingpong();
                 let v = pp.load(Ordering::Acquire);
                 if v % 2 == 1 && v != last_seen {
                     pp.store(v + 1, Ordering::Release);
                     last_seen = v;
-                    idle_since = clock.now();
+                    activity += 1;
                 }
             }
             _ => {
-                let resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
+                h.resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
                 ep.poll(&mut t, &mut h).map_err(|e| (1, e.to_string()))?;
-                if !h.requests.is_empty() {
-                    idle_since = clock.now();
-                }
-                if !h.requests.is_empty() {
-                    for req in h.requests.drain(..) {
-                        let n = resp_size.min(req.max_response() as usize).min(resp.len());
-                        ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
-                        answered += 1;
-                    }
-                    ep.flush(&mut t).map_err(|e| (1, e.to_string()))?;
-                }
+                h.reply_later(&mut ep, &mut t)?;
             }
         }
         spins = spins.wrapping_add(1);
-        if spins % 4096 == 0 && clock.now() - idle_since > args.timeout {
-            return Err((1, "client went quiet".into()));
+        if spins % IDLE_CHECK_SPINS == 0 {
+            let now = clock.now();
+            let activity = activity + ep.stats().requests;
+            if activity != activity_at_check {
+                activity_at_check = activity;
+                idle_since = now;
+            } else if now - idle_since > args.timeout {
+                return Err((1, "client went quiet".into()));
+            }
         }
     }
 }
@@ -489,8 +544,17 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
     let mut prev = start;
     let mut n = 0u64;
     let mut win = Windows::new(start.as_nanos(), dur);
+    // The bookkeeping of round trip n (histogram, windows) is done while round
+    // trip n + 1 is on its way, as the RPC bench does with its calls: only the
+    // clock read is between seeing the answer and sending the next ping.
+    let mut now = start;
     loop {
         pp.store(v + 1, Ordering::Release);
+        if n > 0 {
+            let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+            win.tick(now.as_nanos(), n);
+            prev = now;
+        }
         let mut spins = 0u64;
         while pp.load(Ordering::Acquire) != v + 2 {
             spins += 1;
@@ -501,11 +565,11 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
         }
         v += 2;
         n += 1;
-        let now = clock.now();
-        let _ = hist.record((now - prev).as_nanos().max(1) as u64);
-        win.tick(now.as_nanos(), n);
-        prev = now;
+        now = clock.now();
         if (now - start).as_nanos() as u64 >= deadline {
+            let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+            win.tick(now.as_nanos(), n);
+            prev = now;
             break;
         }
     }
@@ -670,22 +734,14 @@ fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliR
         let clock = Clock::new();
         let mut ep: Endpoint<()> =
             Endpoint::new(config, config.local_info()).map_err(|e| (1, e.to_string()))?;
-        let mut h = ServerHandler {
-            requests: Vec::with_capacity(config.max_pending_calls as usize),
-        };
-        let resp = vec![0x5au8; resp_size as usize];
-        let mut answered = 0u64;
+        let mut h = ServerHandler::new(config.max_pending_calls, true);
+        h.resp_size = resp_size as usize;
         while !server_stop.load(Ordering::Relaxed) {
             server_link.pump(&mut ts, clock.now());
             ep.poll(&mut ts, &mut h).map_err(|e| (1, e.to_string()))?;
-            for req in h.requests.drain(..) {
-                let n = resp.len().min(req.max_response() as usize);
-                ep.reply(&req, &resp[..n]).map_err(|e| (1, e.to_string()))?;
-                answered += 1;
-            }
-            ep.flush(&mut ts).map_err(|e| (1, e.to_string()))?;
+            h.reply_later(&mut ep, &mut ts)?;
         }
-        Ok(answered)
+        Ok(ep.stats().replies)
     });
     pin(args.core)?;
     let clock = Clock::new();
@@ -760,6 +816,11 @@ fn run_depth<T: Transport>(
     let mut done = 0u64;
     let mut win = Windows::new(0, duration);
     let mut idle = 0u32;
+    // `now` is read right after a poll that delivered responses; the next calls
+    // go out stamped with it before the delivered responses are accounted, so
+    // the histogram and window bookkeeping overlap the next round trip instead
+    // of delaying it (what a depth-1 measurement would otherwise include).
+    let mut fresh = false;
     loop {
         if ep.pending_calls() < depth {
             while ep.pending_calls() < depth {
@@ -774,6 +835,25 @@ fn run_depth<T: Transport>(
             }
             ep.flush(t).map_err(fail)?;
         }
+        if fresh {
+            fresh = false;
+            let ns = now.as_nanos();
+            if measuring {
+                for &i in &h.issued {
+                    let _ = hist.record(ns.saturating_sub(i).max(1));
+                }
+                done += h.issued.len() as u64;
+                win.tick(ns, done);
+                if now - t0 >= duration {
+                    break;
+                }
+            } else if now - start >= warm {
+                measuring = true;
+                t0 = now;
+                win.start_ns = ns;
+            }
+            h.issued.clear();
+        }
         pump(t);
         ep.poll(t, &mut h).map_err(fail)?;
         if h.issued.is_empty() {
@@ -784,22 +864,7 @@ fn run_depth<T: Transport>(
         }
         idle = 0;
         now = clock.now();
-        let ns = now.as_nanos();
-        if measuring {
-            for &i in &h.issued {
-                let _ = hist.record(ns.saturating_sub(i).max(1));
-            }
-            done += h.issued.len() as u64;
-            win.tick(ns, done);
-            if now - t0 >= duration {
-                break;
-            }
-        } else if now - start >= warm {
-            measuring = true;
-            t0 = now;
-            win.start_ns = ns;
-        }
-        h.issued.clear();
+        fresh = true;
     }
     let rpcs = done;
     let seconds = (now - t0).as_secs_f64();

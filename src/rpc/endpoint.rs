@@ -220,6 +220,19 @@ impl Request {
 /// Receives what `poll` takes in. Payload slices point into the receive ring and
 /// are valid during the callback only.
 pub trait Handler<U> {
+    /// Offers a request for an answer right away, before
+    /// [`on_request`](Self::on_request). A returned payload is written as the response, as
+    /// [`Endpoint::reply`] would write it, and leaves with the same `poll`'s
+    /// flush: a server that answers here saves a pass of `poll` and a `flush`
+    /// between a request and its response. Returning `None` (the default) hands
+    /// the request to `on_request`, to be answered later with `reply`. So does an
+    /// answer longer than [`Request::max_response`], and one that would have to
+    /// wrap the send ring (a wrap marker takes a credit grant, which must not
+    /// change while the rest of the batch is checked against the credit given).
+    #[inline]
+    fn answer(&mut self, _req: Request, _payload: &[u8]) -> Option<&[u8]> {
+        None
+    }
     /// A request, in arrival order.
     fn on_request(&mut self, req: Request, payload: &[u8]);
     /// The response to a call made with `user`.
@@ -520,6 +533,22 @@ impl<U> Endpoint<U> {
         if req.allowance > self.flow.outstanding_requests() || req.allowance % ALIGNMENT != 0 {
             return Err(ReplyError::NotOutstanding);
         }
+        self.write_reply(req, payload);
+        Ok(())
+    }
+
+    /// Whether an answer of `len` bytes to `req` may be written during intake:
+    /// within the reservation and without a wrap (see [`Handler::answer`]).
+    #[inline]
+    fn answer_fits(&self, req: &Request, len: usize) -> bool {
+        len <= req.max_response() as usize && !self.send.needs_wrap(padded_message_size(len as u32))
+    }
+
+    /// Writes the response to `req` (checked by the caller) and releases its
+    /// reservation.
+    #[inline]
+    fn write_reply(&mut self, req: &Request, payload: &[u8]) {
+        let len = payload.len() as u32;
         let repr = MessageRepr {
             call_id: to_response_id(req.call_id),
             piggyback: (req.allowance / ALIGNMENT) as u32,
@@ -529,7 +558,6 @@ impl<U> Endpoint<U> {
         self.write(repr, payload, cons);
         self.flow.release_reply(req.allowance);
         self.stats.replies += 1;
-        Ok(())
     }
 
     /// Appends a message, wrapping first when it would not fit before the ring
@@ -605,13 +633,15 @@ impl<U> Endpoint<U> {
                 self.want_read = false;
             }
         }
-        self.flush_inner(t)?;
+        let quiet = self.flush_inner(t)?;
         // Closing a batch can leave a grant limited by a stale consumer view,
-        // which calls for a read on the next poll: settled only if not.
+        // which calls for a read on the next poll: settled only if not. A flush
+        // that found nothing to do changed nothing those depend on.
         self.settled = !wants_read
-            && !self.has_unflushed()
-            && !self.wants_read()
-            && self.credit_batch_due().is_none();
+            && (quiet
+                || (!self.has_unflushed()
+                    && !self.wants_read()
+                    && self.credit_batch_due().is_none()));
         Ok(())
     }
 
@@ -643,17 +673,20 @@ impl<U> Endpoint<U> {
         if let Err(e) = &r {
             self.failed = Some(e.clone());
         }
-        r
+        r.map(|_| ())
     }
 
-    fn flush_inner<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
+    /// Closes the open batch (or writes a credit batch when one is due) and
+    /// hands the closed batches to the transport. Returns whether there was
+    /// nothing to do: nothing to close, send or grant.
+    fn flush_inner<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<bool, RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
             self.flow.note_reported_consumer(consumer);
-        } else if !self.has_unflushed() {
-            self.maybe_credit_batch();
+        } else if !self.has_unflushed() && !self.maybe_credit_batch() {
+            return Ok(true);
         }
         while let Some(seg) = self.send.next_segment() {
             match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
@@ -665,16 +698,16 @@ impl<U> Endpoint<U> {
             self.send.mark_flushed(&seg);
             self.stats.writes += 1;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// With nothing else to send, returns credit in a metadata-only batch when a
     /// worthwhile amount is available (an eighth of `max_R`, or the last of it),
     /// so a caller starved of credit is never left waiting for a batch that
-    /// would not come.
-    fn maybe_credit_batch(&mut self) {
+    /// would not come. Returns whether it wrote one.
+    fn maybe_credit_batch(&mut self) -> bool {
         let Some((fits, target)) = self.credit_batch_due() else {
-            return;
+            return false;
         };
         let consumer = self.recv.consumer();
         let g = self.flow.take_grant(target);
@@ -687,6 +720,7 @@ impl<U> Endpoint<U> {
         }
         self.flow.note_reported_consumer(consumer);
         self.stats.credit_batches += 1;
+        true
     }
 
     /// Whether a metadata-only credit batch is due: `Some((fits before the ring
@@ -741,13 +775,8 @@ impl<U> Endpoint<U> {
         }
         self.flow
             .on_remote_consumer(meta.consumer_pos, self.send.flushed())?;
-        let released = batch
-            .messages()
-            .filter(|m| is_response(m.call_id()))
-            .fold(0u64, |acc, m| {
-                acc.saturating_add(u64::from(m.piggyback()) * ALIGNMENT)
-            });
-        self.flow.on_grant(meta.credit_grant, released, pos + len)?;
+        self.flow
+            .on_grant(meta.credit_grant, batch.released(), pos + len)?;
         for msg in batch.messages() {
             let call_id = msg.call_id();
             let allowance = u64::from(msg.piggyback()) * ALIGNMENT;
@@ -778,7 +807,13 @@ impl<U> Endpoint<U> {
             } else {
                 self.flow.on_request(allowance)?;
                 self.stats.requests += 1;
-                h.on_request(Request { call_id, allowance }, msg.payload());
+                let req = Request { call_id, allowance };
+                match h.answer(req, msg.payload()) {
+                    Some(resp) if self.answer_fits(&req, resp.len()) => {
+                        self.write_reply(&req, resp);
+                    }
+                    _ => h.on_request(req, msg.payload()),
+                }
             }
         }
         Ok(len)
@@ -840,6 +875,95 @@ mod test {
             vec![(id2, 2, b"TWO".to_vec()), (id1, 1, b"ONE".to_vec())]
         );
         assert_eq!(a.pending_calls(), 0);
+        assert!(a.invariant_holds() && b.invariant_holds());
+    }
+
+    /// Answers every request during `poll` with its payload reversed, or with
+    /// `len` bytes of 0xee when `len` is set.
+    #[derive(Default)]
+    struct Answering {
+        rec: Rec,
+        buf: Vec<u8>,
+        len: Option<usize>,
+    }
+
+    impl Handler<u32> for Answering {
+        fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+            self.buf = match self.len {
+                Some(n) => vec![0xee; n],
+                None => payload.iter().rev().copied().collect(),
+            };
+            Some(&self.buf)
+        }
+        fn on_request(&mut self, req: Request, payload: &[u8]) {
+            self.rec.on_request(req, payload);
+        }
+        fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+            self.rec.on_response(call_id, user, payload);
+        }
+    }
+
+    #[test]
+    fn answer_during_poll() {
+        let (mut a, mut b, mut link) = pair(4096);
+        let (mut ha, mut hb) = (Rec::default(), Answering::default());
+        let id1 = a.call(b"abc", 8, 1).unwrap();
+        let id2 = a.call(b"de", 8, 2).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        assert!(hb.rec.requests.is_empty(), "answered, not handed over");
+        assert_eq!(link.writes(1), 1, "both answers in one batch of that poll");
+        assert_eq!(b.stats().replies, 2);
+        assert_eq!(b.flow().outstanding_requests(), 0);
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert_eq!(
+            ha.responses,
+            vec![(id1, 1, b"cba".to_vec()), (id2, 2, b"ed".to_vec())]
+        );
+        assert!(a.invariant_holds() && b.invariant_holds());
+        // Longer than the call allows (8 bytes asked, 20 reserved with the
+        // header in one 32-byte block): handed to on_request instead.
+        hb.len = Some(21);
+        let id3 = a.call(b"f", 8, 3).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        assert_eq!(hb.rec.requests.len(), 1);
+        assert_eq!(link.writes(1), 1);
+        let r = hb.rec.requests[0].0;
+        b.reply(&r, b"later").unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert_eq!(ha.responses[2], (id3, 3, b"later".to_vec()));
+    }
+
+    #[test]
+    fn answer_that_would_wrap_is_handed_over() {
+        let (mut a, mut b, mut link) = pair(4096);
+        let (mut ha, mut hb) = (Rec::default(), Answering::default());
+        // Move B's send producer near its ring end with answers of 200 bytes.
+        hb.len = Some(200);
+        let mut n = 0;
+        while b.send_producer() % 4096 + 32 + padded_message_size(200) < 4096 {
+            a.call(b"x", 200, n).unwrap();
+            a.poll(&mut link.side(0), &mut ha).unwrap();
+            b.poll(&mut link.side(1), &mut hb).unwrap();
+            a.poll(&mut link.side(0), &mut ha).unwrap();
+            n += 1;
+        }
+        assert_eq!(ha.responses.len(), n as usize);
+        assert!(hb.rec.requests.is_empty());
+        assert_eq!(b.stats().wraps, 0);
+        // The next answer would not fit before the ring end.
+        a.call(b"y", 200, n).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        assert_eq!(hb.rec.requests.len(), 1, "declined: it would wrap");
+        let r = hb.rec.requests[0].0;
+        b.reply(&r, &[1; 200]).unwrap();
+        assert_eq!(b.stats().wraps, 1);
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        assert_eq!(ha.responses.len(), n as usize + 1);
         assert!(a.invariant_holds() && b.invariant_holds());
     }
 

@@ -412,6 +412,7 @@ pub struct Batch<'a> {
     bytes: &'a [u8],
     meta: FlowMetaRepr,
     len: usize,
+    released: u64,
 }
 
 impl<'a> Batch<'a> {
@@ -425,6 +426,7 @@ impl<'a> Batch<'a> {
                 bytes,
                 meta,
                 len: FLOW_METADATA_SIZE,
+                released: 0,
             });
         }
         // Every message takes at least 32 bytes: reject counts that cannot fit
@@ -436,6 +438,7 @@ impl<'a> Batch<'a> {
             });
         }
         let mut off = FLOW_METADATA_SIZE;
+        let mut released = 0u64;
         for index in 0..meta.message_count {
             let rest = &bytes[off..];
             let msg = Message::new_checked(rest).map_err(|e| match e {
@@ -454,12 +457,16 @@ impl<'a> Batch<'a> {
                     len: msg.len(),
                 });
             }
+            if is_response(msg.call_id()) {
+                released += u64::from(msg.piggyback()) * ALIGNMENT;
+            }
             off += padded as usize;
         }
         Ok(Batch {
             bytes,
             meta,
             len: off,
+            released,
         })
     }
 
@@ -473,6 +480,14 @@ impl<'a> Batch<'a> {
     #[inline]
     pub fn is_wrap(&self) -> bool {
         self.meta.is_wrap()
+    }
+
+    /// Bytes of reservation the batch's responses release: the sum of their
+    /// piggy-back fields times 32, summed while validating (no overflow: fewer
+    /// than 2^26 messages fit a ring, each releasing less than 2^37 bytes).
+    #[inline]
+    pub fn released(&self) -> u64 {
+        self.released
     }
 
     /// Length of the batch on the ring, in bytes.
@@ -674,6 +689,12 @@ mod test {
         assert!(b
             .messages()
             .all(|m| m.payload() == [0xde, 0xad, 0xbe, 0xef]));
+        // Two responses releasing 3 blocks each.
+        assert_eq!(b.released(), 2 * 3 * 32);
+        // A request releases nothing.
+        let mut req = v.clone();
+        req[32 + 3] = 0;
+        assert_eq!(Batch::new_checked(&req).unwrap().released(), 3 * 32);
         // Trailing bytes after the batch are not part of it.
         let mut longer = v.clone();
         longer.extend_from_slice(&[0u8; 64]);
