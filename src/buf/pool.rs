@@ -633,11 +633,7 @@ impl Packet {
         match &mut self.inner {
             Inner::Pool(b) => b.spare_capacity(),
             #[cfg(feature = "dpdk")]
-            Inner::Mbuf(m) => {
-                let room = usize::from(m.data_len()) + usize::from(m.tailroom());
-                let _ = m.set_len(room as u16);
-                m.data_mut()
-            }
+            Inner::Mbuf(m) => m.spare_capacity(),
         }
     }
 
