@@ -430,8 +430,8 @@ enum HeapState {
     Discarding(ChunkDiscard),
 }
 
-/// Header bytes a [`Predict`] can hold (15 item pointers).
-const PREDICT_MAX: usize = 128;
+/// Header words a [`Predict`] can hold (the header word and 15 item pointers).
+const PREDICT_WORDS: usize = 16;
 
 /// Header prediction, as in Van Jacobson's TCP fast path: consecutive packets of
 /// one heap normally carry the same item pointers except the payload offset's
@@ -448,7 +448,10 @@ struct Predict {
     sender: u32,
     /// Index in `ChunkStream::live`: invalid once any live heap is removed.
     live: usize,
-    header: [u8; PREDICT_MAX],
+    /// The header's words as loaded from memory (native byte order), compared
+    /// under `masks`: all bits, except the payload offset's value bits.
+    words: [u64; PREDICT_WORDS],
+    masks: [u64; PREDICT_WORDS],
     /// Header bytes (`payload_start`).
     len: usize,
     /// Byte offset of the payload offset's item pointer (the last one, which
@@ -465,7 +468,8 @@ impl Predict {
         valid: false,
         sender: 0,
         live: 0,
-        header: [0; PREDICT_MAX],
+        words: [0; PREDICT_WORDS],
+        masks: [0; PREDICT_WORDS],
         len: 0,
         offset_at: 0,
         value_mask: 0,
@@ -792,17 +796,23 @@ impl<P: Place> ChunkStream<P> {
         }
         let (n, at) = (p.len, p.offset_at);
         let end = n + p.payload_length as usize;
-        if data.len() < end
-            || data[..at] != p.header[..at]
-            || data[at + wire::WORD..n] != p.header[at + wire::WORD..n]
+        if data.len() < end {
+            return None;
+        }
+        // One pass of word compares, no branch per word.
+        let mut diff = 0;
+        for (w, (&want, &mask)) in data[..n]
+            .chunks_exact(wire::WORD)
+            .zip(p.words.iter().zip(&p.masks))
         {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            diff |= (u64::from_ne_bytes(b) ^ want) & mask;
+        }
+        if diff != 0 {
             return None;
         }
-        let w = be64_at(data, at);
-        if (w ^ be64_at(&p.header, at)) & !p.value_mask != 0 {
-            return None;
-        }
-        let offset = w & p.value_mask;
+        let offset = be64_at(data, at) & p.value_mask;
         // The decoder's PayloadOverflowsHeap check (values have <= 56 bits).
         if offset + p.payload_length > p.heap_length {
             return None;
@@ -828,12 +838,22 @@ impl<P: Place> ChunkStream<P> {
             self.predict.valid = false;
             return;
         };
-        if n > PREDICT_MAX || h.payload_length == heap_length {
+        if n > PREDICT_WORDS * wire::WORD || h.payload_length == heap_length {
             self.predict.valid = false;
             return;
         }
         let p = &mut self.predict;
-        p.header[..n].copy_from_slice(&data[..n]);
+        for (k, w) in data[..n].chunks_exact(wire::WORD).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            p.words[k] = u64::from_ne_bytes(b);
+            p.masks[k] = if k * wire::WORD == offset_at {
+                // Big-endian value bits, in the loaded word's byte order.
+                (!f.max_value()).to_be()
+            } else {
+                u64::MAX
+            };
+        }
         p.valid = true;
         p.sender = sender;
         p.live = i;
