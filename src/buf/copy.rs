@@ -96,9 +96,7 @@ pub fn store_fence() {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use core::arch::x86_64::{
-        __m256i, _mm256_loadu_si256, _mm256_stream_si256, _mm_prefetch, _MM_HINT_T0,
-    };
+    use core::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_stream_si256};
 
     /// Streams `src` into `dst` 128 bytes (two cache lines) per step, loads first.
     ///
@@ -106,9 +104,6 @@ mod x86 {
     ///
     /// The CPU has AVX; `dst.len() == src.len()`, a multiple of 32; `dst` is
     /// 32-byte aligned.
-    /// How far ahead of the loads the source is prefetched.
-    const PREFETCH_AHEAD: usize = 512;
-
     #[target_feature(enable = "avx")]
     pub(super) unsafe fn stream_body(dst: &mut [u8], src: &[u8]) {
         debug_assert_eq!(dst.len(), src.len());
@@ -122,10 +117,8 @@ mod x86 {
             // SAFETY: `i + 128 <= n`, so every load reads inside `src` and every
             // store writes inside `dst` (same length); `d + i` is 32-byte aligned
             // because `d` is and `i` is a multiple of 32, as `_mm256_stream_si256`
-            // requires; unaligned loads have no alignment requirement; the prefetch
-            // is a hint that never faults, even past the end of `src`.
+            // requires; unaligned loads have no alignment requirement.
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(s.add(i).wrapping_add(PREFETCH_AHEAD).cast());
                 let a = _mm256_loadu_si256(s.add(i).cast::<__m256i>());
                 let b = _mm256_loadu_si256(s.add(i + 32).cast::<__m256i>());
                 let c = _mm256_loadu_si256(s.add(i + 64).cast::<__m256i>());
