@@ -9,21 +9,56 @@
 //! cargo bench --bench spead_chunks -- --mode multi --read /tmp/p.bin
 //! ```
 //!
-//! `--what chunks` (default) reassembles the buffer; `memcpy` copies the payloads
-//! only (the physical limit); `e2e` runs the F-engine simulator and the receiver
-//! in one loop on one core (simulator -> in-memory wire -> chunks); `udp` sends the
+//! `--what chunks` (default) reassembles the buffer; `memcpy` decodes each packet
+//! and copies its payload into a buffer of two chunks (no reassembly); `decode`
+//! walks the packets only; `limit` is the physical limit of the architecture's
+//! performance table: the same payloads copied from a source of at least
+//! `--limit-mib` (default 1024) of these packets repeated into a destination as
+//! large, nothing else; `e2e` runs the F-engine simulator and the receiver in one
+//! loop on one core (simulator -> in-memory wire -> chunks); `udp` sends the
 //! simulator's packets over UDP loopback from a second thread at `--gbps` and
 //! reports the fraction of heaps received (in `fraction_present`).
 //!
 //! Modes: `single` = 1 KiB heaps in one packet each (64 antennas, 32 heaps per
 //! antenna per chunk); `multi` = 64 KiB heaps of 64 packets of 1 KiB (16 antennas,
-//! 8 heaps per antenna per chunk). Every line printed is one JSON measurement.
+//! 8 heaps per antenna per chunk). `--copy stream|plain` chooses how `chunks`,
+//! `memcpy` and `limit` copy payloads: non-temporal stores (`stream`, the default,
+//! as `KatgpucbfPlace::chunk_config`) or `copy_from_slice`. The packets sit
+//! `--src-offset` bytes (default 0) past a page boundary, for every case alike.
+//! CPU time is the whole process's (`CLOCK_PROCESS_CPUTIME_ID`), taken at the
+//! same points as the wall clock (setup excluded).
+//! Every line printed is one JSON measurement.
 
 use std::time::Instant;
 
+use linerate::buf::copy::{self, CopyMode};
 use linerate::spead::chunk::{ChunkBuf, ChunkStream, KatgpucbfPlace, Push};
 use linerate::spead::fsim::{Fsim, FsimConfig};
 use linerate::spead::wire::decode;
+
+/// Wall-clock and CPU seconds of one measured region.
+type Secs = (f64, f64);
+
+/// Starts measuring a region: wall clock and this process's CPU time, both taken
+/// at the same points (after setup such as allocating chunks).
+struct Timer {
+    wall: Instant,
+    cpu: u64,
+}
+
+impl Timer {
+    fn start() -> Timer {
+        Timer {
+            cpu: cpu_ns(),
+            wall: Instant::now(),
+        }
+    }
+
+    fn stop(&self) -> Secs {
+        let wall = self.wall.elapsed().as_secs_f64();
+        (wall, (cpu_ns() - self.cpu) as f64 * 1e-9)
+    }
+}
 
 struct Args {
     mode: String,
@@ -33,6 +68,9 @@ struct Args {
     read: Option<String>,
     what: String,
     gbps: f64,
+    copy: Option<CopyMode>,
+    limit_mib: usize,
+    src_offset: usize,
 }
 
 fn args() -> Args {
@@ -44,6 +82,9 @@ fn args() -> Args {
         read: None,
         what: "chunks".into(),
         gbps: 2.0,
+        copy: None,
+        limit_mib: 1024,
+        src_offset: 0,
     };
     let v: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -57,6 +98,15 @@ fn args() -> Args {
             "--read" => a.read = Some(next),
             "--what" => a.what = next,
             "--gbps" => a.gbps = next.parse().expect("--gbps G"),
+            "--src-offset" => a.src_offset = next.parse().expect("--src-offset N"),
+            "--limit-mib" => a.limit_mib = next.parse().expect("--limit-mib N"),
+            "--copy" => {
+                a.copy = Some(match next.as_str() {
+                    "plain" => CopyMode::Plain,
+                    "stream" => CopyMode::Stream,
+                    other => panic!("--copy plain|stream, not {other}"),
+                })
+            }
             _ => {
                 i += 1;
                 continue;
@@ -128,19 +178,37 @@ fn main() {
         );
         return;
     }
-    let n_packets = count_packets(&packets);
+    // The packets `--src-offset` bytes past a page boundary, in the same kind of
+    // memory as the limit's source, so that both copy from the same alignment.
+    let packets = {
+        let mut b = ChunkBuf::new(a.src_offset + packets.len());
+        b[a.src_offset..].copy_from_slice(&packets);
+        b
+    };
+    let packets = &packets[a.src_offset..];
+    let mut n_packets = count_packets(packets);
+    let copy_mode = a.copy.unwrap_or(CopyMode::Stream);
+    let mut limit = (a.what == "limit").then(|| {
+        let l = Limit::new(packets, a.limit_mib << 20, a.src_offset);
+        n_packets = l.n_packets;
+        l
+    });
     for _ in 0..a.rounds {
-        let cpu0 = cpu_ns();
-        let (secs, heaps, frac) = match a.what.as_str() {
-            "memcpy" => (memcpy_limit(&packets, place.chunk_bytes()), 0, 1.0),
-            "e2e" => end_to_end(&cfg, &place, n_packets),
-            "udp" => udp_loopback(&cfg, &place, n_packets, a.gbps),
-            _ => run_chunks(&packets, &place),
+        let ((secs, cpu_secs), heaps, frac) = match (a.what.as_str(), limit.as_mut()) {
+            ("decode", _) => (decode_only(packets), 0, 1.0),
+            ("memcpy", _) => (memcpy_only(packets, place.chunk_bytes(), copy_mode), 0, 1.0),
+            (_, Some(l)) => (l.run(copy_mode), 0, 1.0),
+            ("e2e", _) => end_to_end(&cfg, &place, n_packets),
+            ("udp", _) => udp_loopback(&cfg, &place, n_packets, a.gbps),
+            _ => run_chunks(packets, &place, copy_mode),
         };
-        let cpu_secs = (cpu_ns() - cpu0) as f64 * 1e-9;
         println!(
-            "{{\"impl\":\"linerate\",\"what\":\"{}\",\"mode\":\"{}\",\"packets\":{},\"heaps\":{},\"secs\":{:.6},\"cpu_secs\":{:.6},\"pps\":{:.0},\"cpu_pps\":{:.0},\"payload_gbps\":{:.3},\"fraction_present\":{:.6}}}",
+            "{{\"impl\":\"linerate\",\"what\":\"{}\",\"copy\":\"{}\",\"mode\":\"{}\",\"packets\":{},\"heaps\":{},\"secs\":{:.6},\"cpu_secs\":{:.6},\"pps\":{:.0},\"cpu_pps\":{:.0},\"payload_gbps\":{:.3},\"fraction_present\":{:.6}}}",
             a.what,
+            match copy_mode {
+                CopyMode::Plain => "plain",
+                CopyMode::Stream => "stream",
+            },
             a.mode,
             n_packets,
             heaps,
@@ -154,22 +222,20 @@ fn main() {
     }
 }
 
-/// CPU time of all this process's threads, in ns, from /proc/self/task/*/schedstat
-/// (on a shared machine, wall time mostly measures the other tenants).
+/// CPU time of all this process's threads, in ns (on a shared machine, wall time
+/// mostly measures the other tenants). `CLOCK_PROCESS_CPUTIME_ID` brings the
+/// running thread's time up to date when read; `/proc/self/task/*/schedstat`,
+/// used before, only advances at scheduler ticks (4 ms here), a 10 % error on
+/// a 40 ms run.
 fn cpu_ns() -> u64 {
-    let mut total = 0;
-    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-        for t in tasks.flatten() {
-            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
-                total += s
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-            }
-        }
-    }
-    total
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec for the duration of the call.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn count_packets(buf: &[u8]) -> usize {
@@ -183,11 +249,13 @@ fn count_packets(buf: &[u8]) -> usize {
 }
 
 /// Reassembles the whole buffer; the consumer returns each chunk at once.
-fn run_chunks(packets: &[u8], place: &KatgpucbfPlace) -> (f64, u64, f64) {
+fn run_chunks(packets: &[u8], place: &KatgpucbfPlace, copy: CopyMode) -> (Secs, u64, f64) {
     // Chunks are pre-faulted (and huge-page advised) at allocation, so page faults
     // are not measured; the spead2 side gets numpy arrays written before use.
-    let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
-    let t = Instant::now();
+    let mut cfg = place.chunk_config(2, 4);
+    cfg.copy = copy;
+    let mut s = ChunkStream::new(cfg, place.clone());
+    let t = Timer::start();
     let mut at = 0;
     while at < packets.len() {
         let (used, last) = s.push_buffer(&packets[at..]);
@@ -203,15 +271,30 @@ fn run_chunks(packets: &[u8], place: &KatgpucbfPlace) -> (f64, u64, f64) {
     while let Some(c) = s.poll_chunk() {
         s.add_free_chunk(c);
     }
-    let secs = t.elapsed().as_secs_f64();
+    let secs = t.stop();
     (secs, s.stats().heaps_complete, s.stats().fraction_present())
 }
 
-/// The copy alone: each packet's payload to the next place of a chunk-sized buffer.
-fn memcpy_limit(packets: &[u8], chunk_bytes: usize) -> f64 {
+/// Decode alone: the walk over the packets without touching payloads.
+fn decode_only(packets: &[u8]) -> Secs {
+    let t = Timer::start();
+    let mut at = 0;
+    let mut sum = 0u64;
+    while at < packets.len() {
+        let h = decode(&packets[at..]).expect("valid");
+        sum = sum.wrapping_add(h.heap_cnt ^ h.payload_offset);
+        at += h.packet_len();
+    }
+    std::hint::black_box(sum);
+    t.stop()
+}
+
+/// Decode and copy alone: each packet's payload to the next place of a buffer of
+/// two chunks.
+fn memcpy_only(packets: &[u8], chunk_bytes: usize, mode: CopyMode) -> Secs {
     // Same memory as the chunks: huge-page advised, pre-faulted.
     let mut dst = ChunkBuf::new(chunk_bytes * 2);
-    let t = Instant::now();
+    let t = Timer::start();
     let mut at = 0;
     let mut off = 0;
     while at < packets.len() {
@@ -221,20 +304,78 @@ fn memcpy_limit(packets: &[u8], chunk_bytes: usize) -> f64 {
             off = 0;
         }
         let p = at + h.payload_start();
-        dst[off..off + len].copy_from_slice(&packets[p..p + len]);
+        copy::copy(mode, &mut dst[off..off + len], &packets[p..p + len]);
         off += len;
         at += h.packet_len();
     }
+    copy::store_fence();
     std::hint::black_box(&dst);
-    t.elapsed().as_secs_f64()
+    t.stop()
+}
+
+/// The physical limit: a source of at least `bytes` made of the packets repeated,
+/// and a destination as large (both far larger than the last-level cache).
+struct Limit {
+    src: ChunkBuf,
+    src_offset: usize,
+    dst: ChunkBuf,
+    stride: usize,
+    payload_start: usize,
+    payload_len: usize,
+    n_packets: usize,
+}
+
+impl Limit {
+    fn new(packets: &[u8], bytes: usize, src_offset: usize) -> Limit {
+        let h = decode(packets).expect("valid");
+        let stride = h.packet_len();
+        assert_eq!(
+            packets.len() % stride,
+            0,
+            "the limit needs same-size packets"
+        );
+        let n_packets = bytes.div_ceil(h.payload_length as usize);
+        let mut src = ChunkBuf::new(src_offset + n_packets * stride);
+        for c in src[src_offset..].chunks_mut(packets.len()) {
+            let n = c.len();
+            c.copy_from_slice(&packets[..n]);
+        }
+        Limit {
+            dst: ChunkBuf::new(n_packets * h.payload_length as usize),
+            src,
+            src_offset,
+            stride,
+            payload_start: h.payload_start(),
+            payload_len: h.payload_length as usize,
+            n_packets,
+        }
+    }
+
+    /// Copies every packet's payload to the next place of the destination.
+    fn run(&mut self, mode: CopyMode) -> Secs {
+        let dst: &mut [u8] = &mut self.dst;
+        let t = Timer::start();
+        for k in 0..self.n_packets {
+            let p = self.src_offset + k * self.stride + self.payload_start;
+            let d = k * self.payload_len;
+            copy::copy(
+                mode,
+                &mut dst[d..d + self.payload_len],
+                &self.src[p..p + self.payload_len],
+            );
+        }
+        copy::store_fence();
+        std::hint::black_box(&dst);
+        t.stop()
+    }
 }
 
 /// The simulator feeding the receiver packet by packet, one core.
-fn end_to_end(cfg: &FsimConfig, place: &KatgpucbfPlace, n_packets: usize) -> (f64, u64, f64) {
+fn end_to_end(cfg: &FsimConfig, place: &KatgpucbfPlace, n_packets: usize) -> (Secs, u64, f64) {
     let mut sim = Fsim::new(cfg.clone()).expect("config");
     let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
     let mut buf = vec![0u8; cfg.max_packet()];
-    let t = Instant::now();
+    let t = Timer::start();
     for _ in 0..n_packets {
         let (n, _) = sim.next_packet(&mut buf).expect("packet");
         while s.push(0, &buf[..n]) == Push::Stall {
@@ -247,7 +388,7 @@ fn end_to_end(cfg: &FsimConfig, place: &KatgpucbfPlace, n_packets: usize) -> (f6
         }
     }
     s.flush();
-    let secs = t.elapsed().as_secs_f64();
+    let secs = t.stop();
     let st = s.stats();
     assert_eq!(
         st.heaps_incomplete_evicted + st.heaps_incomplete_flushed + st.heaps_too_old,
@@ -264,7 +405,7 @@ fn udp_loopback(
     place: &KatgpucbfPlace,
     n_packets: usize,
     gbps: f64,
-) -> (f64, u64, f64) {
+) -> (Secs, u64, f64) {
     use linerate::spead::send::{Pacer, Packetizer, SendHeap};
     use std::net::UdpSocket;
     let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
@@ -303,7 +444,7 @@ fn udp_loopback(
     });
     let mut s = ChunkStream::new(place.chunk_config(4, 8), place.clone());
     let mut buf = vec![0u8; 65536];
-    let t = Instant::now();
+    let t = Timer::start();
     while !s.stats().stopped {
         let Ok(n) = rx.recv(&mut buf) else { break };
         while s.push(0, &buf[..n]) == Push::Stall {
@@ -316,7 +457,7 @@ fn udp_loopback(
         }
     }
     s.flush();
-    let secs = t.elapsed().as_secs_f64();
+    let secs = t.stop();
     sender.join().expect("sender");
     let heaps_sent = (n_packets / cfg.packets_per_heap()) as f64;
     let st = s.stats();

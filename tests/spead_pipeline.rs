@@ -324,3 +324,31 @@ fn plan_describes_the_spead_stages_and_draws_the_chunk_link() {
         .dot()
         .contains("\"recv\" -> \"check\" [label=\"chunks\", style=bold];"));
 }
+
+#[test]
+fn plain_copy_knob_places_the_same_bytes_and_a_bad_mode_is_refused() {
+    // `copy = "plain"` (memcpy instead of non-temporal stores): lossless, every
+    // byte checked, as with the default.
+    let base = pipeline("telescope-ingest.toml").replace("timestamps = 1024", "timestamps = 256");
+    let text = base.replace(
+        "kind = \"spead_recv\"\n",
+        "kind = \"spead_recv\"\ncopy = \"plain\"\n",
+    );
+    assert!(text.contains("copy = \"plain\""));
+    let r = util::run_text("ingest-plain.toml", &text, Duration::from_secs(120));
+    assert_lossless(&r, 1024, 16, 16384);
+    // An unknown mode is a check-time error naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    let file = util::write(
+        dir.path(),
+        "bad-copy.toml",
+        &base.replace(
+            "kind = \"spead_recv\"\n",
+            "kind = \"spead_recv\"\ncopy = \"fast\"\n",
+        ),
+    );
+    let out = util::bin().arg("check").arg(&file).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unknown copy mode `fast`"), "{stderr}");
+}

@@ -6,9 +6,10 @@
 //! it returns its buffer to its pool. Lcores keep a [`PoolCache`] so that
 //! allocation and bulk frees touch shared state once per burst, not per packet
 //! (the DPDK mempool-cache idea). The unsafe code of the crate's buffer handling
-//! lives in this module (`pool.rs`, `ring.rs`), each block with its `SAFETY` note.
+//! lives in this module (`pool.rs`, `ring.rs`, `copy.rs`), each block with its `SAFETY` note.
 
 mod burst;
+pub mod copy;
 mod pool;
 mod region;
 mod ring;

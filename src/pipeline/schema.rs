@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 use super::diag::{suggest, Diagnostics, Sink};
 use super::table::{as_int, Span, Table};
 use super::Pipeline;
+use crate::buf::copy::CopyMode;
 use crate::buf::{HugepageMode, PoolConfig, BURST_MAX};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::pcap::{Pace, PcapConfig};
@@ -297,6 +298,7 @@ const SPEAD_RECV_KEYS: &[&str] = &[
     "max_chunks",
     "n_chunks",
     "max_heaps",
+    "copy",
     "idle_timeout",
     "encap",
     "burst",
@@ -1245,6 +1247,23 @@ fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec
         encap: encap(t, sink),
         idle_timeout: t.duration(sink, "idle_timeout"),
         burst: burst(t, sink),
+        copy: match t.string(sink, "copy") {
+            None => CopyMode::Stream,
+            Some((m, span)) => match m.as_str() {
+                "stream" => CopyMode::Stream,
+                "plain" => CopyMode::Plain,
+                _ => {
+                    sink.error(
+                        span,
+                        &t.path,
+                        Some("copy"),
+                        format!("unknown copy mode `{m}`"),
+                        Some("\"stream\" (non-temporal stores) or \"plain\"".into()),
+                    );
+                    CopyMode::Stream
+                }
+            },
+        },
     }
 }
 

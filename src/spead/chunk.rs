@@ -25,6 +25,8 @@
 
 use std::collections::VecDeque;
 
+use crate::buf::copy::{copy, store_fence, CopyMode};
+
 use super::fsim::{FsimConfig, FENG_ID_ID, TIMESTAMP_ID};
 use super::wire::{self, ctrl, decode_visit, id};
 
@@ -142,6 +144,9 @@ impl KatgpucbfPlace {
             present_len: self.heaps_per_chunk(),
             max_heaps: (self.n_ants as usize * 2).max(4),
             packet_presence: None,
+            // Measured faster on this layout even while the chunks fit in the
+            // last-level cache (BENCHMARKS.md, SPEAD section).
+            copy: CopyMode::Stream,
         }
     }
 }
@@ -200,6 +205,10 @@ pub struct ChunkConfig {
     /// Packet presence: `Some(payload_size)` marks `present[heap_index +
     /// payload_offset / payload_size]` per packet instead of one entry per heap.
     pub packet_presence: Option<usize>,
+    /// How payloads are copied into chunks: ordinary stores (the default, best
+    /// while the chunks in flight fit in the last-level cache) or non-temporal
+    /// ones (best when they do not). See `BENCHMARKS.md`.
+    pub copy: CopyMode,
 }
 
 /// A chunk's payload memory: an anonymous mapping advised to use transparent huge
@@ -372,6 +381,10 @@ pub struct ChunkStats {
     pub heaps_complete: u64,
     /// Of those, heaps of a single packet (fast path).
     pub heaps_single_packet: u64,
+    /// Packets of multi-packet heaps recognised by header prediction (their
+    /// header equal to the previous packet's but for the payload offset), which
+    /// skips the item walk; also counted by what became of them.
+    pub packets_predicted: u64,
     /// Incomplete heaps evicted to make room for newer ones.
     pub heaps_incomplete_evicted: u64,
     /// Incomplete heaps whose chunk was flushed.
@@ -417,6 +430,61 @@ enum HeapState {
     Discarding(ChunkDiscard),
 }
 
+/// Header words a [`Predict`] can hold (the header word and 15 item pointers).
+const PREDICT_WORDS: usize = 16;
+
+/// Header prediction, as in Van Jacobson's TCP fast path: consecutive packets of
+/// one heap normally carry the same item pointers except the payload offset's
+/// value. After a packet of a live heap, its header is remembered; a next packet
+/// from the same sender whose header bytes equal it except for those value bits
+/// is that heap's next packet, and the item walk of `decode_visit` (the largest
+/// per-packet cost after the copy on multi-packet heaps) is skipped. Every check
+/// the decoder would make on such a packet is made here or is implied by the
+/// equality (magic, version, flavour, item count, no stream control item);
+/// anything else takes the full path.
+#[derive(Debug, Clone)]
+struct Predict {
+    valid: bool,
+    sender: u32,
+    /// Index in `ChunkStream::live`: invalid once any live heap is removed.
+    live: usize,
+    /// The header's words as loaded from memory (native byte order), compared
+    /// under `masks`: all bits, except the payload offset's value bits.
+    words: [u64; PREDICT_WORDS],
+    masks: [u64; PREDICT_WORDS],
+    /// Header bytes (`payload_start`).
+    len: usize,
+    /// Byte offset of the payload offset's item pointer (the last one, which
+    /// the decoder takes).
+    offset_at: usize,
+    /// The flavour's value bits.
+    value_mask: u64,
+    heap_length: u64,
+    payload_length: u64,
+}
+
+impl Predict {
+    const NONE: Predict = Predict {
+        valid: false,
+        sender: 0,
+        live: 0,
+        words: [0; PREDICT_WORDS],
+        masks: [0; PREDICT_WORDS],
+        len: 0,
+        offset_at: 0,
+        value_mask: 0,
+        heap_length: 0,
+        payload_length: 0,
+    };
+}
+
+#[inline]
+fn be64_at(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + wire::WORD]);
+    u64::from_be_bytes(w)
+}
+
 #[derive(Debug, Clone)]
 struct LiveHeap {
     sender: u32,
@@ -451,6 +519,7 @@ pub struct ChunkStream<P: Place> {
     age: u64,
     stats: ChunkStats,
     last_error: Option<wire::Error>,
+    predict: Predict,
 }
 
 impl<P: Place> ChunkStream<P> {
@@ -493,6 +562,7 @@ impl<P: Place> ChunkStream<P> {
             age: 0,
             stats: ChunkStats::default(),
             last_error: None,
+            predict: Predict::NONE,
         }
     }
 
@@ -561,6 +631,7 @@ impl<P: Place> ChunkStream<P> {
             }
         }
         self.n_live = 0;
+        self.predict.valid = false;
     }
 
     fn flush_head(&mut self) {
@@ -579,6 +650,11 @@ impl<P: Place> ChunkStream<P> {
             i += 1;
         }
         if let Some(c) = self.window[self.head_pos].take() {
+            if self.cfg.copy == CopyMode::Stream {
+                // Streaming stores are weakly ordered: make them visible before the
+                // chunk can reach another thread.
+                store_fence();
+            }
             self.stats.chunks += 1;
             self.stats.present += c.present_count() as u64;
             self.stats.present_slots += c.present.len() as u64;
@@ -631,6 +707,8 @@ impl<P: Place> ChunkStream<P> {
     }
 
     fn remove_live(&mut self, i: usize) {
+        // Indices move: forget the prediction (set again by the next heap's packet).
+        self.predict.valid = false;
         self.n_live -= 1;
         self.live.swap(i, self.n_live);
     }
@@ -683,6 +761,9 @@ impl<P: Place> ChunkStream<P> {
     /// are ignored); also returns the packet's length (0 if it did not decode).
     pub fn push_len(&mut self, sender: u32, data: &[u8]) -> (Push, usize) {
         self.stats.packets += 1;
+        if let Some(r) = self.predicted(sender, data) {
+            return r;
+        }
         let mut stop = false;
         let h = match decode_visit(data, |item, v| {
             stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
@@ -703,6 +784,84 @@ impl<P: Place> ChunkStream<P> {
             return (Push::Stopped, len);
         }
         (self.place_packet(sender, data, &h), len)
+    }
+
+    /// The next packet of the predicted live heap, placed, or `None` when `data`
+    /// does not match the prediction (then the full path decides).
+    #[inline]
+    fn predicted(&mut self, sender: u32, data: &[u8]) -> Option<(Push, usize)> {
+        let p = &self.predict;
+        if !p.valid || p.sender != sender {
+            return None;
+        }
+        let (n, at) = (p.len, p.offset_at);
+        let end = n + p.payload_length as usize;
+        if data.len() < end {
+            return None;
+        }
+        // One pass of word compares, no branch per word.
+        let mut diff = 0;
+        for (w, (&want, &mask)) in data[..n]
+            .chunks_exact(wire::WORD)
+            .zip(p.words.iter().zip(&p.masks))
+        {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            diff |= (u64::from_ne_bytes(b) ^ want) & mask;
+        }
+        if diff != 0 {
+            return None;
+        }
+        let offset = be64_at(data, at) & p.value_mask;
+        // The decoder's PayloadOverflowsHeap check (values have <= 56 bits).
+        if offset + p.payload_length > p.heap_length {
+            return None;
+        }
+        let (live, heap_length) = (p.live, p.heap_length);
+        self.stats.packets_predicted += 1;
+        Some((
+            self.add_to_live(live, offset, heap_length, &data[n..end]),
+            end,
+        ))
+    }
+
+    /// Remembers `data`'s header for [`ChunkStream::predicted`]: live heap `i`
+    /// is about to receive this packet.
+    fn learn(&mut self, i: usize, sender: u32, data: &[u8], h: &wire::Header) {
+        let n = h.payload_start();
+        let f = h.flavour;
+        let offset_at = (1..=h.n_items).rev().map(|k| k * wire::WORD).find(|&at| {
+            let p = wire::ItemPointer(be64_at(data, at));
+            p.is_immediate() && p.id(f) == id::PAYLOAD_OFFSET
+        });
+        let (Some(offset_at), Some(heap_length)) = (offset_at, h.heap_length) else {
+            self.predict.valid = false;
+            return;
+        };
+        if n > PREDICT_WORDS * wire::WORD || h.payload_length == heap_length {
+            self.predict.valid = false;
+            return;
+        }
+        let p = &mut self.predict;
+        for (k, w) in data[..n].chunks_exact(wire::WORD).enumerate() {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            p.words[k] = u64::from_ne_bytes(b);
+            p.masks[k] = if k * wire::WORD == offset_at {
+                // Big-endian value bits, in the loaded word's byte order.
+                (!f.max_value()).to_be()
+            } else {
+                u64::MAX
+            };
+        }
+        p.valid = true;
+        p.sender = sender;
+        p.live = i;
+        p.len = n;
+        p.offset_at = offset_at;
+        p.value_mask = f.max_value();
+        p.heap_length = heap_length;
+        p.payload_length = h.payload_length;
     }
 
     /// Immediate values of the placement's items in a decoded packet.
@@ -740,6 +899,7 @@ impl<P: Place> ChunkStream<P> {
             if let Some(i) = (0..self.n_live)
                 .find(|&i| self.live[i].cnt == h.heap_cnt && self.live[i].sender == sender)
             {
+                self.learn(i, sender, data, h);
                 return self.add_to_live(i, h.payload_offset, heap_length, payload);
             }
         }
@@ -808,8 +968,11 @@ impl<P: Place> ChunkStream<P> {
             if chunk.present[placement.heap_index] != 0 {
                 return self.discard(ChunkDiscard::Duplicate);
             }
-            chunk.data[placement.heap_offset..placement.heap_offset + payload.len()]
-                .copy_from_slice(payload);
+            copy(
+                self.cfg.copy,
+                &mut chunk.data[placement.heap_offset..placement.heap_offset + payload.len()],
+                payload,
+            );
             chunk.present[placement.heap_index] = 1;
             self.stats.packets_accepted += 1;
             self.stats.heaps_complete += 1;
@@ -827,6 +990,7 @@ impl<P: Place> ChunkStream<P> {
                 heap_offset: placement.heap_offset,
             },
         );
+        self.learn(i, sender, data, h);
         self.add_to_live(i, h.payload_offset, heap_length, payload)
     }
 
@@ -880,7 +1044,11 @@ impl<P: Place> ChunkStream<P> {
             return self.discard(ChunkDiscard::Rejected);
         };
         let dst = heap_offset + offset as usize;
-        chunk.data[dst..dst + payload.len()].copy_from_slice(payload);
+        copy(
+            self.cfg.copy,
+            &mut chunk.data[dst..dst + payload.len()],
+            payload,
+        );
         if let Some(ps) = self.cfg.packet_presence {
             // An empty packet (possibly at the heap's very end) has no slot of its own.
             if !payload.is_empty() {
@@ -962,6 +1130,7 @@ mod test {
                 present_len: 4,
                 max_heaps,
                 packet_presence: None,
+                copy: CopyMode::Plain,
             },
             Simple { ids: [0x1600] },
         )
@@ -980,6 +1149,35 @@ mod test {
         let len = emit_packet(&mut buf, f, n, Some(8), off, &items, pl).unwrap();
         buf.truncate(len);
         buf
+    }
+
+    impl<P: Place> ChunkStream<P> {
+        fn forget_prediction(&mut self) {
+            self.predict.valid = false;
+        }
+    }
+
+    #[test]
+    fn header_prediction_takes_the_following_packets_of_a_heap() {
+        let cfg = FsimConfig {
+            n_ants: 2,
+            n_channels_total: 64,
+            n_channels_per_stream: 4,
+            n_samples_per_channel: 32,
+            packet_payload: 128,
+            ..FsimConfig::default()
+        };
+        let place = KatgpucbfPlace::for_fsim(&cfg, 2);
+        let per_heap = cfg.packets_per_heap() as u64;
+        let (buf, _) = Fsim::new(cfg).unwrap().packets_buffer(4).unwrap();
+        let mut s = ChunkStream::new(place.chunk_config(2, 4), place);
+        assert_eq!(s.push_buffer(&buf).0, buf.len());
+        s.flush();
+        let st = s.stats();
+        let heaps = 2 * 4;
+        assert_eq!(st.heaps_complete, heaps);
+        // Every packet but each heap's first.
+        assert_eq!(st.packets_predicted, heaps * (per_heap - 1));
     }
 
     fn expect_heap(c: &Chunk, n: u64) {
@@ -1143,6 +1341,7 @@ mod test {
                 present_len: 8,
                 max_heaps: 4,
                 packet_presence: Some(4),
+                copy: CopyMode::Plain,
             },
             Simple { ids: [0x1600] },
         );
@@ -1164,6 +1363,7 @@ mod test {
                 present_len: 8,
                 max_heaps: 4,
                 packet_presence: Some(4),
+                copy: CopyMode::Plain,
             },
             Simple { ids: [0x1600] },
         );
@@ -1309,6 +1509,80 @@ mod test {
         /// With packets randomly lost and duplicated (in order otherwise), a heap
         /// is present exactly when all its packets arrived, and every present
         /// heap's bytes are right.
+        #[test]
+        fn header_prediction_changes_no_outcome(
+            ops in proptest::collection::vec((0u8..12, proptest::prelude::any::<u8>(), proptest::prelude::any::<u8>()), 120),
+        ) {
+            // The same perturbed packet sequence through two streams, one of which
+            // forgets its prediction before every packet (the full path only):
+            // every result, counter and chunk byte must agree.
+            let cfg = FsimConfig {
+                n_ants: 3,
+                n_channels_total: 64,
+                n_channels_per_stream: 4,
+                n_samples_per_channel: 32,
+                packet_payload: 128,
+                ..FsimConfig::default()
+            };
+            let place = KatgpucbfPlace::for_fsim(&cfg, 2);
+            let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
+            let mut fast = ChunkStream::new(place.chunk_config(2, 8), place.clone());
+            let mut full = ChunkStream::new(place.chunk_config(2, 8), place.clone());
+            let mut start = 0;
+            let mut held: Option<Vec<u8>> = None;
+            for (i, &e) in ends.iter().enumerate() {
+                let mut p = buf[start..e].to_vec();
+                start = e;
+                let (op, a, b) = ops[i % ops.len()];
+                let mut sender = 0;
+                match op {
+                    // Lost.
+                    0 => continue,
+                    // A header byte changed (any item, the offset's value bits included).
+                    1 => {
+                        let at = usize::from(a) % 96;
+                        p[at] ^= b.max(1);
+                    }
+                    // Truncated.
+                    2 => p.truncate(p.len() - 1 - usize::from(a) % 64),
+                    // From another sender.
+                    3 => sender = 1,
+                    // Held back, delivered after the next one.
+                    4 => {
+                        if let Some(h) = held.replace(p) {
+                            p = h;
+                        } else {
+                            continue;
+                        }
+                    }
+                    // Trailing bytes beyond the packet.
+                    5 => p.extend_from_slice(&[a, b]),
+                    _ => {}
+                }
+                let copies = if op == 6 { 2 } else { 1 };
+                for _ in 0..copies {
+                    full.forget_prediction();
+                    let r_full = full.push_len(sender, &p);
+                    let r_fast = fast.push_len(sender, &p);
+                    proptest::prop_assert_eq!(r_fast, r_full);
+                }
+            }
+            if let Some(h) = held {
+                full.forget_prediction();
+                proptest::prop_assert_eq!(fast.push_len(0, &h), full.push_len(0, &h));
+            }
+            fast.flush();
+            full.flush();
+            let mut st = fast.stats().clone();
+            st.packets_predicted = 0;
+            proptest::prop_assert_eq!(&st, full.stats());
+            proptest::prop_assert_eq!(full.stats().packets_predicted, 0);
+            while let Some(c) = full.poll_chunk() {
+                proptest::prop_assert_eq!(Some(c), fast.poll_chunk());
+            }
+            proptest::prop_assert!(fast.poll_chunk().is_none());
+        }
+
         #[test]
         fn loss_and_duplicates_reflected_in_present(fate in proptest::collection::vec(0u8..20, 96)) {
             use crate::spead::check::Checker;

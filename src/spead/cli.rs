@@ -18,6 +18,7 @@ use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use super::fsim::{Fsim, FsimConfig};
 use super::send::{Pacer, Packetizer, SendHeap};
 use super::wire::{Descriptor, Flavour, ItemValue};
+use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
 use crate::port::udp::UdpConfig;
 use crate::port::{RxQueue, TxQueue};
@@ -179,6 +180,25 @@ pub enum SinkArg {
     Write,
 }
 
+/// How `recv` copies payloads into chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CopyArg {
+    /// Non-temporal stores (the default; see BENCHMARKS.md).
+    Stream,
+    /// Ordinary stores (`memcpy`).
+    Plain,
+}
+
+impl CopyArg {
+    /// The chunk stream's copy mode.
+    pub fn mode(self) -> CopyMode {
+        match self {
+            CopyArg::Stream => CopyMode::Stream,
+            CopyArg::Plain => CopyMode::Plain,
+        }
+    }
+}
+
 /// `linerate spead recv`.
 #[derive(Debug, Clone, Args)]
 pub struct RecvArgs {
@@ -205,6 +225,9 @@ pub struct RecvArgs {
     /// Live heaps being assembled.
     #[arg(long, default_value_t = 16)]
     pub max_heaps: usize,
+    /// How payloads are copied into chunks.
+    #[arg(long, value_enum, default_value = "stream")]
+    pub copy: CopyArg,
     /// Chunk consumer.
     #[arg(long, value_enum, default_value = "discard")]
     pub sink: SinkArg,
@@ -577,6 +600,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     let place = KatgpucbfPlace::for_fsim(&cfg, a.heaps_per_fengine_per_chunk);
     let mut ccfg = place.chunk_config(a.max_chunks, a.n_chunks.max(a.max_chunks));
     ccfg.max_heaps = a.max_heaps.max(cfg.n_ants * 2);
+    ccfg.copy = a.copy.mode();
     let mut stream = ChunkStream::new(ccfg, place.clone());
     let mut checker = Checker::new(place.clone(), 100);
     let mut wrong_total = 0u64;

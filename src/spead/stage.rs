@@ -30,6 +30,7 @@ use super::chunk::{Chunk, ChunkConfig, ChunkStats, ChunkStream, KatgpucbfPlace, 
 use super::fsim::{Fsim, FsimConfig};
 use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
+use crate::buf::copy::CopyMode;
 use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
 use crate::runtime::counter::CacheAligned;
@@ -550,6 +551,8 @@ pub struct SpeadRecvSpec {
     pub idle_timeout: Option<Duration>,
     /// Packets per burst.
     pub burst: usize,
+    /// How payloads are copied into chunks.
+    pub copy: CopyMode,
 }
 
 impl SpeadRecvSpec {
@@ -562,6 +565,7 @@ impl SpeadRecvSpec {
     pub fn chunk_config(&self) -> ChunkConfig {
         let mut c = self.place().chunk_config(self.max_chunks, self.n_chunks);
         c.max_heaps = self.max_heaps;
+        c.copy = self.copy;
         c
     }
 }
