@@ -79,7 +79,10 @@ fn telescope_ingest_over_udp_loopback() {
     let text = pipeline("telescope-ingest-udp.toml")
         .replace("47202", &port.to_string())
         .replace("timestamps = 1024", "timestamps = 128")
-        .replace("rate = \"1 Gbps\"", "rate = \"100 Mbps\"");
+        .replace("rate = \"1 Gbps\"", "rate = \"100 Mbps\"")
+        // Lossless here, so the end-of-stream heap ends the run; the idle
+        // fallback must not fire while a loaded machine deschedules the sender.
+        .replace("idle_timeout = \"500ms\"", "idle_timeout = \"20s\"");
     let r = util::run_text("ingest-udp.toml", &text, Duration::from_secs(120));
     let rx = assert_lossless(&r, 512, 16, 16384);
     assert_eq!(rx["chunks"], 4);
@@ -266,7 +269,8 @@ fn telescope_ingest_through_dpdk_net_ring() {
     let dir = tempfile::tempdir().unwrap();
     let text = pipeline("telescope-ingest-dpdk.toml")
         .replace("lcores = \"0-1\"", "lcores = \"0-1\"\npin = false")
-        .replace("timestamps = 1024", "timestamps = 256");
+        .replace("timestamps = 1024", "timestamps = 256")
+        .replace("idle_timeout = \"500ms\"", "idle_timeout = \"20s\"");
     let file = util::write(dir.path(), "ingest-dpdk.toml", &text);
     let r = util::run_json(&["run", "-q"], &file);
     assert_eq!(r["stopped_by"], "finished", "{r}");
