@@ -243,13 +243,15 @@ impl MdrSearch {
                 let distrusted = self.cfg.seed_exact
                     || p < self.final_phase() && self.contradicted(idx, g, last.duration);
                 // In the final phase, a single final-duration failure of a goal with a
-                // nonzero loss ratio that the device contradicted is measured once more.
+                // nonzero loss ratio that the device contradicted (a pass two widths or
+                // more above it) is measured once more.
+                let far = idx + 2 * self.phase_steps(g, p);
                 let retry = p == self.final_phase()
                     && !self.cfg.seed_exact
                     && goal.loss_ratio > 0.0
                     && long_enough(last)
                     && samples.iter().filter(|s| long_enough(s)).count() == 1
-                    && self.contradicted(idx, g, last.duration);
+                    && self.contradicted_from(far, g, last.duration);
                 (long_enough(last) || !distrusted) && !retry
             } else {
                 long_enough(last)
@@ -298,15 +300,23 @@ impl MdrSearch {
     /// shorter trial contradicts nothing: buffers hide loss in short trials.
     ///
     /// In the final phase (see `state`), a failure of a goal with a nonzero loss ratio at
-    /// the final duration, contradicted by a pass at a higher load in a trial as long, is
-    /// measured once more (its second final-duration trial decides). Such a goal fails on
+    /// the final duration, contradicted by a pass at least two width goals higher in a trial
+    /// as long, is measured once more (its second final-duration trial decides; nearer
+    /// passes are the boundary's coin tosses, where a re-measurement gains at most a width
+    /// and costs a final trial: with one width, spiky 10 s took 1.008x MLRsearch's time). Such a goal fails on
     /// capacity dips, and one trial per load turns a dip into an upper bound below the
     /// truth; that happens most when another goal's trials classify loads for it (the NDR
     /// walk, just below the PDR, at the final duration). A zero-loss goal gains nothing on
     /// spiky devices (a spike makes most long trials fail again), so it is not re-measured.
     fn contradicted(&self, idx: usize, g: usize, duration: f64) -> bool {
+        self.contradicted_from(idx + 1, g, duration)
+    }
+
+    /// Whether a load at index `from` or above met goal `g` in a trial at least `duration`
+    /// long.
+    fn contradicted_from(&self, from: usize, g: usize, duration: f64) -> bool {
         let q = self.cfg.goals[g].loss_ratio;
-        self.samples.range(idx + 1..).any(|(_, v)| {
+        self.samples.range(from..).any(|(_, v)| {
             v.iter()
                 .any(|s| s.loss_ratio <= q && s.duration >= duration * (1.0 - DURATION_EPS))
         })
@@ -1175,6 +1185,15 @@ mod test {
         assert!(!s.confirmed(104, 1, 3));
         assert_eq!(settle(&mut s, 3), Some(104));
         assert_eq!(s.intervals[1], Interval { lo: 103, hi: 104 });
+        // A pass only one width above is the boundary's coin toss: a failure at 105 is
+        // trusted.
+        let mut near = placed(cfg(), 3, &fin, &[(100, 101), (106, 107)]);
+        near.samples.entry(105).or_default().push(Sample {
+            duration: 30.0,
+            loss_ratio: 0.02,
+        });
+        assert!(near.contradicted(105, 1, 30.0));
+        assert!(near.confirmed(105, 1, 3));
         // The zero-loss goal trusts its contradicted final-duration failure (102 passed).
         assert!(s.contradicted(101, 0, 30.0));
         assert!(s.confirmed(101, 0, 3));
