@@ -131,28 +131,9 @@ fn generated_frames_are_valid(stage: &str, expect_len: Option<usize>) {
         if let Some(len) = expect_len {
             assert_eq!(f.len(), len, "frame {n}");
         }
-        let sliced = etherparse::SlicedPacket::from_ethernet(f).unwrap();
-        let Some(etherparse::NetSlice::Ipv4(ip)) = sliced.net else {
-            panic!("frame {n} is not IPv4")
-        };
-        let header = ip.header().to_header();
-        assert_eq!(
-            header.header_checksum,
-            header.calc_header_checksum(),
-            "IPv4 checksum of frame {n}"
-        );
-        let Some(etherparse::TransportSlice::Udp(udp)) = sliced.transport else {
-            panic!("frame {n} is not UDP")
-        };
-        let uh = udp.to_header();
-        assert_eq!(
-            uh.checksum,
-            uh.calc_checksum_ipv4(&header, udp.payload()).unwrap(),
-            "UDP checksum of frame {n}"
-        );
-        assert_eq!(usize::from(uh.length), udp.slice().len());
+        let (_, _, payload) = util::check_udp_v4(f, n);
         let st = linerate::traffic::stamp::Repr::parse(
-            &linerate::traffic::stamp::Stamp::new_unchecked(udp.payload()),
+            &linerate::traffic::stamp::Stamp::new_unchecked(payload),
         )
         .unwrap();
         assert_eq!(st.seq, n as u64, "frame {n}");

@@ -1095,6 +1095,19 @@ impl<P: Place> ChunkStream<P> {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    /// A small F-engine: 64 channels in streams of 4, 32 samples, 128-byte
+    /// packets, `n_ants` antennas.
+    fn small_fsim(n_ants: usize) -> FsimConfig {
+        FsimConfig {
+            n_ants,
+            n_channels_total: 64,
+            n_channels_per_stream: 4,
+            n_samples_per_channel: 32,
+            packet_payload: 128,
+            ..FsimConfig::default()
+        }
+    }
     use crate::spead::fsim::{payload_byte, Fsim, FsimConfig};
     use crate::spead::wire::{emit_packet, Flavour};
 
@@ -1159,14 +1172,7 @@ mod test {
 
     #[test]
     fn header_prediction_takes_the_following_packets_of_a_heap() {
-        let cfg = FsimConfig {
-            n_ants: 2,
-            n_channels_total: 64,
-            n_channels_per_stream: 4,
-            n_samples_per_channel: 32,
-            packet_payload: 128,
-            ..FsimConfig::default()
-        };
+        let cfg = small_fsim(2);
         let place = KatgpucbfPlace::for_fsim(&cfg, 2);
         let per_heap = cfg.packets_per_heap() as u64;
         let (buf, _) = Fsim::new(cfg).unwrap().packets_buffer(4).unwrap();
@@ -1426,14 +1432,7 @@ mod test {
 
     #[test]
     fn fsim_heaps_land_in_katgpucbf_layout() {
-        let cfg = FsimConfig {
-            n_ants: 3,
-            n_channels_total: 64,
-            n_channels_per_stream: 4,
-            n_samples_per_channel: 32,
-            packet_payload: 128,
-            ..FsimConfig::default()
-        };
+        let cfg = small_fsim(3);
         let place = KatgpucbfPlace::for_fsim(&cfg, 2);
         let mut s = ChunkStream::new(place.chunk_config(2, 4), place.clone());
         let mut sim = Fsim::new(cfg.clone()).unwrap();
@@ -1463,14 +1462,7 @@ mod test {
         /// Packets reordered within a chunk's span land in the same chunks as in order.
         #[test]
         fn reordering_within_window_changes_nothing(keys in proptest::collection::vec(proptest::prelude::any::<u16>(), 96)) {
-            let cfg = FsimConfig {
-                n_ants: 3,
-                n_channels_total: 64,
-                n_channels_per_stream: 4,
-                n_samples_per_channel: 32,
-                packet_payload: 128,
-                ..FsimConfig::default()
-            };
+            let cfg = small_fsim(3);
             let place = KatgpucbfPlace::for_fsim(&cfg, 2);
             let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
             let mut pk: Vec<&[u8]> = Vec::new();
@@ -1516,14 +1508,7 @@ mod test {
             // The same perturbed packet sequence through two streams, one of which
             // forgets its prediction before every packet (the full path only):
             // every result, counter and chunk byte must agree.
-            let cfg = FsimConfig {
-                n_ants: 3,
-                n_channels_total: 64,
-                n_channels_per_stream: 4,
-                n_samples_per_channel: 32,
-                packet_payload: 128,
-                ..FsimConfig::default()
-            };
+            let cfg = small_fsim(3);
             let place = KatgpucbfPlace::for_fsim(&cfg, 2);
             let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
             let mut fast = ChunkStream::new(place.chunk_config(2, 8), place.clone());
@@ -1586,14 +1571,7 @@ mod test {
         #[test]
         fn loss_and_duplicates_reflected_in_present(fate in proptest::collection::vec(0u8..20, 96)) {
             use crate::spead::check::Checker;
-            let cfg = FsimConfig {
-                n_ants: 3,
-                n_channels_total: 64,
-                n_channels_per_stream: 4,
-                n_samples_per_channel: 32,
-                packet_payload: 128,
-                ..FsimConfig::default()
-            };
+            let cfg = small_fsim(3);
             let place = KatgpucbfPlace::for_fsim(&cfg, 2);
             let per_heap = cfg.packets_per_heap();
             let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();

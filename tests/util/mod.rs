@@ -95,3 +95,35 @@ pub fn record(dir: &Path, count: u32) -> std::path::PathBuf {
     run_text("rec.toml", &text, Duration::from_secs(30));
     cap
 }
+
+/// Checks an Ethernet/IPv4/UDP frame with an independent parser (etherparse):
+/// IPv4 header checksum, UDP checksum and UDP length. Returns the IPv4 source
+/// address, the UDP destination port and the UDP payload. `n` names the frame
+/// in failure messages.
+pub fn check_udp_v4(frame: &[u8], n: usize) -> ([u8; 4], u16, &[u8]) {
+    let sliced = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+    let Some(etherparse::NetSlice::Ipv4(ip)) = sliced.net else {
+        panic!("frame {n} is not IPv4")
+    };
+    let header = ip.header().to_header();
+    assert_eq!(
+        header.header_checksum,
+        header.calc_header_checksum(),
+        "IPv4 checksum of frame {n}"
+    );
+    let Some(etherparse::TransportSlice::Udp(udp)) = sliced.transport else {
+        panic!("frame {n} is not UDP")
+    };
+    let uh = udp.to_header();
+    assert_eq!(
+        uh.checksum,
+        uh.calc_checksum_ipv4(&header, udp.payload()).unwrap(),
+        "UDP checksum of frame {n}"
+    );
+    assert_eq!(
+        usize::from(uh.length),
+        udp.slice().len(),
+        "UDP length of frame {n}"
+    );
+    (header.source, uh.destination_port, udp.payload())
+}
