@@ -1095,6 +1095,8 @@ impl<P: Place> ChunkStream<P> {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::spead::fsim::{payload_byte, Fsim, FsimConfig};
+    use crate::spead::wire::{emit_packet, Flavour};
 
     /// A small F-engine: 64 channels in streams of 4, 32 samples, 128-byte
     /// packets, `n_ants` antennas.
@@ -1108,8 +1110,6 @@ mod test {
             ..FsimConfig::default()
         }
     }
-    use crate::spead::fsim::{payload_byte, Fsim, FsimConfig};
-    use crate::spead::wire::{emit_packet, Flavour};
 
     /// One-item placement for hand-made packets: item 0x1600 is the heap number;
     /// chunk = heap / 4, index = heap % 4, heaps of 8 bytes.
