@@ -386,6 +386,25 @@ pub struct RecvSlot {
 
 struct Cq(NonNull<ffi::ibv_cq>);
 
+impl Cq {
+    /// A completion queue of `n` entries on `ctx`, without a channel.
+    fn create(ctx: &Context, n: u32) -> Result<Cq, IbvError> {
+        // SAFETY: valid context; no channel, no vector.
+        let cq = unsafe {
+            ffi::ibv_create_cq(
+                ctx.ctx.as_ptr(),
+                n as i32,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        NonNull::new(cq)
+            .map(Cq)
+            .ok_or_else(|| os_error(format!("ibv_create_cq({n})"), last_errno()))
+    }
+}
+
 impl Drop for Cq {
     fn drop(&mut self) {
         // SAFETY: created by us; the QP using it is destroyed first (RawQp's
@@ -419,18 +438,8 @@ impl std::fmt::Debug for RawQp {
 impl RawQp {
     /// Creates the CQs and the QP and brings it to RTS.
     pub fn new(pd: &Arc<Pd>, cfg: QpConfig) -> Result<Self, IbvError> {
-        let ctx = pd.ctx.ctx.as_ptr();
-        let mk_cq = |n: u32| -> Result<Cq, IbvError> {
-            // SAFETY: valid context; no channel, no vector.
-            let cq = unsafe {
-                ffi::ibv_create_cq(ctx, n as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0)
-            };
-            NonNull::new(cq)
-                .map(Cq)
-                .ok_or_else(|| os_error(format!("ibv_create_cq({n})"), last_errno()))
-        };
-        let send_cq = mk_cq(cfg.send_depth)?;
-        let recv_cq = mk_cq(cfg.recv_depth)?;
+        let send_cq = Cq::create(&pd.ctx, cfg.send_depth)?;
+        let recv_cq = Cq::create(&pd.ctx, cfg.recv_depth)?;
         let mut init = ffi::ibv_qp_init_attr {
             send_cq: send_cq.0.as_ptr(),
             recv_cq: recv_cq.0.as_ptr(),

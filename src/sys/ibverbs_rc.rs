@@ -137,18 +137,8 @@ impl std::fmt::Debug for RcQp {
 impl RcQp {
     /// Creates the CQs and the QP (state RESET).
     pub fn new(pd: &Arc<Pd>, cfg: RcQpConfig) -> Result<Self, IbvError> {
-        let ctx = pd.ctx.ctx.as_ptr();
-        let mk_cq = |n: u32| -> Result<Cq, IbvError> {
-            // SAFETY: valid context; no channel, no vector.
-            let cq = unsafe {
-                ffi::ibv_create_cq(ctx, n as i32, std::ptr::null_mut(), std::ptr::null_mut(), 0)
-            };
-            NonNull::new(cq)
-                .map(Cq)
-                .ok_or_else(|| os_error(format!("ibv_create_cq({n})"), last_errno()))
-        };
-        let send_cq = mk_cq(cfg.send_depth)?;
-        let recv_cq = mk_cq(cfg.recv_depth)?;
+        let send_cq = Cq::create(&pd.ctx, cfg.send_depth)?;
+        let recv_cq = Cq::create(&pd.ctx, cfg.recv_depth)?;
         let mut init = ffi::ibv_qp_init_attr {
             send_cq: send_cq.0.as_ptr(),
             recv_cq: recv_cq.0.as_ptr(),
@@ -259,16 +249,7 @@ impl RcQp {
             },
             ..Default::default()
         };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: one valid work request; its sge lies in a registered region.
-        let ret = unsafe { ffi::lr_ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
-        if ret != 0 {
-            return Err(os_error(
-                format!("ibv_post_send(RDMA_WRITE_WITH_IMM, {len} bytes)"),
-                ret,
-            ));
-        }
-        Ok(())
+        self.post_send_one(&mut wr, "RDMA_WRITE_WITH_IMM", len)
     }
 
     /// Posts a signalled `RDMA_READ` of `len` bytes from `remote_addr` into
@@ -294,14 +275,22 @@ impl RcQp {
             },
             ..Default::default()
         };
+        self.post_send_one(&mut wr, "RDMA_READ", len)
+    }
+
+    /// Posts one work request whose sge lies in a registered region.
+    fn post_send_one(
+        &mut self,
+        wr: &mut ffi::ibv_send_wr,
+        op: &str,
+        len: u32,
+    ) -> Result<(), IbvError> {
         let mut bad = std::ptr::null_mut();
-        // SAFETY: one valid work request; its sge lies in a registered region.
-        let ret = unsafe { ffi::lr_ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
+        // SAFETY: one valid work request (no chain); its sge lies in a
+        // registered region and outlives the call.
+        let ret = unsafe { ffi::lr_ibv_post_send(self.qp.as_ptr(), wr, &mut bad) };
         if ret != 0 {
-            return Err(os_error(
-                format!("ibv_post_send(RDMA_READ, {len} bytes)"),
-                ret,
-            ));
+            return Err(os_error(format!("ibv_post_send({op}, {len} bytes)"), ret));
         }
         Ok(())
     }
