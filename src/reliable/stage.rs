@@ -52,14 +52,31 @@ pub struct ReliableSpec {
     pub burst: usize,
 }
 
-/// Datagrams out: packets from the stage's pool cache, sent a burst at a time.
-struct TxBurst {
-    burst: Burst,
+/// Datagrams out: packets from a pool cache, gathered into a burst that the
+/// owner sends (the reliable stage, and the RPC's reliable transport).
+pub(crate) struct PacketTx {
+    /// The datagrams to send.
+    pub(crate) burst: Burst,
     cache: PoolCache,
     spare: Option<Packet>,
+    /// Datagrams larger than a buffer: not sent, so the channel resends them
+    /// (and fails the peer if one never fits).
+    pub(crate) oversize: u64,
 }
 
-impl DatagramTx for TxBurst {
+impl PacketTx {
+    /// An empty burst taking its packets from `cache`.
+    pub(crate) fn new(cache: PoolCache) -> PacketTx {
+        PacketTx {
+            burst: Burst::new(),
+            cache,
+            spare: None,
+            oversize: 0,
+        }
+    }
+}
+
+impl DatagramTx for PacketTx {
     fn has_room(&mut self) -> bool {
         if self.burst.room() == 0 {
             return false;
@@ -72,9 +89,13 @@ impl DatagramTx for TxBurst {
 
     fn send(&mut self, bytes: &[u8]) {
         if let Some(mut p) = self.spare.take() {
-            // The MTU fits a buffer (checked when the stage was planned).
             if p.set_data(bytes).is_ok() {
-                let _ = self.burst.push(p);
+                if let Err(p) = self.burst.push(p) {
+                    self.spare = Some(p);
+                }
+            } else {
+                self.oversize += 1;
+                self.spare = Some(p);
             }
         }
     }
@@ -88,7 +109,7 @@ pub struct ReliableStage {
     out: Output,
     rx: Burst,
     rx_cache: PoolCache,
-    tx: TxBurst,
+    tx: PacketTx,
     scratch: Vec<u8>,
     msg: Vec<u8>,
     next: u64,
@@ -122,11 +143,7 @@ impl ReliableStage {
             out,
             rx: Burst::new(),
             rx_cache,
-            tx: TxBurst {
-                burst: Burst::new(),
-                cache: tx_cache,
-                spare: None,
-            },
+            tx: PacketTx::new(tx_cache),
             scratch: vec![0; mtu],
             msg: Vec::with_capacity(spec.size),
             next: 0,

@@ -31,6 +31,7 @@ use super::{Transport, TransportError};
 use crate::buf::{Burst, PoolCache};
 use crate::port::{RxQueue, TxQueue};
 use crate::reliable::driver::{self, DatagramTx, Pass};
+use crate::reliable::stage::PacketTx;
 use crate::reliable::{Channel, Config, Endpoint, Event, RegionId, SendError};
 use crate::time::Instant;
 use std::collections::VecDeque;
@@ -292,41 +293,7 @@ pub struct PortLink {
     tx: Box<dyn TxQueue>,
     rx_burst: Burst,
     rx_cache: PoolCache,
-    out: PortTx,
-}
-
-struct PortTx {
-    burst: Burst,
-    cache: PoolCache,
-    spare: Option<crate::buf::Packet>,
-    oversize: u64,
-}
-
-impl DatagramTx for PortTx {
-    fn has_room(&mut self) -> bool {
-        if self.burst.room() == 0 {
-            return false;
-        }
-        if self.spare.is_none() {
-            self.spare = self.cache.alloc();
-        }
-        self.spare.is_some()
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        if let Some(mut p) = self.spare.take() {
-            if p.set_data(bytes).is_ok() {
-                if let Err(p) = self.burst.push(p) {
-                    self.spare = Some(p);
-                }
-            } else {
-                // A datagram larger than a buffer: counted, and the reliable
-                // channel resends it (and fails the peer if it never fits).
-                self.oversize += 1;
-                self.spare = Some(p);
-            }
-        }
-    }
+    out: PacketTx,
 }
 
 impl std::fmt::Debug for PortLink {
@@ -352,12 +319,7 @@ impl PortLink {
             tx,
             rx_burst: Burst::new(),
             rx_cache,
-            out: PortTx {
-                burst: Burst::new(),
-                cache: tx_cache,
-                spare: None,
-                oversize: 0,
-            },
+            out: PacketTx::new(tx_cache),
         }
     }
 
