@@ -384,6 +384,19 @@ pub struct RecvSlot {
     pub len: u32,
 }
 
+/// Send flags of a work request: inline when `len` fits `max_inline`, and
+/// signalled when asked.
+fn send_flags(len: u32, max_inline: u32, signaled: bool) -> u32 {
+    let mut flags = 0;
+    if len <= max_inline {
+        flags |= ffi::IBV_SEND_INLINE;
+    }
+    if signaled {
+        flags |= ffi::IBV_SEND_SIGNALED;
+    }
+    flags
+}
+
 struct Cq(NonNull<ffi::ibv_cq>);
 
 impl Cq {
@@ -562,13 +575,7 @@ impl RawQp {
         signaled: bool,
     ) -> Result<(), IbvError> {
         let mut sge = mr.sge(offset, len)?;
-        let mut flags = 0;
-        if len <= self.cfg.max_inline {
-            flags |= ffi::IBV_SEND_INLINE;
-        }
-        if signaled {
-            flags |= ffi::IBV_SEND_SIGNALED;
-        }
+        let flags = send_flags(len, self.cfg.max_inline, signaled);
         let mut wr = ffi::ibv_send_wr {
             wr_id,
             sg_list: &mut sge,

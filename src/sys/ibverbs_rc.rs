@@ -9,7 +9,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::{last_errno, os_error, poll, Context, Cq, IbvError, MemoryRegion, Pd};
+use super::{last_errno, os_error, poll, send_flags, Context, Cq, IbvError, MemoryRegion, Pd};
 use crate::sys::ffi::ibverbs as ffi;
 
 impl MemoryRegion {
@@ -230,13 +230,7 @@ impl RcQp {
         signaled: bool,
     ) -> Result<(), IbvError> {
         let mut sge = mr.sge(offset, len)?;
-        let mut flags = 0;
-        if len <= self.cfg.max_inline {
-            flags |= ffi::IBV_SEND_INLINE;
-        }
-        if signaled {
-            flags |= ffi::IBV_SEND_SIGNALED;
-        }
+        let flags = send_flags(len, self.cfg.max_inline, signaled);
         let mut wr = ffi::ibv_send_wr {
             wr_id,
             sg_list: &mut sge,
