@@ -12,8 +12,9 @@
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 //! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
-//!   cores 0 and 1: one word on one line both ways (the bench's ping-pong), a
-//!   ring of one-line slots each way (a write moves its own line, as the shm
+//!   cores 0 and 1: one word on one line both ways (the bench's ping-pong), one
+//!   word on a line of its own each way (the bench's two-line ping-pong), rings
+//!   of 1, 4, 16 and 256 one-line slots each way (a write moves its own line, as the shm
 //!   transport's completion slots do), two lines per slot each way (an inline
 //!   96-byte batch), and the answer written into the line the question came in.
 
@@ -200,6 +201,10 @@ fn lines(reps: usize) {
         same: bool,
     }
     let send = |s: &Slot, tag: u64, lines: usize| {
+        if lines == 0 {
+            s.0[0].store(tag, Release);
+            return;
+        }
         if lines == 2 {
             for w in &s.0[9..15] {
                 w.store(tag, Relaxed);
@@ -223,6 +228,9 @@ fn lines(reps: usize) {
                     )
                 };
             }
+        }
+        if lines == 0 {
+            return;
         }
         let mut sum = s.0[1..7].iter().map(|w| w.load(Relaxed)).sum::<u64>();
         if lines == 2 {
@@ -315,6 +323,30 @@ fn lines(reps: usize) {
             slots: 256,
             lines: 2,
             same: true,
+        },
+        Pattern {
+            name: "one word on its own line each way",
+            slots: 1,
+            lines: 0,
+            same: false,
+        },
+        Pattern {
+            name: "1 one-line slot each way",
+            slots: 1,
+            lines: 1,
+            same: false,
+        },
+        Pattern {
+            name: "4 one-line slots each way",
+            slots: 4,
+            lines: 1,
+            same: false,
+        },
+        Pattern {
+            name: "16 one-line slots each way",
+            slots: 16,
+            lines: 1,
+            same: false,
         },
     ];
     let mut p50s = vec![Vec::new(); patterns.len()];

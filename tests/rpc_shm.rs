@@ -218,14 +218,26 @@ fn cli_two_processes(dir: &Path) {
     assert!(wait(child, Duration::from_secs(30)), "serve failed");
     let pp = report.pingpong.as_ref().expect("ping-pong measured");
     assert!(pp.rtt.count > 0 && pp.mean_rtt_ns > 0.0);
+    let pp2 = report
+        .pingpong_two_lines
+        .as_ref()
+        .expect("two-line ping-pong measured");
+    assert!(pp2.rtt.count > 0 && pp2.mean_rtt_ns > 0.0);
     assert_eq!(report.depths.len(), 2);
     for d in &report.depths {
         assert!(d.rpcs > 0, "{d:?}");
         assert_eq!(d.latency.count, d.rpcs);
         assert!(d.rpc_per_sec > 0.0 && d.rtt_vs_pingpong.is_some());
+        assert!(d.p50_vs_two_line_pingpong_p50.is_some_and(|r| r > 0.0));
     }
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["depths"][1]["depth"], 8);
+    assert!(
+        json["pingpong_two_lines"]["rtt"]["p50_ns"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     println!(
         "cli: {:?}",
         report

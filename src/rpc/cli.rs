@@ -29,6 +29,7 @@ const PHASE_IDLE: u64 = 0;
 const PHASE_PINGPONG: u64 = 1;
 const PHASE_RPC: u64 = 2;
 const PHASE_DONE: u64 = 3;
+const PHASE_FLAGS: u64 = 4;
 const CTL_PHASE: usize = 0;
 const CTL_RESP_SIZE: usize = 1;
 
@@ -264,6 +265,8 @@ pub struct DepthReport {
     pub windows: WindowRates,
     /// Median latency over the ping-pong's median round trip.
     pub p50_vs_pingpong_p50: Option<f64>,
+    /// Median latency over the two-line ping-pong's median round trip.
+    pub p50_vs_two_line_pingpong_p50: Option<f64>,
     /// Writes with immediate the client issued.
     pub writes: u64,
     /// Times a call was refused for credit or ring room and retried.
@@ -285,8 +288,10 @@ pub struct BenchReport {
     pub resp_size: u64,
     /// Core of the bench process, if pinned.
     pub core: Option<usize>,
-    /// The ping-pong baseline.
+    /// The ping-pong baseline: one line both sides write.
     pub pingpong: Option<PingPongReport>,
+    /// The two-line ping-pong: each side writes its own line (shm only).
+    pub pingpong_two_lines: Option<PingPongReport>,
     /// One entry per depth.
     pub depths: Vec<DepthReport>,
 }
@@ -444,6 +449,7 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
     let mut ep: Endpoint<()> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
     let mut h = ServerHandler::new(config.max_pending_calls, !args.reply_later);
     let mut last_seen = u64::MAX;
+    let mut last_flag = u64::MAX;
     // Activity (ping-pong answers and calls answered) is counted, and the clock
     // read only every IDLE_CHECK_SPINS spins, never between a request and its
     // reply: at queue depth 1 a clock read there is on the round trip.
@@ -460,6 +466,14 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
                 if v % 2 == 1 && v != last_seen {
                     pp.store(v + 1, Ordering::Release);
                     last_seen = v;
+                    activity += 1;
+                }
+            }
+            PHASE_FLAGS => {
+                let v = t.flag(1).load(Ordering::Acquire);
+                if v % 2 == 1 && v != last_flag {
+                    t.flag(0).store(v + 1, Ordering::Release);
+                    last_flag = v;
                     activity += 1;
                 }
             }
@@ -529,16 +543,26 @@ fn new_hist() -> CliResult<Histogram<u64>> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| (1, e.to_string()))
 }
 
-fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
+/// A ping-pong: with `two_lines` false, one word on one line that both sides
+/// write (the tightest round trip two cores can make); with `two_lines` true,
+/// each side writes a line of its own and spins on the peer's (the floor of
+/// any transport that writes into the peer's memory, as write-with-immediate
+/// does).
+fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> CliResult<PingPongReport> {
     let clock = Clock::new();
     let mut hist = new_hist()?;
-    let pp = t.pingpong();
-    let mut v = pp.load(Ordering::Acquire);
+    let (ping, pong, phase) = if two_lines {
+        (t.flag(1), t.flag(0), PHASE_FLAGS)
+    } else {
+        (t.pingpong(), t.pingpong(), PHASE_PINGPONG)
+    };
+    let mut v = pong
+        .load(Ordering::Acquire)
+        .max(ping.load(Ordering::Acquire));
     if v % 2 == 1 {
         v += 1;
     }
-    t.control(CTL_PHASE)
-        .store(PHASE_PINGPONG, Ordering::Release);
+    t.control(CTL_PHASE).store(phase, Ordering::Release);
     let deadline = crate::time::duration_nanos(dur);
     let start = clock.now();
     let mut prev = start;
@@ -549,14 +573,14 @@ fn pingpong(t: &ShmTransport, dur: Duration) -> CliResult<PingPongReport> {
     // clock read is between seeing the answer and sending the next ping.
     let mut now = start;
     loop {
-        pp.store(v + 1, Ordering::Release);
+        ping.store(v + 1, Ordering::Release);
         if n > 0 {
             let _ = hist.record((now - prev).as_nanos().max(1) as u64);
             win.tick(now.as_nanos(), n);
             prev = now;
         }
         let mut spins = 0u64;
-        while pp.load(Ordering::Acquire) != v + 2 {
+        while pong.load(Ordering::Acquire) != v + 2 {
             spins += 1;
             if spins == 1 << 32 {
                 return Err((1, "server does not answer the ping-pong".into()));
@@ -632,10 +656,13 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     t.control(CTL_RESP_SIZE)
         .store(u64::from(resp_size), Ordering::Relaxed);
 
-    let pp = if args.pingpong.is_zero() {
-        None
+    let (pp, pp2) = if args.pingpong.is_zero() {
+        (None, None)
     } else {
-        Some(pingpong(&t, args.pingpong)?)
+        (
+            Some(pingpong(&t, args.pingpong, false)?),
+            Some(pingpong(&t, args.pingpong, true)?),
+        )
     };
 
     t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
@@ -659,6 +686,12 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     })();
     t.control(CTL_PHASE).store(PHASE_DONE, Ordering::Release);
     result?;
+    if let Some(p) = &pp2 {
+        for d in &mut depths {
+            d.p50_vs_two_line_pingpong_p50 =
+                Some(d.latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64);
+        }
+    }
     Ok(BenchReport {
         transport: BenchTransport::Shm,
         shm: path.display().to_string(),
@@ -667,6 +700,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
         resp_size: args.resp_size,
         core: args.core,
         pingpong: pp,
+        pingpong_two_lines: pp2,
         depths,
     })
 }
@@ -779,6 +813,7 @@ fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliR
         resp_size: args.resp_size,
         core: args.core,
         pingpong: None,
+        pingpong_two_lines: None,
         depths,
     })
 }
@@ -895,6 +930,7 @@ fn run_depth<T: Transport>(
         rtt_vs_pingpong: pp.map(|p| mean_rtt_ns / p.mean_rtt_ns),
         windows: win.summary(),
         p50_vs_pingpong_p50: pp.map(|p| latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64),
+        p50_vs_two_line_pingpong_p50: None,
         writes: ep.stats().writes - writes0,
         retries,
     })
@@ -905,9 +941,13 @@ fn print_report(r: &BenchReport) {
         "rpc bench over {} (ring {} B, request {} B, response {} B)",
         r.shm, r.ring_size, r.msg_size, r.resp_size
     );
-    if let Some(p) = &r.pingpong {
+    for (name, p) in [
+        ("ping-pong", &r.pingpong),
+        ("2-line p-p", &r.pingpong_two_lines),
+    ] {
+        let Some(p) = p else { continue };
         println!(
-            "  ping-pong   {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
+            "  {name:<10}  {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
             p.round_trips_per_sec,
             p.windows.median_per_sec,
             p.windows.max_per_sec,
@@ -930,6 +970,9 @@ fn print_report(r: &BenchReport) {
             d.p50_vs_pingpong_p50
                 .map(|x| format!("   p50 {x:.2}x ping-pong p50"))
                 .unwrap_or_default()
+                + &d.p50_vs_two_line_pingpong_p50
+                    .map(|x| format!(", {x:.2}x 2-line"))
+                    .unwrap_or_default()
         );
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! 0     header page: magic, ring size, completion slots, the two info records,
-//!       control words (for tools), a ping-pong line, the two consumer positions
+//!       control words (for tools), a ping-pong line, one flag line per side,
+//!       the two consumer positions
 //!       and the two completion-ring read counters (each in its own 128 bytes)
 //! 4096  side 0's receive ring (ring_size bytes)
 //!       side 1's receive ring
@@ -65,6 +66,7 @@ const OFF_COMP_ENTRIES: usize = 16;
 const OFF_INFO: usize = 256; // 2 x 128: ready, ring_size, initial_credit, max_r
 const OFF_CONTROL: usize = 1024; // CONTROL_WORDS x u64
 const OFF_PINGPONG: usize = 1536;
+const OFF_FLAGS: usize = 1664; // 2 x 128
 const OFF_CONSUMER: usize = 2048; // 2 x 128
 const OFF_COMP_TAIL: usize = 2304; // 2 x 128
 /// Completion slots per side by default. Few slots keep the completion lines
@@ -288,6 +290,14 @@ impl ShmTransport {
     #[inline]
     pub fn pingpong(&self) -> &AtomicU64 {
         self.word(OFF_PINGPONG)
+    }
+
+    /// A word on a cache line of its own that only `side` (0 or 1) writes: the
+    /// two-line ping-pong, where each side writes its own line and spins on the
+    /// peer's, as any write-into-the-peer's-memory transport must.
+    #[inline]
+    pub fn flag(&self, side: usize) -> &AtomicU64 {
+        self.word(OFF_FLAGS + 128 * (side & 1))
     }
 
     /// Publishes this side's info record.
