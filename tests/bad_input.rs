@@ -212,6 +212,13 @@ fn rate_that_does_not_parse() {
 }
 
 #[test]
+fn line_rate_that_is_not_in_bits() {
+    let text = GOOD_TAIL.replace("kind = \"mem\"", "kind = \"mem\"\nline_rate = \"10 Mpps\"");
+    let e = bad("line.toml", &text, false);
+    assert_has(&e, &["line.toml:", "a line rate is in bits/s", "10 Gbps"]);
+}
+
+#[test]
 fn truncated_and_foreign_pcap() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.pcap");

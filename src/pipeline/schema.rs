@@ -404,21 +404,7 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
     let kind = match kind.as_str() {
         "mem" => {
             let mut c = MemConfig::default();
-            let line = t.rate(sink, "line_rate");
-            c.line_rate_bps = match line {
-                Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b),
-                Some((_, s)) => {
-                    sink.error(
-                        s,
-                        &t.path,
-                        Some("line_rate"),
-                        "a line rate is in bits/s",
-                        Some("\"10 Gbps\"".into()),
-                    );
-                    None
-                }
-                None => None,
-            };
+            c.line_rate_bps = t.line_rate_bps(sink, "line_rate", "\"10 Gbps\"");
             if let Some((r, s)) = t.rate(sink, "capacity") {
                 c.capacity = match r {
                     Rate::Pps(p) => Some(Capacity::Pps(p)),
@@ -572,20 +558,9 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                 cache: t
                     .int(sink, "cache", 0..513)
                     .map_or(d.cache, |(m, _)| m as u32),
-                line_rate_bps: match t.rate(sink, "line_rate") {
-                    Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b as u64),
-                    Some((_, s)) => {
-                        sink.error(
-                            s,
-                            &t.path,
-                            Some("line_rate"),
-                            "a line rate is in bits/s",
-                            Some("\"10 Gbps\"".into()),
-                        );
-                        None
-                    }
-                    None => None,
-                },
+                line_rate_bps: t
+                    .line_rate_bps(sink, "line_rate", "\"10 Gbps\"")
+                    .map(|b| b as u64),
             };
             t.finish(
                 sink,
@@ -689,20 +664,9 @@ fn parse_ibverbs(
         buffers: int(t, sink, "buffers", &(1..=*limits::DEPTH.end()), rx_depth),
         buffer_size: d.buffer_size,
         inline: int(t, sink, "inline", &limits::INLINE, d.inline),
-        line_rate_bps: match t.rate(sink, "line_rate") {
-            Some((Rate::L1Bps(b), _)) | Some((Rate::L2Bps(b), _)) => Some(b as u64),
-            Some((_, s)) => {
-                sink.error(
-                    s,
-                    &t.path,
-                    Some("line_rate"),
-                    "a line rate is in bits/s",
-                    Some("\"100 Gbps\"".into()),
-                );
-                None
-            }
-            None => None,
-        },
+        line_rate_bps: t
+            .line_rate_bps(sink, "line_rate", "\"100 Gbps\"")
+            .map(|b| b as u64),
     };
     if let Some((b, span)) = t.size(sink, "buffer_size") {
         if u32::try_from(b).is_ok_and(|b| limits::BUFFER_SIZE.contains(&b)) {

@@ -221,6 +221,29 @@ impl<'t, 'i> Table<'t, 'i> {
         self.parsed(sink, key, |s| s.parse::<Rate>(), "a rate like \"10 Mpps\"")
     }
 
+    /// A port's line rate in bits/s (L1 or L2 units; packet rates and percents
+    /// are errors, with `example` as the hint).
+    pub(crate) fn line_rate_bps(
+        &mut self,
+        sink: &mut Sink<'_>,
+        key: &str,
+        example: &str,
+    ) -> Option<f64> {
+        match self.rate(sink, key)? {
+            (Rate::L1Bps(b) | Rate::L2Bps(b), _) => Some(b),
+            (_, s) => {
+                sink.error(
+                    s,
+                    &self.path,
+                    Some(key),
+                    "a line rate is in bits/s",
+                    Some(example.into()),
+                );
+                None
+            }
+        }
+    }
+
     pub(crate) fn duration(&mut self, sink: &mut Sink<'_>, key: &str) -> Option<Duration> {
         self.parsed(sink, key, parse_duration, "a duration like \"50us\"")
             .map(|x| x.0)
