@@ -219,6 +219,23 @@ fn line_rate_that_is_not_in_bits() {
 }
 
 #[test]
+fn words_outside_their_set() {
+    let text = TRIAL
+        .replace("tx = \"dut\"", "tx = \"dut\"\nflows = \"zigzag\"")
+        .replace("rx = \"dut\"", "rx = \"dut\"\nlatency = \"sometimes\"");
+    let e = bad("words.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "[stage.gen] `flows`: unknown flow order `zigzag`",
+            "\"round-robin\" or \"random\"",
+            "[stage.ana] `latency`: unknown latency mode `sometimes`",
+            "\"packet\", \"batch\" or \"off\"",
+        ],
+    );
+}
+
+#[test]
 fn truncated_and_foreign_pcap() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.pcap");

@@ -403,8 +403,10 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
     let (kind, kind_span) = t.required_string(sink, "kind", &PORT_KINDS.join(", "))?;
     let kind = match kind.as_str() {
         "mem" => {
-            let mut c = MemConfig::default();
-            c.line_rate_bps = t.line_rate_bps(sink, "line_rate", "\"10 Gbps\"");
+            let mut c = MemConfig {
+                line_rate_bps: t.line_rate_bps(sink, "line_rate", "\"10 Gbps\""),
+                ..MemConfig::default()
+            };
             if let Some((r, s)) = t.rate(sink, "capacity") {
                 c.capacity = match r {
                     Rate::Pps(p) => Some(Capacity::Pps(p)),
@@ -507,21 +509,14 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                     .map_or(1, |(r, _)| r as u32),
                 ..PcapConfig::default()
             };
-            if let Some((p, s)) = t.string(sink, "pace") {
-                c.pace = match p.as_str() {
-                    "fast" => Pace::Fast,
-                    "recorded" => Pace::Recorded,
-                    _ => {
-                        sink.error(
-                            s,
-                            &t.path,
-                            Some("pace"),
-                            format!("unknown pace `{p}`"),
-                            Some("\"fast\" or \"recorded\"".into()),
-                        );
-                        Pace::Fast
-                    }
-                };
+            if let Some(p) = t.choice(
+                sink,
+                "pace",
+                "pace",
+                &[("fast", Pace::Fast), ("recorded", Pace::Recorded)],
+                "\"fast\" or \"recorded\"",
+            ) {
+                c.pace = p;
             }
             if c.read.is_none() && c.write.is_none() {
                 sink.error(span.clone(), &t.path, None, "a pcap port needs `read` (a capture to replay) or `write` (a capture to record), or both", None);
@@ -822,24 +817,19 @@ fn parse_stage(
         }
         "analyzer" => {
             let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
-            let latency = match t.string(sink, "latency") {
-                None => LatencyMode::Packet,
-                Some((m, span)) => match m.as_str() {
-                    "packet" => LatencyMode::Packet,
-                    "batch" => LatencyMode::Batch,
-                    "off" => LatencyMode::Off,
-                    _ => {
-                        sink.error(
-                            span,
-                            &t.path,
-                            Some("latency"),
-                            format!("unknown latency mode `{m}`"),
-                            Some("\"packet\", \"batch\" or \"off\"".into()),
-                        );
-                        LatencyMode::Packet
-                    }
-                },
-            };
+            let latency = t
+                .choice(
+                    sink,
+                    "latency",
+                    "latency mode",
+                    &[
+                        ("packet", LatencyMode::Packet),
+                        ("batch", LatencyMode::Batch),
+                        ("off", LatencyMode::Off),
+                    ],
+                    "\"packet\", \"batch\" or \"off\"",
+                )
+                .unwrap_or(LatencyMode::Packet);
             let streams = t
                 .int(sink, "streams", 1..257)
                 .map_or(16, |(n, _)| n as usize);
@@ -980,23 +970,14 @@ fn flavour(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Flavour {
 }
 
 fn encap(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Encap {
-    match t.string(sink, "encap") {
-        None => Encap::None,
-        Some((e, span)) => match e.as_str() {
-            "none" => Encap::None,
-            "udp" => Encap::Udp,
-            _ => {
-                sink.error(
-                    span,
-                    &t.path,
-                    Some("encap"),
-                    format!("unknown encapsulation `{e}`"),
-                    Some("\"none\" (the packet is the SPEAD packet: mem and udp ports) or \"udp\" (Ethernet/IPv4/UDP headers in front: dpdk ports)".into()),
-                );
-                Encap::None
-            }
-        },
-    }
+    t.choice(
+        sink,
+        "encap",
+        "encapsulation",
+        &[("none", Encap::None), ("udp", Encap::Udp)],
+        "\"none\" (the packet is the SPEAD packet: mem and udp ports) or \"udp\" (Ethernet/IPv4/UDP headers in front: dpdk ports)",
+    )
+    .unwrap_or(Encap::None)
 }
 
 /// The F-engine geometry keys (katgpucbf's defaults), checked together.
@@ -1211,23 +1192,15 @@ fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec
         encap: encap(t, sink),
         idle_timeout: t.duration(sink, "idle_timeout"),
         burst: burst(t, sink),
-        copy: match t.string(sink, "copy") {
-            None => CopyMode::Stream,
-            Some((m, span)) => match m.as_str() {
-                "stream" => CopyMode::Stream,
-                "plain" => CopyMode::Plain,
-                _ => {
-                    sink.error(
-                        span,
-                        &t.path,
-                        Some("copy"),
-                        format!("unknown copy mode `{m}`"),
-                        Some("\"stream\" (non-temporal stores) or \"plain\"".into()),
-                    );
-                    CopyMode::Stream
-                }
-            },
-        },
+        copy: t
+            .choice(
+                sink,
+                "copy",
+                "copy mode",
+                &[("stream", CopyMode::Stream), ("plain", CopyMode::Plain)],
+                "\"stream\" (non-temporal stores) or \"plain\"",
+            )
+            .unwrap_or(CopyMode::Stream),
     }
 }
 
@@ -1405,23 +1378,18 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
         );
         t.mark_used("imix");
     }
-    let order = match t.string(sink, "flows") {
-        None => FlowOrder::RoundRobin,
-        Some((o, span)) => match o.as_str() {
-            "round-robin" => FlowOrder::RoundRobin,
-            "random" => FlowOrder::Random,
-            _ => {
-                sink.error(
-                    span,
-                    &t.path,
-                    Some("flows"),
-                    format!("unknown flow order `{o}`"),
-                    Some("\"round-robin\" or \"random\"".into()),
-                );
-                FlowOrder::RoundRobin
-            }
-        },
-    };
+    let order = t
+        .choice(
+            sink,
+            "flows",
+            "flow order",
+            &[
+                ("round-robin", FlowOrder::RoundRobin),
+                ("random", FlowOrder::Random),
+            ],
+            "\"round-robin\" or \"random\"",
+        )
+        .unwrap_or(FlowOrder::RoundRobin);
     let (src_ip, dst_ip, sizes) = address_family(t, sink, sizes);
     let frames = FrameSpec {
         src_mac: mac(t, sink, "src_mac", d.src_mac),
@@ -1461,23 +1429,20 @@ fn address_family(
     sizes: Sizes,
 ) -> (AddrRange, AddrRange, Sizes) {
     let d = FrameSpec::default();
-    let ip = match t.string(sink, "ip") {
-        None => None,
-        Some((v, span)) => match v.as_str() {
-            "v4" | "4" | "ipv4" => Some(false),
-            "v6" | "6" | "ipv6" => Some(true),
-            _ => {
-                sink.error(
-                    span,
-                    &t.path,
-                    Some("ip"),
-                    format!("unknown address family `{v}`"),
-                    Some("\"v4\" or \"v6\"".into()),
-                );
-                None
-            }
-        },
-    };
+    let ip = t.choice(
+        sink,
+        "ip",
+        "address family",
+        &[
+            ("v4", false),
+            ("4", false),
+            ("ipv4", false),
+            ("v6", true),
+            ("6", true),
+            ("ipv6", true),
+        ],
+        "\"v4\" or \"v6\"",
+    );
     let src = t
         .has("src_ip")
         .then(|| range(t, sink, "src_ip", AddrRange::parse, d.src_ip));

@@ -244,6 +244,31 @@ impl<'t, 'i> Table<'t, 'i> {
         }
     }
 
+    /// One of a fixed set of words: the value paired with the key's word, or
+    /// `None` when the key is absent or (reported) not one of `choices`, naming
+    /// it `what` and giving `hint` as the valid words.
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        sink: &mut Sink<'_>,
+        key: &str,
+        what: &str,
+        choices: &[(&str, T)],
+        hint: &str,
+    ) -> Option<T> {
+        let (word, span) = self.string(sink, key)?;
+        let found = choices.iter().find(|(w, _)| *w == word).map(|c| c.1);
+        if found.is_none() {
+            sink.error(
+                span,
+                &self.path,
+                Some(key),
+                format!("unknown {what} `{word}`"),
+                Some(hint.into()),
+            );
+        }
+        found
+    }
+
     pub(crate) fn duration(&mut self, sink: &mut Sink<'_>, key: &str) -> Option<Duration> {
         self.parsed(sink, key, parse_duration, "a duration like \"50us\"")
             .map(|x| x.0)
