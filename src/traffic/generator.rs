@@ -448,29 +448,39 @@ mod test {
     use crate::buf::{Pool, PoolConfig};
     use crate::port::mem;
 
-    #[test]
-    fn a_trial_offers_exactly_rate_times_duration() {
-        let pool = Pool::new(&PoolConfig::default()).unwrap();
+    /// A generator of default frames in bursts of 32 onto a mem wire of `ring`
+    /// packets, drawing from `pool`.
+    fn generator(
+        pool: &Pool,
+        ring: usize,
+    ) -> (Generator, Arc<GenControl>, Arc<CacheAligned<StageCounters>>) {
         let port = mem::open(&mem::MemConfig {
-            ring: 1 << 16,
+            ring,
             ..Default::default()
         });
         let control = Arc::new(GenControl::default());
-        let counters = Arc::new(CacheAligned::default());
+        let counters: Arc<CacheAligned<StageCounters>> = Arc::new(CacheAligned::default());
         let config = GenConfig {
             frames: FrameSpec::default(),
             stream: 1,
             burst: 32,
             max_lag: DEFAULT_MAX_LAG,
         };
-        let mut g = Generator::new(
+        let g = Generator::new(
             Output::Port(port.tx.into_iter().next().unwrap()),
             pool.cache(),
             config,
             control.clone(),
-            counters,
+            counters.clone(),
             false,
         );
+        (g, control, counters)
+    }
+
+    #[test]
+    fn a_trial_offers_exactly_rate_times_duration() {
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let (mut g, control, _) = generator(&pool, 1 << 16);
         control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
         // Simulated time: poll every microsecond for 12 ms.
         for us in 0..12_000u64 {
@@ -494,22 +504,7 @@ mod test {
             ..Default::default()
         })
         .unwrap();
-        let port = mem::open(&mem::MemConfig::default());
-        let control = Arc::new(GenControl::default());
-        let config = GenConfig {
-            frames: FrameSpec::default(),
-            stream: 1,
-            burst: 32,
-            max_lag: DEFAULT_MAX_LAG,
-        };
-        let mut g = Generator::new(
-            Output::Port(port.tx.into_iter().next().unwrap()),
-            pool.cache(),
-            config,
-            control.clone(),
-            Arc::new(CacheAligned::default()),
-            false,
-        );
+        let (mut g, control, _) = generator(&pool, mem::MemConfig::default().ring);
         control.start(1, Some(1e6), Some(Duration::from_millis(1)), None);
         for us in 0..2_000u64 {
             let _ = g.poll(&Context {
@@ -529,26 +524,7 @@ mod test {
     #[test]
     fn a_stall_does_not_turn_into_a_flood() {
         let pool = Pool::new(&PoolConfig::default()).unwrap();
-        let port = mem::open(&mem::MemConfig {
-            ring: 1 << 16,
-            ..Default::default()
-        });
-        let control = Arc::new(GenControl::default());
-        let config = GenConfig {
-            frames: FrameSpec::default(),
-            stream: 1,
-            burst: 32,
-            max_lag: DEFAULT_MAX_LAG,
-        };
-        let counters: Arc<CacheAligned<StageCounters>> = Arc::new(CacheAligned::default());
-        let mut g = Generator::new(
-            Output::Port(port.tx.into_iter().next().unwrap()),
-            pool.cache(),
-            config,
-            control.clone(),
-            counters.clone(),
-            false,
-        );
+        let (mut g, control, counters) = generator(&pool, 1 << 16);
         control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
         let poll = |g: &mut Generator, us: u64| {
             let _ = g.poll(&Context {
