@@ -584,13 +584,7 @@ impl RawQp {
             send_flags: flags,
             ..Default::default()
         };
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: one valid work request; its sge lies in a registered region.
-        let ret = unsafe { ffi::lr_ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
-        if ret != 0 {
-            return Err(os_error(format!("ibv_post_send({len} bytes)"), ret));
-        }
-        Ok(())
+        post_send_one(self.qp, &mut wr, "SEND", len)
     }
 
     /// Polls receive completions into `wc`; returns how many.
@@ -602,6 +596,26 @@ impl RawQp {
     pub fn poll_send(&mut self, wc: &mut [ffi::ibv_wc]) -> Result<usize, IbvError> {
         poll(&self.send_cq, wc)
     }
+}
+
+/// Posts one work request (`op` of `len` bytes, for the error message) on `qp`.
+/// The request's scatter-gather entries must lie in registered regions that
+/// outlive the call, as [`MemoryRegion::sge`] makes them.
+fn post_send_one(
+    qp: NonNull<ffi::ibv_qp>,
+    wr: &mut ffi::ibv_send_wr,
+    op: &str,
+    len: u32,
+) -> Result<(), IbvError> {
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: `qp` is a live queue pair of the caller; `wr` is one valid work
+    // request (no chain) whose sge lies in a registered region (the caller's
+    // contract above) and outlives the call.
+    let ret = unsafe { ffi::lr_ibv_post_send(qp.as_ptr(), wr, &mut bad) };
+    if ret != 0 {
+        return Err(os_error(format!("ibv_post_send({op}, {len} bytes)"), ret));
+    }
+    Ok(())
 }
 
 fn poll(cq: &Cq, wc: &mut [ffi::ibv_wc]) -> Result<usize, IbvError> {

@@ -9,7 +9,9 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::{last_errno, os_error, poll, send_flags, Context, Cq, IbvError, MemoryRegion, Pd};
+use super::{
+    last_errno, os_error, poll, post_send_one, send_flags, Context, Cq, IbvError, MemoryRegion, Pd,
+};
 use crate::sys::ffi::ibverbs as ffi;
 
 impl MemoryRegion {
@@ -243,7 +245,7 @@ impl RcQp {
             },
             ..Default::default()
         };
-        self.post_send_one(&mut wr, "RDMA_WRITE_WITH_IMM", len)
+        post_send_one(self.qp, &mut wr, "RDMA_WRITE_WITH_IMM", len)
     }
 
     /// Posts a signalled `RDMA_READ` of `len` bytes from `remote_addr` into
@@ -269,26 +271,10 @@ impl RcQp {
             },
             ..Default::default()
         };
-        self.post_send_one(&mut wr, "RDMA_READ", len)
+        post_send_one(self.qp, &mut wr, "RDMA_READ", len)
     }
 
     /// Posts one work request whose sge lies in a registered region.
-    fn post_send_one(
-        &mut self,
-        wr: &mut ffi::ibv_send_wr,
-        op: &str,
-        len: u32,
-    ) -> Result<(), IbvError> {
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: one valid work request (no chain); its sge lies in a
-        // registered region and outlives the call.
-        let ret = unsafe { ffi::lr_ibv_post_send(self.qp.as_ptr(), wr, &mut bad) };
-        if ret != 0 {
-            return Err(os_error(format!("ibv_post_send({op}, {len} bytes)"), ret));
-        }
-        Ok(())
-    }
-
     /// Polls receive completions into `wc`; returns how many.
     pub fn poll_recv(&mut self, wc: &mut [ffi::ibv_wc]) -> Result<usize, IbvError> {
         poll(&self.recv_cq, wc)
