@@ -24,6 +24,9 @@ lcore = 0
 tx = "wire"
 count = {count}
 rate = "200 kpps"
+# These tests count the port, not the pacing: a source descheduled on a busy
+# machine catches up rather than skipping late packets.
+max_lag = "10s"
 
 [stage.rx]
 kind = "sink"

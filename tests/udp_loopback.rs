@@ -31,6 +31,9 @@ lcore = 0
 tx = "out"
 count = 5000
 rate = "50 kpps"
+# These tests count the port, not the pacing: a source descheduled on a busy
+# machine catches up rather than skipping late packets.
+max_lag = "10s"
 frame = 128
 
 [stage.rx]

@@ -203,6 +203,9 @@ pub struct SourceConfig {
     pub count: Option<u64>,
     /// Packets per burst.
     pub burst: usize,
+    /// How late a paced packet may go out; later ones are skipped (counted as
+    /// `late`), so a source that lost its core does not catch up in a flood.
+    pub max_lag: std::time::Duration,
 }
 
 /// A generator stage's settings.
@@ -788,11 +791,16 @@ fn parse_stage(
                 frame,
                 count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
                 burst: burst(&mut t, sink),
+                max_lag: t
+                    .duration(sink, "max_lag")
+                    .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
             };
             t.finish(
                 sink,
                 "a source stage",
-                &["kind", "lcore", "tx", "rate", "frame", "count", "burst"],
+                &[
+                    "kind", "lcore", "tx", "rate", "frame", "count", "burst", "max_lag",
+                ],
             );
             (StageKind::Source(c), None, tx)
         }

@@ -198,7 +198,10 @@ pub fn ipv4_checksum(header: &[u8]) -> u16 {
 }
 
 /// Emits a fixed template packet, as fast as possible or paced at a rate, for
-/// ever or for a count.
+/// ever or for a count. A paced source that falls more than `max_lag` behind
+/// (its lcore lost the core) skips what is older, counting it as `late`,
+/// rather than catching up in a flood the device under test would not
+/// otherwise see.
 pub struct Source {
     out: Output,
     cache: PoolCache,
@@ -206,11 +209,27 @@ pub struct Source {
     rate_pps: Option<f64>,
     count: Option<u64>,
     burst_size: usize,
-    /// Packets attempted so far (sent, refused or without a buffer).
+    /// Packets attempted so far (sent, refused, without a buffer or late).
     attempted: u64,
+    max_lag: std::time::Duration,
+    /// Packets skipped for being more than `max_lag` late.
+    late: u64,
     start: Option<Instant>,
     burst: Burst,
     counters: Arc<CacheAligned<StageCounters>>,
+}
+
+/// When and how much a [`Source`] sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SourcePacing {
+    /// Packets per second; `None` is as fast as possible.
+    pub rate_pps: Option<f64>,
+    /// Packets to send before finishing; `None` is forever.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// How late a paced packet may still go out.
+    pub max_lag: std::time::Duration,
 }
 
 impl Source {
@@ -219,19 +238,19 @@ impl Source {
         out: Output,
         cache: PoolCache,
         template: Vec<u8>,
-        rate_pps: Option<f64>,
-        count: Option<u64>,
-        burst_size: usize,
+        pacing: SourcePacing,
         counters: Arc<CacheAligned<StageCounters>>,
     ) -> Self {
         Source {
             out,
             cache,
             template,
-            rate_pps,
-            count,
-            burst_size,
+            rate_pps: pacing.rate_pps,
+            count: pacing.count,
+            burst_size: pacing.burst,
             attempted: 0,
+            max_lag: pacing.max_lag,
+            late: 0,
             start: None,
             burst: Burst::new(),
             counters,
@@ -243,7 +262,18 @@ impl Source {
         if let Some(rate) = self.rate_pps {
             let start = *self.start.get_or_insert(now);
             let due = (rate * (now - start).as_secs_f64()) as u64;
-            budget = budget.min(due.saturating_sub(self.attempted));
+            let mut behind = due.saturating_sub(self.attempted);
+            // As the generator: at most `max_lag` (and two bursts) of backlog.
+            let allowed =
+                ((rate * self.max_lag.as_secs_f64()) as u64).max(2 * self.burst_size as u64);
+            if behind > allowed {
+                let left = self.count.map_or(u64::MAX, |c| c - self.attempted);
+                let skip = (behind - allowed).min(left);
+                self.attempted += skip;
+                self.late += skip;
+                behind -= skip;
+            }
+            budget = budget.min(behind);
         }
         if let Some(count) = self.count {
             budget = budget.min(count - self.attempted);
@@ -288,6 +318,10 @@ impl Stage for Source {
 
     fn finish(&mut self) -> Result<(), String> {
         self.out.finish()
+    }
+
+    fn detail(&self) -> Option<serde_json::Value> {
+        Some(serde_json::json!({ "late": self.late }))
     }
 }
 
@@ -456,5 +490,61 @@ mod test {
         );
         assert_eq!(u16::from_be_bytes([f[16], f[17]]), 46);
         assert_eq!(u16::from_be_bytes([f[38], f[39]]), 26);
+    }
+
+    #[test]
+    fn a_paced_source_skips_what_is_more_than_max_lag_late() {
+        use crate::buf::{Pool, PoolConfig};
+        use crate::port::mem;
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let port = mem::open(&mem::MemConfig {
+            ring: 1 << 16,
+            ..Default::default()
+        });
+        let counters: Arc<CacheAligned<StageCounters>> = Arc::new(CacheAligned::default());
+        let mut s = Source::new(
+            Output::Port(port.tx.into_iter().next().unwrap()),
+            pool.cache(),
+            udp_template(64),
+            SourcePacing {
+                rate_pps: Some(1e6),
+                count: Some(10_000),
+                burst: 32,
+                max_lag: std::time::Duration::from_micros(100),
+            },
+            counters.clone(),
+        );
+        let mut poll = |us: u64| {
+            s.poll(&Context {
+                now: Instant::from_micros(us),
+                draining: false,
+            })
+        };
+        // On time for 1 ms: every packet due goes out.
+        for us in 0..=1000 {
+            poll(us);
+        }
+        let before = counters.packets_out.get();
+        assert!((990..=1000).contains(&before), "{before}");
+        // The lcore loses its core for 2 ms: about 2000 packets fall due at
+        // once, and at most 100 us of them (plus a burst) may still go out.
+        let mut after_stall = 0;
+        while after_stall < 20 && poll(3000) == Poll::Busy {
+            after_stall += 1;
+        }
+        let burst_after_stall = counters.packets_out.get() - before;
+        assert!(
+            (100..=132).contains(&burst_after_stall),
+            "{burst_after_stall}"
+        );
+        let mut us = 3001;
+        while poll(us) != Poll::Finished {
+            us += 1;
+            assert!(us < 20_000, "the source never finished");
+        }
+        let late = s.detail().unwrap()["late"].as_u64().unwrap();
+        assert!((1850..=2000).contains(&late), "late {late}");
+        let dropped = counters.dropped.get();
+        assert_eq!(counters.packets_out.get() + dropped + late, 10_000);
     }
 }

@@ -8,7 +8,7 @@ use crate::buf::{ring, Packet, Pool, PoolError, RingStatsHandle};
 use crate::pipeline::{Plan, PortKind, StageKind};
 use crate::port::{self, PortError, PortStats, RxQueue, TxQueue};
 
-use super::basic::{udp_template, Forward, Input, Output, Sink, Source};
+use super::basic::{udp_template, Forward, Input, Output, Sink, Source, SourcePacing};
 use super::counter::CacheAligned;
 use super::{LcoreSpec, Stage, StageCounters, StageSlot};
 use crate::traffic::analyzer::{AnaControl, Analyzer};
@@ -201,9 +201,12 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                 out,
                 pool.cache(),
                 udp_template(c.frame),
-                c.rate_pps,
-                c.count,
-                c.burst,
+                SourcePacing {
+                    rate_pps: c.rate_pps,
+                    count: c.count,
+                    burst: c.burst,
+                    max_lag: c.max_lag,
+                },
                 counters.clone(),
             )),
             (StageKind::Forward(c), Some(i), Some(out)) => {
