@@ -22,7 +22,7 @@ use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const PHASE_IDLE: u64 = 0;
@@ -461,21 +461,10 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
         match t.control(CTL_PHASE).load(Ordering::Acquire) {
             PHASE_DONE => return Ok(ep.stats().replies),
             PHASE_PINGPONG => {
-                let pp = t.pingpong();
-                let v = pp.load(Ordering::Acquire);
-                if v % 2 == 1 && v != last_seen {
-                    pp.store(v + 1, Ordering::Release);
-                    last_seen = v;
-                    activity += 1;
-                }
+                activity += u64::from(answer_ping(t.pingpong(), t.pingpong(), &mut last_seen));
             }
             PHASE_FLAGS => {
-                let v = t.flag(1).load(Ordering::Acquire);
-                if v % 2 == 1 && v != last_flag {
-                    t.flag(0).store(v + 1, Ordering::Release);
-                    last_flag = v;
-                    activity += 1;
-                }
+                activity += u64::from(answer_ping(t.flag(1), t.flag(0), &mut last_flag));
             }
             _ => {
                 h.resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
@@ -495,6 +484,19 @@ pub fn serve(args: &ServeArgs) -> CliResult<u64> {
             }
         }
     }
+}
+
+/// The server's side of a ping-pong: answers a new odd `ping` value `v` with
+/// `v + 1` in `pong` (the same word for the one-line ping-pong). Returns
+/// whether it answered.
+fn answer_ping(ping: &AtomicU64, pong: &AtomicU64, last: &mut u64) -> bool {
+    let v = ping.load(Ordering::Acquire);
+    if v % 2 == 1 && v != *last {
+        pong.store(v + 1, Ordering::Release);
+        *last = v;
+        return true;
+    }
+    false
 }
 
 struct RemoveOnDrop(PathBuf);
