@@ -205,6 +205,7 @@ fn main() {
             a.limit_mib << 20,
             a.limit_dst_mib << 20,
             a.src_offset,
+            place.chunk_bytes() * 4,
         )
     });
     for r in 0..a.rounds {
@@ -366,6 +367,9 @@ struct Limit {
     /// offset's value (what header prediction compares).
     want: Vec<u64>,
     masks: Vec<u64>,
+    /// Packets in the buffer `chunks` reads, and a ring of four chunks.
+    small_src_packets: usize,
+    ring: ChunkBuf,
 }
 
 /// Per-packet bookkeeping stores like `ChunkStream`'s (the `book` variants).
@@ -380,7 +384,13 @@ struct Book {
 }
 
 impl Limit {
-    fn new(packets: &[u8], bytes: usize, dst_bytes: usize, src_offset: usize) -> Limit {
+    fn new(
+        packets: &[u8],
+        bytes: usize,
+        dst_bytes: usize,
+        src_offset: usize,
+        ring_bytes: usize,
+    ) -> Limit {
         let h = decode(packets).expect("valid");
         let stride = h.packet_len();
         assert_eq!(
@@ -424,6 +434,8 @@ impl Limit {
             n_packets,
             want,
             masks,
+            small_src_packets: packets.len() / stride,
+            ring: ChunkBuf::new(ring_bytes),
         }
     }
 
@@ -433,20 +445,36 @@ impl Limit {
     /// after each copy, `hdr-book` both.
     fn run(&mut self, mode: CopyMode, variant: &str) -> Secs {
         match variant {
-            "plain" => self.run_v::<false, false>(mode),
-            "hdr" => self.run_v::<true, false>(mode),
-            "book" => self.run_v::<false, true>(mode),
-            "hdr-book" => self.run_v::<true, true>(mode),
+            "plain" => self.run_v::<false, false>(mode, false, false),
+            "hdr" => self.run_v::<true, false>(mode, false, false),
+            "book" => self.run_v::<false, true>(mode, false, false),
+            "hdr-book" => self.run_v::<true, true>(mode, false, false),
+            // The source wrapped at the packets' buffer size (as `chunks` reads),
+            // the destination a ring of four chunks (as `chunks` writes), or both.
+            "small-src" => self.run_v::<false, false>(mode, true, false),
+            "ring" => self.run_v::<false, false>(mode, false, true),
+            "small" => self.run_v::<false, false>(mode, true, true),
+            "hdr-small" => self.run_v::<true, false>(mode, true, true),
             "batch4" => self.run_batch::<4>(mode),
             "batch8" => self.run_batch::<8>(mode),
             "batch16" => self.run_batch::<16>(mode),
-            other => panic!("--limit-variant plain|hdr|book|hdr-book, not {other}"),
+            other => panic!("--limit-variant plain|hdr|book|hdr-book|small-src|ring|small|hdr-small|batchN, not {other}"),
         }
     }
 
     #[inline(never)]
-    fn run_v<const HDR: bool, const BOOK: bool>(&mut self, mode: CopyMode) -> Secs {
-        let dst: &mut [u8] = &mut self.dst;
+    fn run_v<const HDR: bool, const BOOK: bool>(
+        &mut self,
+        mode: CopyMode,
+        small_src: bool,
+        ring: bool,
+    ) -> Secs {
+        let dst: &mut [u8] = if ring { &mut self.ring } else { &mut self.dst };
+        let src_packets = if small_src {
+            self.small_src_packets
+        } else {
+            self.n_packets
+        };
         let src: &[u8] = &self.src;
         let (want, masks) = (&self.want[..], &self.masks[..]);
         let mut book = Book {
@@ -458,7 +486,7 @@ impl Limit {
         let t = Timer::start();
         let mut d = 0;
         for k in 0..self.n_packets {
-            let base = self.src_offset + k * self.stride;
+            let base = self.src_offset + k % src_packets * self.stride;
             if HDR {
                 let mut diff = 0;
                 for (w, (&want, &mask)) in src[base..base + self.payload_start]

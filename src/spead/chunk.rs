@@ -1080,7 +1080,9 @@ impl<P: Place> ChunkStream<P> {
     /// heap, its chunk and the counters in locals between packets, so that the
     /// copies follow each other with little work in between (whatever ends the
     /// run, e.g. the heap's last packet, takes the packet-by-packet path).
-    #[inline]
+    // Not inlined: `push_buffer`'s loop stays as lean as before for the packets
+    // this does not take (single-packet heaps); one call per run.
+    #[inline(never)]
     fn push_predicted_run(&mut self, buf: &[u8]) -> usize {
         let p = &self.predict;
         if self.cfg.packet_presence.is_some() {
