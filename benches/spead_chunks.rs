@@ -455,10 +455,19 @@ impl Limit {
             "ring" => self.run_v::<false, false>(mode, false, true),
             "small" => self.run_v::<false, false>(mode, true, true),
             "hdr-small" => self.run_v::<true, false>(mode, true, true),
+            // One byte of each of the header's cache lines read, nothing compared:
+            // the cost of bringing the header in alone.
+            "touch" => self.run_touch(mode, 0),
+            // Every header word summed (no compare against the expected words).
+            "hdr-sum" => self.run_touch(mode, 1),
+            // Two header words (the first and the last) summed.
+            "hdr2" => self.run_touch(mode, 2),
+            // The header compared with 256-bit loads (three for 96 bytes).
+            "hdr-avx" => self.run_touch(mode, 3),
             "batch4" => self.run_batch::<4>(mode),
             "batch8" => self.run_batch::<8>(mode),
             "batch16" => self.run_batch::<16>(mode),
-            other => panic!("--limit-variant plain|hdr|book|hdr-book|small-src|ring|small|hdr-small|batchN, not {other}"),
+            other => panic!("--limit-variant plain|hdr|book|hdr-book|small-src|ring|small|hdr-small|touch|batchN, not {other}"),
         }
     }
 
@@ -533,7 +542,84 @@ impl Limit {
     }
 }
 
+/// Whether `h` equals `want` under `masks` (8-byte words), 32 bytes per step.
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn masked_eq_avx2(h: &[u8], want: &[u64], masks: &[u64]) -> bool {
+    use std::arch::x86_64::*;
+    let n = h.len() / 32;
+    let mut acc = _mm256_setzero_si256();
+    for i in 0..n {
+        // SAFETY: 32 bytes at 32 * i are inside `h`, and inside `want` and
+        // `masks` (as many words as `h` has), unaligned loads.
+        unsafe {
+            let a = _mm256_loadu_si256(h.as_ptr().add(32 * i).cast());
+            let w = _mm256_loadu_si256(want.as_ptr().add(4 * i).cast());
+            let m = _mm256_loadu_si256(masks.as_ptr().add(4 * i).cast());
+            acc = _mm256_or_si256(acc, _mm256_and_si256(_mm256_xor_si256(a, w), m));
+        }
+    }
+    _mm256_testz_si256(acc, acc) == 1
+}
+
 impl Limit {
+    /// The limit loop reading one byte of every cache line of each header first.
+    #[inline(never)]
+    fn run_touch(&mut self, mode: CopyMode, how: u8) -> Secs {
+        let dst: &mut [u8] = &mut self.dst;
+        let src: &[u8] = &self.src;
+        let mut sum = 0u8;
+        let t = Timer::start();
+        let mut d = 0;
+        for k in 0..self.n_packets {
+            let base = self.src_offset + k * self.stride;
+            let word = |at: usize| u64::from_ne_bytes(src[at..at + 8].try_into().expect("8"));
+            match how {
+                0 => {
+                    let mut line = base & !63;
+                    while line < base + self.payload_start {
+                        sum = sum.wrapping_add(src[line.max(base)]);
+                        line += 64;
+                    }
+                }
+                1 => {
+                    let mut w = 0u64;
+                    for at in (base..base + self.payload_start).step_by(8) {
+                        w = w.wrapping_add(word(at));
+                    }
+                    sum = sum.wrapping_add(w as u8);
+                }
+                2 => {
+                    let w = word(base) ^ word(base + self.payload_start - 8);
+                    sum = sum.wrapping_add(w as u8);
+                }
+                _ => {
+                    assert!(std::arch::is_x86_feature_detected!("avx2"));
+                    let h = &src[base..base + self.payload_start];
+                    // SAFETY: AVX2 was detected just above; the slices are live.
+                    let eq = unsafe { masked_eq_avx2(h, &self.want, &self.masks) };
+                    sum = sum.wrapping_add(u8::from(eq));
+                }
+            }
+            let p = base + self.payload_start;
+            if d + self.payload_len > dst.len() {
+                d = 0;
+            }
+            copy::copy(
+                mode,
+                &mut dst[d..d + self.payload_len],
+                &src[p..p + self.payload_len],
+            );
+            d += self.payload_len;
+        }
+        copy::store_fence();
+        std::hint::black_box((&dst, sum));
+        t.stop()
+    }
+
     /// `hdr-book` in batches of `N` packets: the `N` headers read and compared
     /// (offsets recorded), then the `N` copies back to back, then the counters once.
     #[inline(never)]
