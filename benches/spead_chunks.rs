@@ -19,6 +19,16 @@
 //! simulator's packets over UDP loopback from a second thread at `--gbps` and
 //! reports the fraction of heaps received (in `fraction_present`).
 //!
+//! `--what a,b,...` runs several cases alternately in one process, round by round
+//! (the first case rotating), e.g. `chunks,limit,limit/hdr`. `limit/VARIANT` (or
+//! `--limit-variant`) adds per-packet work to the limit loop, as diagnostics:
+//! `hdr` reads and compares each header as header prediction does, `book` adds
+//! bookkeeping stores, `hdr-book` both, `batch4|8|16` reads N headers then does N
+//! copies, `touch` reads one byte of each header line, `hdr-sum` sums the header
+//! words, `hdr2` reads two of them, `hdr-avx` compares with 256-bit loads,
+//! `small-src` / `ring` / `small` take the source size of `chunks` and / or a
+//! destination ring of four chunks. `--limit-dst-mib` sets a destination ring.
+//!
 //! Modes: `single` = 1 KiB heaps in one packet each (64 antennas, 32 heaps per
 //! antenna per chunk); `multi` = 64 KiB heaps of 64 packets of 1 KiB (16 antennas,
 //! 8 heaps per antenna per chunk). `--copy stream|plain` chooses how `chunks`,
