@@ -1072,6 +1072,90 @@ impl<P: Place> ChunkStream<P> {
         Push::Accepted
     }
 
+    /// Places the longest run of back-to-back packets at the start of `buf` (from
+    /// sender 0) that [`ChunkStream::predicted`] would take and that would each
+    /// just be appended to the predicted live heap (a new highest offset, the
+    /// heap not completed by it); returns the bytes consumed (0: none). The
+    /// outcome is the same as pushing them one by one; the loop only keeps the
+    /// heap, its chunk and the counters in locals between packets, so that the
+    /// copies follow each other with little work in between (whatever ends the
+    /// run, e.g. the heap's last packet, takes the packet-by-packet path).
+    // Not inlined: `push_buffer`'s loop stays as lean as before for the packets
+    // this does not take (single-packet heaps); one call per run.
+    #[inline(never)]
+    fn push_predicted_run(&mut self, buf: &[u8]) -> usize {
+        let p = &self.predict;
+        if self.cfg.packet_presence.is_some() {
+            return 0;
+        }
+        let (n, at_off, value_mask) = (p.len, p.offset_at, p.value_mask);
+        let (heap_length, pl) = (p.heap_length, p.payload_length as usize);
+        let end = n + pl;
+        let l = &mut self.live[p.live];
+        let HeapState::Placing {
+            chunk_id,
+            heap_offset,
+            ..
+        } = l.state
+        else {
+            return 0;
+        };
+        if l.heap_length != heap_length {
+            return 0;
+        }
+        let slot = {
+            let s = self.head_pos + (chunk_id - self.head) as usize;
+            if s >= self.cfg.max_chunks {
+                s - self.cfg.max_chunks
+            } else {
+                s
+            }
+        };
+        let Some(chunk) = self.window[slot].as_mut() else {
+            return 0;
+        };
+        // Inside the chunk: checked when the heap was placed.
+        let heap = &mut chunk.data[heap_offset..heap_offset + heap_length as usize];
+        let (words, masks) = (&p.words[..n / wire::WORD], &p.masks[..n / wire::WORD]);
+        let mut received = l.received;
+        let mut last = l.offsets.last().copied();
+        let mut at = 0;
+        let mut count = 0u64;
+        while buf.len() - at >= end {
+            let data = &buf[at..at + end];
+            let mut diff = 0;
+            for (w, (&want, &mask)) in data[..n]
+                .chunks_exact(wire::WORD)
+                .zip(words.iter().zip(masks))
+            {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(w);
+                diff |= (u64::from_ne_bytes(b) ^ want) & mask;
+            }
+            let offset = be64_at(data, at_off) & value_mask;
+            if diff != 0
+                || offset + pl as u64 > heap_length
+                || last.is_some_and(|last| last >= offset)
+                || received + pl as u64 == heap_length
+            {
+                break;
+            }
+            let o = offset as usize;
+            copy(self.cfg.copy, &mut heap[o..o + pl], &data[n..]);
+            l.offsets.push(offset);
+            last = Some(offset);
+            received += pl as u64;
+            count += 1;
+            at += end;
+        }
+        l.received = received;
+        self.stats.packets += count;
+        self.stats.packets_predicted += count;
+        self.stats.packets_accepted += count;
+        self.stats.bytes += count * pl as u64;
+        at
+    }
+
     /// Offers back-to-back packets from one buffer (spead2's buffer reader) until
     /// the first that does not decode; returns how many bytes were consumed.
     /// Stalls are the caller's business: this returns early on one.
@@ -1079,6 +1163,15 @@ impl<P: Place> ChunkStream<P> {
         let mut at = 0;
         let mut last = Push::Accepted;
         while at < buf.len() {
+            if self.predict.valid && self.predict.sender == 0 {
+                // A run of the predicted heap's next packets, if any.
+                let n = self.push_predicted_run(&buf[at..]);
+                if n > 0 {
+                    at += n;
+                    last = Push::Accepted;
+                    continue;
+                }
+            }
             let (r, len) = self.push_len(0, &buf[at..]);
             last = r;
             match r {
@@ -1566,6 +1659,136 @@ mod test {
                 proptest::prop_assert_eq!(Some(c), fast.poll_chunk());
             }
             proptest::prop_assert!(fast.poll_chunk().is_none());
+        }
+
+        /// `push_buffer`'s runs of predicted packets against the packet-by-packet
+        /// full path, on one buffer of perturbed packets fed in segments, with
+        /// or without packet presence, streaming copies, a free ring small
+        /// enough to stall, and optionally the first packets from another sender
+        /// (whose prediction a buffer, sender 0, must not use): every return
+        /// value, counter and chunk byte must agree.
+        #[test]
+        fn predicted_runs_change_no_outcome(
+            ops in proptest::collection::vec((0u8..16, proptest::prelude::any::<u8>(), proptest::prelude::any::<u8>()), 160),
+            cuts in proptest::collection::vec(0u8..8, 160),
+            presence in proptest::prelude::any::<bool>(),
+            prefix in 0usize..3,
+        ) {
+            let cfg = FsimConfig {
+                n_ants: 3,
+                n_channels_total: 64,
+                n_channels_per_stream: 4,
+                n_samples_per_channel: 128,
+                packet_payload: 256,
+                ..FsimConfig::default()
+            };
+            let per_heap = cfg.packets_per_heap();
+            proptest::prop_assert_eq!(per_heap, 8);
+            let place = KatgpucbfPlace::for_fsim(&cfg, 2);
+            let (buf, ends) = Fsim::new(cfg).unwrap().packets_buffer(8).unwrap();
+            let mut ccfg = place.chunk_config(2, 2);
+            if presence {
+                ccfg.packet_presence = Some(256);
+                ccfg.present_len = place.heaps_per_chunk() * per_heap;
+            }
+            proptest::prop_assert_eq!(ccfg.copy, CopyMode::Stream);
+            let mut fast = ChunkStream::new(ccfg.clone(), place.clone());
+            let mut full = ChunkStream::new(ccfg, place.clone());
+            // The perturbed packets, in segments (whole packets) of one buffer each.
+            let mut segments: Vec<Vec<u8>> = vec![Vec::new()];
+            let mut start = 0;
+            let mut held: Option<Vec<u8>> = None;
+            for (i, &e) in ends.iter().enumerate() {
+                let mut p = buf[start..e].to_vec();
+                start = e;
+                if i < prefix {
+                    let r = fast.push(1, &p);
+                    full.forget_prediction();
+                    proptest::prop_assert_eq!(r, full.push(1, &p));
+                    continue;
+                }
+                let (op, a, b) = ops[i % ops.len()];
+                match op {
+                    0 => continue,
+                    // A header byte changed.
+                    1 => p[usize::from(a) % 96] ^= b.max(1),
+                    // The payload offset's value bits changed (item 3).
+                    2 => p[8 + 3 * 8 + 2 + usize::from(a) % 6] ^= b.max(1),
+                    // Truncated (the next packet then starts inside it).
+                    3 if a < 16 => p.truncate(p.len() - 1 - usize::from(b) % 64),
+                    // Held back, delivered after the next one.
+                    4 => {
+                        if let Some(h) = held.replace(p) {
+                            p = h;
+                        } else {
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                let copies = if op == 6 { 2 } else { 1 };
+                for _ in 0..copies {
+                    segments.last_mut().unwrap().extend_from_slice(&p);
+                }
+                if cuts[i % cuts.len()] == 0 {
+                    segments.push(Vec::new());
+                }
+            }
+            if let Some(h) = held {
+                segments.last_mut().unwrap().extend_from_slice(&h);
+            }
+            // push_buffer without its runs or prediction: push_len packet by packet.
+            fn by_packet<P: Place>(s: &mut ChunkStream<P>, buf: &[u8]) -> (usize, Push) {
+                let mut at = 0;
+                let mut last = Push::Accepted;
+                while at < buf.len() {
+                    s.forget_prediction();
+                    let (r, len) = s.push_len(0, &buf[at..]);
+                    last = r;
+                    match r {
+                        Push::Stall => return (at, r),
+                        Push::Stopped => return (at + len, r),
+                        Push::Discarded(ChunkDiscard::Malformed) => return (at, r),
+                        _ => at += len,
+                    }
+                }
+                (at, last)
+            }
+            let mut chunks_fast = Vec::new();
+            let mut chunks_full = Vec::new();
+            for seg in &segments {
+                let (mut at_fast, mut at_full) = (0, 0);
+                loop {
+                    let r_fast = fast.push_buffer(&seg[at_fast..]);
+                    let r_full = by_packet(&mut full, &seg[at_full..]);
+                    proptest::prop_assert_eq!(r_fast, r_full);
+                    at_fast += r_fast.0;
+                    at_full += r_full.0;
+                    if r_fast.1 != Push::Stall {
+                        break;
+                    }
+                    // Chunks come back only when the stream stalls.
+                    for (s, out) in [(&mut fast, &mut chunks_fast), (&mut full, &mut chunks_full)] {
+                        while let Some(c) = s.poll_chunk() {
+                            out.push(c.clone());
+                            s.add_free_chunk(c);
+                        }
+                    }
+                }
+            }
+            fast.flush();
+            full.flush();
+            let mut st = fast.stats().clone();
+            st.packets_predicted = 0;
+            proptest::prop_assert_eq!(&st, full.stats());
+            proptest::prop_assert_eq!(full.stats().packets_predicted, 0);
+            while let Some(c) = full.poll_chunk() {
+                chunks_full.push(c);
+            }
+            while let Some(c) = fast.poll_chunk() {
+                chunks_fast.push(c);
+            }
+            proptest::prop_assert_eq!(chunks_fast, chunks_full);
         }
 
         #[test]
