@@ -556,7 +556,7 @@ impl Limit {
 ///
 /// # Safety
 ///
-/// The CPU has AVX2.
+/// The CPU has AVX2, and `want` and `masks` hold at least `h.len() / 8` words.
 #[target_feature(enable = "avx2")]
 unsafe fn masked_eq_avx2(h: &[u8], want: &[u64], masks: &[u64]) -> bool {
     use std::arch::x86_64::*;
@@ -609,7 +609,8 @@ impl Limit {
                 _ => {
                     assert!(std::arch::is_x86_feature_detected!("avx2"));
                     let h = &src[base..base + self.payload_start];
-                    // SAFETY: AVX2 was detected just above; the slices are live.
+                    // SAFETY: AVX2 was detected just above; `h` is `payload_start`
+                    // bytes and `want` and `masks` hold `payload_start / 8` words.
                     let eq = unsafe { masked_eq_avx2(h, &self.want, &self.masks) };
                     sum = sum.wrapping_add(u8::from(eq));
                 }
