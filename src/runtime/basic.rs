@@ -206,12 +206,9 @@ pub struct Source {
     out: Output,
     cache: PoolCache,
     template: Vec<u8>,
-    rate_pps: Option<f64>,
-    count: Option<u64>,
-    burst_size: usize,
+    pacing: SourcePacing,
     /// Packets attempted so far (sent, refused, without a buffer or late).
     attempted: u64,
-    max_lag: std::time::Duration,
     /// Packets skipped for being more than `max_lag` late.
     late: u64,
     start: Option<Instant>,
@@ -245,11 +242,8 @@ impl Source {
             out,
             cache,
             template,
-            rate_pps: pacing.rate_pps,
-            count: pacing.count,
-            burst_size: pacing.burst,
+            pacing,
             attempted: 0,
-            max_lag: pacing.max_lag,
             late: 0,
             start: None,
             burst: Burst::new(),
@@ -258,16 +252,16 @@ impl Source {
     }
 
     fn budget(&mut self, now: Instant) -> u64 {
-        let mut budget = self.burst_size as u64;
-        if let Some(rate) = self.rate_pps {
+        let mut budget = self.pacing.burst as u64;
+        if let Some(rate) = self.pacing.rate_pps {
             let start = *self.start.get_or_insert(now);
             let due = (rate * (now - start).as_secs_f64()) as u64;
             let mut behind = due.saturating_sub(self.attempted);
             // As the generator: at most `max_lag` (and two bursts) of backlog.
-            let allowed =
-                ((rate * self.max_lag.as_secs_f64()) as u64).max(2 * self.burst_size as u64);
+            let allowed = ((rate * self.pacing.max_lag.as_secs_f64()) as u64)
+                .max(2 * self.pacing.burst as u64);
             if behind > allowed {
-                let left = self.count.map_or(u64::MAX, |c| c - self.attempted);
+                let left = self.pacing.count.map_or(u64::MAX, |c| c - self.attempted);
                 let skip = (behind - allowed).min(left);
                 self.attempted += skip;
                 self.late += skip;
@@ -275,7 +269,7 @@ impl Source {
             }
             budget = budget.min(behind);
         }
-        if let Some(count) = self.count {
+        if let Some(count) = self.pacing.count {
             budget = budget.min(count - self.attempted);
         }
         budget
@@ -284,7 +278,7 @@ impl Source {
 
 impl Stage for Source {
     fn poll(&mut self, cx: &Context) -> Poll {
-        if self.count.is_some_and(|c| self.attempted >= c) {
+        if self.pacing.count.is_some_and(|c| self.attempted >= c) {
             self.out.flush(cx.now);
             return Poll::Finished;
         }
@@ -313,7 +307,7 @@ impl Stage for Source {
     }
 
     fn is_finite(&self) -> bool {
-        self.count.is_some()
+        self.pacing.count.is_some()
     }
 
     fn finish(&mut self) -> Result<(), String> {
