@@ -9,6 +9,7 @@
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod impair;
 pub mod mem;
 pub mod pcap;
 pub mod udp;
