@@ -12,6 +12,7 @@
 pub mod basic;
 pub mod build;
 pub mod counter;
+pub mod impair;
 pub mod run;
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
