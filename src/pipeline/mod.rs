@@ -26,6 +26,7 @@
 //! between two stages, possibly on two lcores).
 
 mod diag;
+mod impair;
 mod plan;
 mod schema;
 mod table;

@@ -11,7 +11,7 @@ use super::table::{as_int, Span, Table};
 use super::Pipeline;
 use crate::buf::copy::CopyMode;
 use crate::buf::{HugepageMode, PoolConfig, BURST_MAX};
-use crate::port::mem::{Capacity, MemConfig};
+use crate::port::mem::MemConfig;
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::udp::UdpConfig;
 use crate::reliable::stage::{ReliableSpec, Role};
@@ -108,6 +108,16 @@ impl PortKind {
         }
     }
 
+    /// What the port's packets are, for stages that pass them on unchanged:
+    /// `None` for a mem port, which carries whatever it is given.
+    pub(crate) fn carries(&self) -> Option<&'static str> {
+        match self {
+            PortKind::Mem(_) => None,
+            PortKind::Udp(_) => Some("UDP payloads (the kernel adds and strips the headers)"),
+            _ => Some("Ethernet frames"),
+        }
+    }
+
     /// The port's line rate in L1 bits/s, when known.
     pub fn line_rate_bps(&self) -> Option<f64> {
         match self {
@@ -168,6 +178,8 @@ pub enum StageKind {
     ChunkSink(ChunkSinkSpec),
     /// Moves packets from rx to tx.
     Forward(SinkConfig),
+    /// Moves packets from rx to tx through seeded impairments and jitter.
+    Impair(crate::runtime::impair::ImpairSpec),
     /// Counts and frees packets.
     Sink(SinkConfig),
 }
@@ -185,6 +197,7 @@ impl StageKind {
             StageKind::SpeadRecv(_) => "spead_recv",
             StageKind::ChunkSink(_) => "chunk_sink",
             StageKind::Forward(_) => "forward",
+            StageKind::Impair(_) => "impair",
             StageKind::Sink(_) => "sink",
         }
     }
@@ -253,6 +266,7 @@ const PORT_KINDS: &[&str] = &["mem", "udp", "pcap", "dpdk", "ibverbs"];
 const STAGE_KINDS: &[&str] = &[
     "source",
     "forward",
+    "impair",
     "sink",
     "generator",
     "analyzer",
@@ -406,68 +420,18 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
     let (kind, kind_span) = t.required_string(sink, "kind", &PORT_KINDS.join(", "))?;
     let kind = match kind.as_str() {
         "mem" => {
+            let (imp, line_rate_bps) = super::impair::impairments(&mut t, sink);
             let mut c = MemConfig {
-                line_rate_bps: t.line_rate_bps(sink, "line_rate", "\"10 Gbps\""),
+                line_rate_bps,
                 ..MemConfig::default()
-            };
-            if let Some((r, s)) = t.rate(sink, "capacity") {
-                c.capacity = match r {
-                    Rate::Pps(p) => Some(Capacity::Pps(p)),
-                    Rate::L2Bps(b) => Some(Capacity::L2Bps(b)),
-                    Rate::L1Bps(b) => Some(Capacity::L1Bps(b)),
-                    Rate::Percent(p) => match c.line_rate_bps {
-                        Some(l) => Some(Capacity::L1Bps(l * p / 100.0)),
-                        None => {
-                            sink.error(
-                                s,
-                                &t.path,
-                                Some("capacity"),
-                                "a capacity in percent needs `line_rate` on this port",
-                                None,
-                            );
-                            None
-                        }
-                    },
-                };
-                if matches!(r, Rate::Pps(x) | Rate::L2Bps(x) | Rate::L1Bps(x) if x <= 0.0) {
-                    sink.error(
-                        t.span_of("capacity"),
-                        &t.path,
-                        Some("capacity"),
-                        "a capacity must be above zero",
-                        None,
-                    );
-                }
             }
-            if let Some((q, _)) = t.int(sink, "queue", 1..1 << 24) {
-                c.queue = q as u32;
-            }
-            c.loss = t.float(sink, "loss", 0.0, 1.0).unwrap_or(0.0);
-            c.duplicate = t.float(sink, "duplicate", 0.0, 1.0).unwrap_or(0.0);
-            c.reorder = t.float(sink, "reorder", 0.0, 1.0).unwrap_or(0.0);
-            c.delay = t.duration(sink, "delay").unwrap_or_default();
-            if let Some((s, _)) = t.int(sink, "seed", 0..i64::MAX) {
-                c.seed = s as u64;
-            }
+            .with_impairments(&imp);
             if let Some(r) = ring_size(&mut t, sink, "ring") {
                 c.ring = r;
             }
-            t.finish(
-                sink,
-                "a mem port",
-                &[
-                    "kind",
-                    "capacity",
-                    "queue",
-                    "loss",
-                    "duplicate",
-                    "reorder",
-                    "delay",
-                    "seed",
-                    "ring",
-                    "line_rate",
-                ],
-            );
+            let mut keys = vec!["kind", "ring"];
+            keys.extend(super::impair::IMPAIRMENT_KEYS);
+            t.finish(sink, "a mem port", &keys);
             PortKind::Mem(c)
         }
         "udp" => {
@@ -816,6 +780,13 @@ fn parse_stage(
                 &["kind", "lcore", "rx", "tx", "burst"],
             );
             (StageKind::Forward(c), rx, tx)
+        }
+        "impair" => {
+            let rx = t.required_string(sink, "rx", help_rx).map(|x| x.0);
+            let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);
+            let c = super::impair::impair_stage(&mut t, sink);
+            t.finish(sink, "an impair stage", super::impair::IMPAIR_STAGE_KEYS);
+            (StageKind::Impair(c), rx, tx)
         }
         "generator" => {
             let tx = t.required_string(sink, "tx", help_tx).map(|x| x.0);

@@ -212,6 +212,9 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             (StageKind::Forward(c), Some(i), Some(out)) => {
                 Box::new(Forward::new(i, out, c.burst, counters.clone()))
             }
+            (StageKind::Impair(c), Some(i), Some(out)) => {
+                Box::new(super::impair::Impair::new(c, i, out, counters.clone()))
+            }
             (StageKind::Reliable(r), Some(i), Some(out)) => {
                 Box::new(crate::reliable::stage::ReliableStage::new(
                     r.clone(),
