@@ -20,7 +20,6 @@ pub mod rpc;
 pub mod runtime;
 pub mod search;
 pub mod spead;
-#[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 pub mod sys;
 pub mod time;
 pub mod traffic;
