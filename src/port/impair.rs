@@ -97,9 +97,10 @@ impl Distribution {
         }
     }
 
-    /// One draw, in nanoseconds.
+    /// One draw, in nanoseconds (sans-IO: simulators in virtual time draw
+    /// the same jitter as the stage does in real time).
     #[inline]
-    fn sample_nanos(&self, rng: &mut SplitMix64) -> u64 {
+    pub fn sample_nanos(&self, rng: &mut SplitMix64) -> u64 {
         let ns = |d: Duration| duration_nanos(d) as f64;
         let x = match *self {
             Distribution::Uniform { min, max } => ns(min) + (ns(max) - ns(min)) * rng.next_f64(),
