@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{ring, Burst, Consumer, Packet, Producer, BURST_MAX};
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::time::Instant;
 
 pub use super::impair::{Capacity, REORDER_HOLD};
