@@ -12,10 +12,10 @@
 
 #![forbid(unsafe_code)]
 
-use super::endpoint::{Config, Endpoint, Handler, Request};
-use super::transport::reliable::{PortLink, ReliableTransport};
-use super::transport::shm::{default_path, ShmError, ShmTransport};
-use super::transport::Transport;
+use crate::rpc::endpoint::{Config, Endpoint, Handler, Request};
+use crate::rpc::transport::reliable::{PortLink, ReliableTransport};
+use crate::rpc::transport::shm::{default_path, ShmError, ShmTransport};
+use crate::rpc::transport::Transport;
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Subcommand};
@@ -718,7 +718,7 @@ fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliR
     if !(0.0..1.0).contains(&args.loss) {
         return Err((2, "loss must be in [0, 1)".into()));
     }
-    let bad = |e: super::TransportError| (2, e.to_string());
+    let bad = |e: crate::rpc::TransportError| (2, e.to_string());
     let config = Config::new(args.ring);
     // Both threads share two cores with whatever else runs: a descheduled
     // peer is not a dead one here.
@@ -841,7 +841,7 @@ fn run_depth<T: Transport>(
         requests: 0,
     };
     let mut hist = new_hist()?;
-    let fail = |e: super::RpcError| (1, e.to_string());
+    let fail = |e: crate::rpc::RpcError| (1, e.to_string());
     let writes0 = ep.stats().writes;
     let mut retries = 0u64;
     // Warm up briefly, then measure.

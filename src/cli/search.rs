@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::measurer::{CommandMeasurer, Measurer};
-use super::sim::{SimDut, SimModel};
-use super::types::{Goal, SearchConfig, Searcher, TrialRequest};
-use super::{drive_with, plot, BinarySearch, MdrSearch, Report};
+use crate::search::measurer::{CommandMeasurer, Measurer};
+use crate::search::sim::{SimDut, SimModel};
+use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
+use crate::search::{drive_with, plot, BinarySearch, MdrSearch, Report};
 use crate::units::{parse_duration, Rate};
 
 /// Arguments of `linerate search` (defaults are CSIT's).
@@ -254,7 +254,7 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
 /// Rough estimate of the accounted time still needed: each remaining phase measures every
 /// goal's two bounds at its duration.
 fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
-    use super::Phase;
+    use crate::search::Phase;
     let n = cfg.goals.len() as f64;
     let dur = |p: u32| {
         if p > cfg.phases {
