@@ -20,8 +20,8 @@ use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
 use crate::spead::check::{write_chunk, CheckReport, Checker};
 use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use crate::spead::fsim::{Fsim, FsimConfig};
-use crate::spead::send::{Pacer, Packetizer, SendHeap};
-use crate::spead::wire::{Descriptor, Flavour, ItemValue};
+use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
+use crate::spead::wire::{Flavour, ItemValue};
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size, Rate};
 
@@ -444,27 +444,6 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     );
     write_json(a.json.as_ref(), &report)?;
     Ok(0)
-}
-
-pub(crate) fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
-    [
-        Descriptor {
-            id: 0x1000,
-            name: "heap_index".into(),
-            description: "index of the heap in this run".into(),
-            shape: vec![],
-            format: vec![(b'u', u64::from(flavour.heap_address_bits()))],
-            dtype: String::new(),
-        },
-        Descriptor {
-            id: 0x1001,
-            name: "data".into(),
-            description: "payload bytes".into(),
-            shape: vec![None],
-            format: vec![(b'u', 8)],
-            dtype: String::new(),
-        },
-    ]
 }
 
 fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {

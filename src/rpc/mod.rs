@@ -21,6 +21,7 @@
 /// The `linerate rpc` subcommand, which lives in [`crate::cli`]; this name keeps
 /// the paths that tests, benches and fuzz targets use.
 pub use crate::cli::rpc as cli;
+pub mod bench;
 pub mod endpoint;
 pub mod flow;
 pub mod ring;

@@ -1,0 +1,869 @@
+//! The RPC benchmark: `serve` answers calls over a shared-memory region,
+//! `bench` opens it, measures a cache-line ping-pong between the two processes
+//! first (the physical floor of a round trip between those cores), then drives
+//! RPCs at each queue depth and reports RPC/s, bytes/s and latency
+//! percentiles. With [`BenchTransport::ReliableMem`] one process measures the
+//! reliable channel's PUT on two mem wires, its server in a second thread.
+//! `linerate rpc` (in `cli/rpc.rs`) parses arguments into these and prints.
+//!
+//! Control words in the region's header coordinate the phases: word 0 is the
+//! phase, word 1 the response size, word 2 a phase sequence number.
+
+use super::endpoint::{Config, Endpoint, Handler, Request};
+use super::transport::reliable::{PortLink, ReliableTransport};
+use super::transport::shm::{default_path, ShmError, ShmTransport};
+use super::transport::Transport;
+use crate::time::Clock;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+const PHASE_IDLE: u64 = 0;
+const PHASE_PINGPONG: u64 = 1;
+const PHASE_RPC: u64 = 2;
+const PHASE_DONE: u64 = 3;
+const PHASE_FLAGS: u64 = 4;
+const CTL_PHASE: usize = 0;
+const CTL_RESP_SIZE: usize = 1;
+
+/// What `rpc serve` does (`linerate rpc serve`'s arguments).
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Region file (default: linerate-rpc on the hugetlbfs mount if there is one
+    /// and the mapping succeeds there, else /dev/shm/linerate-rpc).
+    pub shm: Option<PathBuf>,
+    /// Ring size (a power of two).
+    pub ring: u64,
+    /// Completion slots per side of the shared-memory region (a power of two).
+    pub comp_slots: u64,
+    /// Core to pin to.
+    pub core: Option<usize>,
+    /// Give up when no client connects, or it goes quiet, for this long.
+    pub timeout: Duration,
+    /// Answer requests after `poll` returns (`reply` for each, then `flush`)
+    /// instead of during it (`Handler::answer`, the default).
+    pub reply_later: bool,
+}
+
+/// The medium `rpc bench` measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BenchTransport {
+    /// Shared memory with a separate `rpc serve` process (the default).
+    Shm,
+    /// The reliable channel's checked PUT over two mem wires, the server in a
+    /// second thread of this process (no `rpc serve` needed).
+    ReliableMem,
+}
+
+/// What `rpc bench` measures (`linerate rpc bench`'s arguments, less `--json`).
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Transport to measure.
+    pub transport: BenchTransport,
+    /// Ring size for `--transport reliable-mem` (with shm the server chooses).
+    pub ring: u64,
+    /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
+    pub loss: f64,
+    /// Core of the server thread (`--transport reliable-mem`).
+    pub server_core: Option<usize>,
+    /// Region file the server created (default: the server's default places).
+    pub shm: Option<PathBuf>,
+    /// Queue depths to measure, in order (comma-separated).
+    pub depth: Vec<u32>,
+    /// Request payload size in bytes.
+    pub msg_size: u64,
+    /// Response payload size in bytes.
+    pub resp_size: u64,
+    /// Duration of each RPC measurement.
+    pub duration: Duration,
+    /// Duration of the ping-pong baseline (0 to skip it).
+    pub pingpong: Duration,
+    /// Core to pin to.
+    pub core: Option<usize>,
+    /// Wait this long for the server.
+    pub timeout: Duration,
+}
+
+/// Latency percentiles in nanoseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Latency {
+    /// Samples.
+    pub count: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// 99.9th percentile.
+    pub p999_ns: u64,
+    /// Maximum.
+    pub max_ns: u64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        Latency {
+            count: h.len(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5),
+            p90_ns: h.value_at_quantile(0.9),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// The ping-pong baseline.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PingPongReport {
+    /// Round trips per second.
+    pub round_trips_per_sec: f64,
+    /// Mean round trip, from the count.
+    pub mean_rtt_ns: f64,
+    /// Round-trip latency (one clock read per round trip).
+    pub rtt: Latency,
+    /// Round trips per second in 1 ms windows: median and best window (robust
+    /// against the other processes of a shared machine preempting either side).
+    pub windows: WindowRates,
+}
+
+/// Rates measured over consecutive 1 ms windows.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct WindowRates {
+    /// Windows measured.
+    pub count: usize,
+    /// Median window rate, per second.
+    pub median_per_sec: f64,
+    /// 90th-percentile window rate, per second.
+    pub p90_per_sec: f64,
+    /// Best window rate, per second.
+    pub max_per_sec: f64,
+}
+
+struct Windows {
+    width_ns: u64,
+    start_ns: u64,
+    last_count: u64,
+    rates: Vec<f64>,
+}
+
+impl Windows {
+    fn new(start_ns: u64, total: Duration) -> Self {
+        let width_ns = 1_000_000;
+        let n = (crate::time::duration_nanos(total) / width_ns) as usize + 16;
+        Windows {
+            width_ns,
+            start_ns,
+            last_count: 0,
+            rates: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self, now_ns: u64, count: u64) {
+        let elapsed = now_ns.saturating_sub(self.start_ns);
+        if elapsed >= self.width_ns {
+            if self.rates.len() < self.rates.capacity() {
+                self.rates
+                    .push((count - self.last_count) as f64 * 1e9 / elapsed as f64);
+            }
+            self.start_ns = now_ns;
+            self.last_count = count;
+        }
+    }
+
+    fn summary(mut self) -> WindowRates {
+        self.rates.sort_by(f64::total_cmp);
+        let n = self.rates.len();
+        WindowRates {
+            count: n,
+            median_per_sec: if n == 0 { 0.0 } else { self.rates[n / 2] },
+            p90_per_sec: if n == 0 { 0.0 } else { self.rates[n * 9 / 10] },
+            max_per_sec: self.rates.last().copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// One queue depth's result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DepthReport {
+    /// Queue depth.
+    pub depth: u32,
+    /// Completed RPCs.
+    pub rpcs: u64,
+    /// Measured time in seconds.
+    pub seconds: f64,
+    /// RPCs per second.
+    pub rpc_per_sec: f64,
+    /// Request plus response payload bytes per second.
+    pub bytes_per_sec: f64,
+    /// Call-to-response latency.
+    pub latency: Latency,
+    /// Mean time per RPC at this depth, `depth / rpc_per_sec`.
+    pub mean_rtt_ns: f64,
+    /// `mean_rtt_ns / ping-pong mean_rtt_ns` (depth 1 is the comparable one).
+    pub rtt_vs_pingpong: Option<f64>,
+    /// RPCs per second in 1 ms windows (see [`PingPongReport::windows`]).
+    pub windows: WindowRates,
+    /// Median latency over the ping-pong's median round trip.
+    pub p50_vs_pingpong_p50: Option<f64>,
+    /// Median latency over the two-line ping-pong's median round trip.
+    pub p50_vs_two_line_pingpong_p50: Option<f64>,
+    /// Writes with immediate the client issued.
+    pub writes: u64,
+    /// Times a call was refused for credit or ring room and retried.
+    pub retries: u64,
+}
+
+/// The whole bench report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BenchReport {
+    /// The transport measured.
+    pub transport: BenchTransport,
+    /// Region file (shm) or a description of the wires.
+    pub shm: String,
+    /// Ring size.
+    pub ring_size: u64,
+    /// Request payload bytes.
+    pub msg_size: u64,
+    /// Response payload bytes.
+    pub resp_size: u64,
+    /// Core of the bench process, if pinned.
+    pub core: Option<usize>,
+    /// The ping-pong baseline: one line both sides write.
+    pub pingpong: Option<PingPongReport>,
+    /// The two-line ping-pong: each side writes its own line (shm only).
+    pub pingpong_two_lines: Option<PingPongReport>,
+    /// One entry per depth.
+    pub depths: Vec<DepthReport>,
+}
+
+/// A result whose error carries the exit status (1 runtime failure, 2 bad
+/// input) and the message.
+pub type BenchResult<T> = Result<T, (i32, String)>;
+
+fn pin(core: Option<usize>) -> BenchResult<()> {
+    if let Some(c) = core {
+        let ok = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .find(|id| id.id == c)
+            .is_some_and(core_affinity::set_for_current);
+        if !ok {
+            return Err((2, format!("cannot pin to core {c}")));
+        }
+    }
+    Ok(())
+}
+
+/// Where to look for the region: the given path, or the default on hugetlbfs
+/// and then in /dev/shm (the server falls back there when hugepages run out).
+fn region_paths(p: &Option<PathBuf>) -> Vec<PathBuf> {
+    match p {
+        Some(p) => vec![p.clone()],
+        None => {
+            let mut v = vec![default_path(DEFAULT_NAME)];
+            let shm = Path::new("/dev/shm").join(DEFAULT_NAME);
+            if !v.contains(&shm) {
+                v.push(shm);
+            }
+            v
+        }
+    }
+}
+
+const DEFAULT_NAME: &str = "linerate-rpc";
+/// Server loop iterations between two reads of the clock for the idle timeout.
+const IDLE_CHECK_SPINS: u32 = 4096;
+
+/// The bench server's handler: answers every request with `resp_size` bytes
+/// (at most what the request allows) during `poll` when `answer_now`, else
+/// keeps the requests for `reply` after it.
+struct ServerHandler {
+    requests: Vec<Request>,
+    answer_now: bool,
+    resp: Vec<u8>,
+    resp_size: usize,
+}
+
+impl ServerHandler {
+    fn new(capacity: u32, answer_now: bool) -> Self {
+        ServerHandler {
+            requests: Vec::with_capacity(capacity as usize),
+            answer_now,
+            resp: vec![0x5au8; 1 << 16],
+            resp_size: 0,
+        }
+    }
+
+    fn response(&self, req: &Request) -> &[u8] {
+        let n = self
+            .resp_size
+            .min(req.max_response() as usize)
+            .min(self.resp.len());
+        &self.resp[..n]
+    }
+
+    /// Replies to the requests left for after `poll` and flushes.
+    fn reply_later<U, T: Transport + ?Sized>(
+        &mut self,
+        ep: &mut Endpoint<U>,
+        t: &mut T,
+    ) -> BenchResult<()> {
+        if self.requests.is_empty() {
+            return Ok(());
+        }
+        for i in 0..self.requests.len() {
+            let req = self.requests[i];
+            ep.reply(&req, self.response(&req))
+                .map_err(|e| (1, e.to_string()))?;
+        }
+        self.requests.clear();
+        ep.flush(t).map_err(|e| (1, e.to_string()))
+    }
+}
+
+impl Handler<()> for ServerHandler {
+    #[inline]
+    fn answer(&mut self, req: Request, _payload: &[u8]) -> Option<&[u8]> {
+        if self.answer_now {
+            Some(self.response(&req))
+        } else {
+            None
+        }
+    }
+    fn on_request(&mut self, req: Request, _payload: &[u8]) {
+        self.requests.push(req);
+    }
+    fn on_response(&mut self, _call_id: u32, _user: (), _payload: &[u8]) {}
+}
+
+/// Runs the server side until the bench says it is done. Returns calls answered.
+pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
+    pin(args.core)?;
+    let config = Config::new(args.ring);
+    let mut created = Err((1, "no region path".to_string()));
+    for path in region_paths(&args.shm) {
+        created = ShmTransport::create_with(&path, args.ring, args.comp_slots)
+            .map(|t| (t, path))
+            .map_err(|e| (1, e.to_string()));
+        if created.is_ok() {
+            break;
+        }
+    }
+    let (mut t, path) = created?;
+    let _cleanup = RemoveOnDrop(path.clone());
+    t.publish_info(&config.local_info());
+    eprintln!("rpc serve: waiting on {}", path.display());
+    let clock = Clock::new();
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+        if clock.elapsed() > args.timeout {
+            return Err((1, "no client connected".into()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut ep: Endpoint<()> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
+    let mut h = ServerHandler::new(config.max_pending_calls, !args.reply_later);
+    let mut last_seen = u64::MAX;
+    let mut last_flag = u64::MAX;
+    // Activity (ping-pong answers and calls answered) is counted, and the clock
+    // read only every IDLE_CHECK_SPINS spins, never between a request and its
+    // reply: at queue depth 1 a clock read there is on the round trip.
+    let mut activity = 0u64;
+    let mut activity_at_check = 0u64;
+    let mut idle_since = clock.now();
+    let mut spins = 0u32;
+    loop {
+        match t.control(CTL_PHASE).load(Ordering::Acquire) {
+            PHASE_DONE => return Ok(ep.stats().replies),
+            PHASE_PINGPONG => {
+                activity += u64::from(answer_ping(t.pingpong(), t.pingpong(), &mut last_seen));
+            }
+            PHASE_FLAGS => {
+                activity += u64::from(answer_ping(t.flag(1), t.flag(0), &mut last_flag));
+            }
+            _ => {
+                h.resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
+                ep.poll(&mut t, &mut h).map_err(|e| (1, e.to_string()))?;
+                h.reply_later(&mut ep, &mut t)?;
+            }
+        }
+        spins = spins.wrapping_add(1);
+        if spins % IDLE_CHECK_SPINS == 0 {
+            let now = clock.now();
+            let activity = activity + ep.stats().requests;
+            if activity != activity_at_check {
+                activity_at_check = activity;
+                idle_since = now;
+            } else if now - idle_since > args.timeout {
+                return Err((1, "client went quiet".into()));
+            }
+        }
+    }
+}
+
+/// The server's side of a ping-pong: answers a new odd `ping` value `v` with
+/// `v + 1` in `pong` (the same word for the one-line ping-pong). Returns
+/// whether it answered.
+fn answer_ping(ping: &AtomicU64, pong: &AtomicU64, last: &mut u64) -> bool {
+    let v = ping.load(Ordering::Acquire);
+    if v % 2 == 1 && v != *last {
+        pong.store(v + 1, Ordering::Release);
+        *last = v;
+        return true;
+    }
+    false
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Keeps the issue stamps of the responses one `poll` delivered; the clock is
+/// read once after the poll (as the ping-pong reads it once per round trip), not
+/// on every spin.
+struct ClientHandler {
+    issued: Vec<u64>,
+    requests: u64,
+}
+
+impl Handler<u64> for ClientHandler {
+    fn on_request(&mut self, _req: Request, _payload: &[u8]) {
+        self.requests += 1;
+    }
+    fn on_response(&mut self, _call_id: u32, issued: u64, _payload: &[u8]) {
+        if self.issued.len() < self.issued.capacity() {
+            self.issued.push(issued);
+        }
+    }
+}
+
+fn open_region(paths: &[PathBuf], timeout: Duration) -> BenchResult<(ShmTransport, PathBuf)> {
+    let clock = Clock::new();
+    loop {
+        for path in paths {
+            match ShmTransport::open(path) {
+                Ok(t) => return Ok((t, path.clone())),
+                Err(ShmError::NotReady(_)) | Err(ShmError::Io { .. })
+                    if clock.elapsed() < timeout => {}
+                Err(e) => return Err((1, e.to_string())),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn new_hist() -> BenchResult<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| (1, e.to_string()))
+}
+
+/// A ping-pong: with `two_lines` false, one word on one line that both sides
+/// write (the tightest round trip two cores can make); with `two_lines` true,
+/// each side writes a line of its own and spins on the peer's (the floor of
+/// any transport that writes into the peer's memory, as write-with-immediate
+/// does).
+fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> BenchResult<PingPongReport> {
+    let clock = Clock::new();
+    let mut hist = new_hist()?;
+    let (ping, pong, phase) = if two_lines {
+        (t.flag(1), t.flag(0), PHASE_FLAGS)
+    } else {
+        (t.pingpong(), t.pingpong(), PHASE_PINGPONG)
+    };
+    let mut v = pong
+        .load(Ordering::Acquire)
+        .max(ping.load(Ordering::Acquire));
+    if v % 2 == 1 {
+        v += 1;
+    }
+    t.control(CTL_PHASE).store(phase, Ordering::Release);
+    let deadline = crate::time::duration_nanos(dur);
+    let start = clock.now();
+    let mut prev = start;
+    let mut n = 0u64;
+    let mut win = Windows::new(start.as_nanos(), dur);
+    // The bookkeeping of round trip n (histogram, windows) is done while round
+    // trip n + 1 is on its way, as the RPC bench does with its calls: only the
+    // clock read is between seeing the answer and sending the next ping.
+    let mut now = start;
+    loop {
+        ping.store(v + 1, Ordering::Release);
+        if n > 0 {
+            let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+            win.tick(now.as_nanos(), n);
+            prev = now;
+        }
+        let mut spins = 0u64;
+        while pong.load(Ordering::Acquire) != v + 2 {
+            spins += 1;
+            if spins == 1 << 32 {
+                return Err((1, "server does not answer the ping-pong".into()));
+            }
+            std::hint::spin_loop();
+        }
+        v += 2;
+        n += 1;
+        now = clock.now();
+        if (now - start).as_nanos() as u64 >= deadline {
+            let _ = hist.record((now - prev).as_nanos().max(1) as u64);
+            win.tick(now.as_nanos(), n);
+            prev = now;
+            break;
+        }
+    }
+    let secs = (prev - start).as_secs_f64();
+    t.control(CTL_PHASE).store(PHASE_IDLE, Ordering::Release);
+    Ok(PingPongReport {
+        round_trips_per_sec: n as f64 / secs,
+        mean_rtt_ns: secs * 1e9 / n as f64,
+        rtt: Latency::of(&hist),
+        windows: win.summary(),
+    })
+}
+
+/// Runs the bench side against a running server.
+pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
+    if args.depth.is_empty() || args.depth.contains(&0) {
+        return Err((2, "queue depths must be at least 1".into()));
+    }
+    let msg_size =
+        usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
+    let resp_size =
+        u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
+    if args.transport == BenchTransport::ReliableMem {
+        return bench_reliable_mem(args, msg_size, resp_size);
+    }
+    pin(args.core)?;
+    let (mut t, path) = open_region(&region_paths(&args.shm), args.timeout)?;
+    let config = Config::new(t.ring_size());
+    t.publish_info(&config.local_info());
+    let clock = Clock::new();
+    let peer = loop {
+        if let Some(p) = t.peer_info() {
+            break p;
+        }
+        if clock.elapsed() > args.timeout {
+            return Err((1, "server did not publish its info".into()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut ep: Endpoint<u64> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
+    if msg_size > ep.max_payload() as usize {
+        return Err((
+            2,
+            format!("message size above the maximum {}", ep.max_payload()),
+        ));
+    }
+    if resp_size > ep.max_response_allowance() {
+        return Err((
+            2,
+            format!(
+                "response size above the maximum {}",
+                ep.max_response_allowance()
+            ),
+        ));
+    }
+    let max_depth = *args.depth.iter().max().unwrap_or(&1);
+    if max_depth > config.max_pending_calls {
+        return Err((2, format!("queue depth above {}", config.max_pending_calls)));
+    }
+    t.control(CTL_RESP_SIZE)
+        .store(u64::from(resp_size), Ordering::Relaxed);
+
+    let (pp, pp2) = if args.pingpong.is_zero() {
+        (None, None)
+    } else {
+        (
+            Some(pingpong(&t, args.pingpong, false)?),
+            Some(pingpong(&t, args.pingpong, true)?),
+        )
+    };
+
+    t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
+    let payload = vec![0xa5u8; msg_size];
+    let mut depths = Vec::new();
+    let result = (|| -> BenchResult<()> {
+        for &depth in &args.depth {
+            depths.push(run_depth(
+                &mut ep,
+                &mut t,
+                &mut |_| {},
+                &clock,
+                &payload,
+                resp_size,
+                depth,
+                args.duration,
+                pp.as_ref(),
+            )?);
+        }
+        Ok(())
+    })();
+    t.control(CTL_PHASE).store(PHASE_DONE, Ordering::Release);
+    result?;
+    if let Some(p) = &pp2 {
+        for d in &mut depths {
+            d.p50_vs_two_line_pingpong_p50 =
+                Some(d.latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64);
+        }
+    }
+    Ok(BenchReport {
+        transport: BenchTransport::Shm,
+        shm: path.display().to_string(),
+        ring_size: t.ring_size(),
+        msg_size: args.msg_size,
+        resp_size: args.resp_size,
+        core: args.core,
+        pingpong: pp,
+        pingpong_two_lines: pp2,
+        depths,
+    })
+}
+
+/// `rpc bench --transport reliable-mem`: both ends in this process, the
+/// server in a thread, each over a [`ReliableTransport`] bound to two mem wires
+/// (one per direction, with `--loss`).
+fn bench_reliable_mem(
+    args: &BenchConfig,
+    msg_size: usize,
+    resp_size: u32,
+) -> BenchResult<BenchReport> {
+    use crate::buf::{Pool, PoolConfig};
+    use crate::port::mem::{self, MemConfig};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    if !(0.0..1.0).contains(&args.loss) {
+        return Err((2, "loss must be in [0, 1)".into()));
+    }
+    let bad = |e: super::TransportError| (2, e.to_string());
+    let config = Config::new(args.ring);
+    // Both threads share two cores with whatever else runs: a descheduled
+    // peer is not a dead one here.
+    let rcfg = crate::reliable::Config {
+        retry_limit: None,
+        ..crate::reliable::Config::default()
+    };
+    let mut tc = ReliableTransport::new(rcfg.clone(), args.ring).map_err(bad)?;
+    let mut ts = ReliableTransport::new(rcfg.clone(), args.ring).map_err(bad)?;
+    let (ic, is) = (tc.info(), ts.info());
+    tc.connect(is).map_err(bad)?;
+    ts.connect(ic).map_err(bad)?;
+    let pool = Pool::new(&PoolConfig {
+        name: "rpc-reliable-mem".into(),
+        count: 1 << 16,
+        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32).max(2048),
+        headroom: 0,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| (1, e.to_string()))?;
+    let wire = |seed| MemConfig {
+        loss: args.loss,
+        seed,
+        ring: 1 << 15,
+        ..MemConfig::default()
+    };
+    let (mut to_server, mut to_client) = (mem::open(&wire(1)), mem::open(&wire(2)));
+    let take = |p: &mut crate::port::OpenPort| (p.rx.pop(), p.tx.pop());
+    let ((Some(srx), Some(ctx)), (Some(crx), Some(stx))) =
+        (take(&mut to_server), take(&mut to_client))
+    else {
+        return Err((1, "mem wire without queues".into()));
+    };
+    let mut client_link = PortLink::new(crx, ctx, pool.cache(), pool.cache());
+    let mut server_link = PortLink::new(srx, stx, pool.cache(), pool.cache());
+    let mut ep: Endpoint<u64> =
+        Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
+    if msg_size > ep.max_payload() as usize || resp_size > ep.max_response_allowance() {
+        return Err((
+            2,
+            "message or response size above the ring's maximum".into(),
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let server_stop = stop.clone();
+    let server_core = args.server_core;
+    let server = std::thread::spawn(move || -> BenchResult<u64> {
+        pin(server_core)?;
+        let clock = Clock::new();
+        let mut ep: Endpoint<()> =
+            Endpoint::new(config, config.local_info()).map_err(|e| (1, e.to_string()))?;
+        let mut h = ServerHandler::new(config.max_pending_calls, true);
+        h.resp_size = resp_size as usize;
+        while !server_stop.load(Ordering::Relaxed) {
+            server_link.pump(&mut ts, clock.now());
+            ep.poll(&mut ts, &mut h).map_err(|e| (1, e.to_string()))?;
+            h.reply_later(&mut ep, &mut ts)?;
+        }
+        Ok(ep.stats().replies)
+    });
+    pin(args.core)?;
+    let clock = Clock::new();
+    let payload = vec![0xa5u8; msg_size];
+    let mut depths = Vec::new();
+    let result = (|| -> BenchResult<()> {
+        for &depth in &args.depth {
+            depths.push(run_depth(
+                &mut ep,
+                &mut tc,
+                &mut |t: &mut ReliableTransport| {
+                    client_link.pump(t, clock.now());
+                },
+                &clock,
+                &payload,
+                resp_size,
+                depth,
+                args.duration,
+                None,
+            )?);
+        }
+        Ok(())
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let served = server
+        .join()
+        .map_err(|_| (1, "server thread panicked".to_string()))?;
+    served.map_err(|(c, m)| (c, format!("server thread: {m}")))?;
+    result?;
+    Ok(BenchReport {
+        transport: BenchTransport::ReliableMem,
+        shm: format!("reliable channel over two mem wires (loss {})", args.loss),
+        ring_size: args.ring,
+        msg_size: args.msg_size,
+        resp_size: args.resp_size,
+        core: args.core,
+        pingpong: None,
+        pingpong_two_lines: None,
+        depths,
+    })
+}
+
+fn config_pending<U>(ep: &Endpoint<U>) -> usize {
+    ep.pending_calls() as usize + 4096
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_depth<T: Transport>(
+    ep: &mut Endpoint<u64>,
+    t: &mut T,
+    pump: &mut impl FnMut(&mut T),
+    clock: &Clock,
+    payload: &[u8],
+    resp_size: u32,
+    depth: u32,
+    duration: Duration,
+    pp: Option<&PingPongReport>,
+) -> BenchResult<DepthReport> {
+    let mut h = ClientHandler {
+        issued: Vec::with_capacity(config_pending(ep)),
+        requests: 0,
+    };
+    let mut hist = new_hist()?;
+    let fail = |e: super::RpcError| (1, e.to_string());
+    let writes0 = ep.stats().writes;
+    let mut retries = 0u64;
+    // Warm up briefly, then measure.
+    let warm = duration / 10;
+    let start = clock.now();
+    let mut now = start;
+    let mut measuring = false;
+    let mut t0 = start;
+    let mut done = 0u64;
+    let mut win = Windows::new(0, duration);
+    let mut idle = 0u32;
+    // `now` is read right after a poll that delivered responses; the next calls
+    // go out stamped with it before the delivered responses are accounted, so
+    // the histogram and window bookkeeping overlap the next round trip instead
+    // of delaying it (what a depth-1 measurement would otherwise include).
+    let mut fresh = false;
+    loop {
+        if ep.pending_calls() < depth {
+            while ep.pending_calls() < depth {
+                match ep.call(payload, resp_size, now.as_nanos()) {
+                    Ok(_) => {}
+                    Err(e) if e.kind.is_retryable() => {
+                        retries += 1;
+                        break;
+                    }
+                    Err(e) => return Err((1, format!("call failed: {:?}", e.kind))),
+                }
+            }
+            ep.flush(t).map_err(fail)?;
+        }
+        if fresh {
+            fresh = false;
+            let ns = now.as_nanos();
+            if measuring {
+                for &i in &h.issued {
+                    let _ = hist.record(ns.saturating_sub(i).max(1));
+                }
+                done += h.issued.len() as u64;
+                win.tick(ns, done);
+                if now - t0 >= duration {
+                    break;
+                }
+            } else if now - start >= warm {
+                measuring = true;
+                t0 = now;
+                win.start_ns = ns;
+            }
+            h.issued.clear();
+        }
+        pump(t);
+        ep.poll(t, &mut h).map_err(fail)?;
+        if h.issued.is_empty() {
+            idle += 1;
+            if idle < 1024 {
+                continue;
+            }
+        }
+        idle = 0;
+        now = clock.now();
+        fresh = true;
+    }
+    let rpcs = done;
+    let seconds = (now - t0).as_secs_f64();
+    // Drain so the next depth starts clean.
+    let drain_start = clock.now();
+    while ep.pending_calls() > 0 {
+        h.issued.clear();
+        pump(t);
+        ep.poll(t, &mut h).map_err(fail)?;
+        if clock.now() - drain_start > Duration::from_secs(10) {
+            return Err((1, "responses stopped arriving".into()));
+        }
+    }
+    if h.requests > 0 {
+        return Err((1, "the server sent requests".into()));
+    }
+    let rpc_per_sec = rpcs as f64 / seconds;
+    let mean_rtt_ns = f64::from(depth) * 1e9 / rpc_per_sec;
+    let latency = Latency::of(&hist);
+    Ok(DepthReport {
+        depth,
+        rpcs,
+        seconds,
+        rpc_per_sec,
+        bytes_per_sec: rpc_per_sec * (payload.len() as f64 + f64::from(resp_size)),
+        latency,
+        mean_rtt_ns,
+        rtt_vs_pingpong: pp.map(|p| mean_rtt_ns / p.mean_rtt_ns),
+        windows: win.summary(),
+        p50_vs_pingpong_p50: pp.map(|p| latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64),
+        p50_vs_two_line_pingpong_p50: None,
+        writes: ep.stats().writes - writes0,
+        retries,
+    })
+}
