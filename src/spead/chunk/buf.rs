@@ -14,12 +14,19 @@ enum BufInner {
     Vec(Vec<u8>),
 }
 
+/// The transparent huge page size chunks are mapped for.
+const HUGE_PAGE: usize = 2 << 20;
+
 impl ChunkBuf {
     /// `len` zero bytes, huge-page backed when the system allows, with every page
     /// touched so the receive path takes no page faults.
     pub fn new(len: usize) -> ChunkBuf {
-        // A mapping cannot be empty; a one-byte one stands in for zero bytes.
-        let inner = match memmap2::MmapMut::map_anon(len.max(1)) {
+        // Below one 2 MiB huge page a mapping gains nothing and costs an mmap,
+        // a madvise and a munmap per chunk (small test and fuzzing streams).
+        if len < HUGE_PAGE {
+            return ChunkBuf::from(vec![0; len]);
+        }
+        let inner = match memmap2::MmapMut::map_anon(len) {
             Ok(mut m) => {
                 #[cfg(target_os = "linux")]
                 let _ = m.advise(memmap2::Advice::HugePage);
