@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::{interrupt_flag, write_json};
+use super::run::{interrupt_flag, start_metrics, write_json};
 use super::Failure;
 use crate::latency::{encode, StatsFile};
+use crate::metrics::MetricsArgs;
+use crate::runtime::run::Probe;
 use crate::traffic::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
 use crate::units::{parse_duration, si, Rate};
 
@@ -43,6 +45,8 @@ pub struct TrialArgs {
     /// path is replaced by the process id.
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 fn hostname() -> String {
@@ -152,6 +156,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         drain: args.drain,
         stats_interval: stats_path.as_ref().map(|_| Duration::from_secs(1)),
     };
+    let (live, server) = start_metrics(&args.metrics, "trial")?;
     let mut runner = TrialRunner::start(&plan, options).map_err(|e| match e {
         TrialError::Input(m) => Failure::Input(m),
         TrialError::Build(crate::runtime::build::BuildError::Input(m)) => Failure::Input(m),
@@ -160,6 +165,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
     for w in runner.warnings() {
         eprintln!("warning: {w}");
     }
+    live.set_pipeline(Probe::of(runner.built()));
     let interrupt = interrupt_flag();
     let name = plan.pipeline.name.clone();
     let mut results = Vec::new();
@@ -174,6 +180,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         bar.set_message(format!("{}pps x {:?}", si(rate_pps), args.duration));
         let trial_no = results.len() as u32 + 1;
         let mut stats_err = None;
+        live.progress(|p| p.trial_started(rate_pps, args.duration.as_secs_f64()));
         let r = runner.trial(rate_pps, args.duration, interrupt, &mut |f, hist| {
             bar.set_position((f * 1000.0) as u64);
             if let (Some(path), Some(h)) = (&stats_path, hist) {
@@ -184,6 +191,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         });
         bar.finish_and_clear();
         let r = r.map_err(|e| Failure::Runtime(e.to_string()))?;
+        live.progress(|p| p.trial_done(r.offered, r.unsent, r.received));
         if let Some(e) = stats_err {
             return Err(e);
         }
@@ -212,5 +220,6 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
             write_json(path, &results)?;
         }
     }
+    args.metrics.stop(server);
     Ok(())
 }

@@ -83,6 +83,9 @@ pub struct SearchArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 /// Bad input: the message for exit status 2.
@@ -286,6 +289,17 @@ pub fn run(
             return 2;
         }
     };
+    let live = crate::metrics::Live::new("search");
+    let server = match args.metrics.start(&live) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                crate::metrics::MetricsError::Bind { .. } => 2,
+                crate::metrics::MetricsError::Start { .. } => 1,
+            };
+        }
+    };
     let sources = [
         args.pipeline.is_some(),
         args.sim.is_some(),
@@ -343,6 +357,9 @@ pub fn run(
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     };
+    if let Some(p) = measurer.probe() {
+        live.set_pipeline(p);
+    }
     let bounds_text = std::cell::RefCell::new(String::new());
     let elapsed = std::cell::Cell::new(0.0);
     let result = drive_with(
@@ -350,6 +367,16 @@ pub fn run(
         measurer.as_mut(),
         &mut |trial, outcome| {
             elapsed.set(trial.end_s);
+            live.progress(|p| {
+                p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+                let s = p.search.get_or_insert_with(Default::default);
+                s.elapsed_s = trial.end_s;
+                s.bounds = outcome
+                    .goals
+                    .iter()
+                    .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+                    .collect();
+            });
             let text = outcome
                 .goals
                 .iter()
@@ -396,6 +423,10 @@ pub fn run(
             *bounds_text.borrow_mut() = text;
         },
         &mut |req| {
+            live.progress(|p| {
+                p.trial_started(req.rate_pps, req.duration_s);
+                p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
+            });
             let elapsed = elapsed.get();
             let total = estimate_total(&cfg, elapsed, req);
             bar.set_length((total * 10.0) as u64);
@@ -412,6 +443,10 @@ pub fn run(
         },
     );
     bar.finish_and_clear();
+    live.progress(|p| {
+        p.current = None;
+        p.search.get_or_insert_with(Default::default).done = true;
+    });
     let report = match result {
         Ok(r) => r,
         Err(e) => {
@@ -446,6 +481,7 @@ pub fn run(
         }
     }
     let _ = std::io::stdout().flush();
+    args.metrics.stop(server);
     let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
     i32::from(failed)
 }

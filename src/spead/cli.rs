@@ -20,6 +20,7 @@ use super::send::{Pacer, Packetizer, SendHeap};
 use super::wire::{Descriptor, Flavour, ItemValue};
 use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
+use crate::metrics::SpeadCounters;
 use crate::port::udp::UdpConfig;
 use crate::port::{RxQueue, TxQueue};
 use crate::time::Clock;
@@ -243,6 +244,9 @@ pub struct RecvArgs {
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 /// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).
@@ -490,10 +494,20 @@ struct RecvReport {
 }
 
 fn recv(a: &RecvArgs) -> Result<i32, Failure> {
+    let live = crate::metrics::Live::new("spead_recv");
+    let server = a.metrics.start(&live).map_err(|e| match e {
+        crate::metrics::MetricsError::Bind { .. } => Failure::Input(e.to_string()),
+        crate::metrics::MetricsError::Start { .. } => Failure::Runtime(e.to_string()),
+    })?;
     let pool = pool()?;
     let rx = recv_port(a, &pool)?;
-    recv_on(rx, &pool, a)
+    let r = recv_on(rx, &pool, a, &live);
+    a.metrics.stop(server);
+    r
 }
+
+/// How often the receive loop publishes its counters for `--metrics`.
+const PUBLISH_EVERY_S: f64 = 0.25;
 
 /// Opens the receiving udp port (spead2's default 8 MiB socket buffer).
 fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
@@ -518,7 +532,12 @@ fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
 /// Receives on an already bound port (the tests bind first, so no packet
 /// is sent before anybody listens): bursts of datagrams with recvmmsg, each
 /// offered to the assembler or the chunk stream, the buffers freed in bulk.
-fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, Failure> {
+fn recv_on(
+    mut rx: Box<dyn RxQueue>,
+    pool: &Pool,
+    a: &RecvArgs,
+    live: &crate::metrics::Live,
+) -> Result<i32, Failure> {
     let limit = match &a.duration {
         Some(d) => Some(parse_duration(d).map_err(input)?),
         None => None,
@@ -538,12 +557,14 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     };
     let clock = Clock::new();
     let mut last_report = 0.0;
+    let mut last_publish = 0.0;
     let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
     if !a.chunks {
         let mut asm = Assembler::new(AssembleConfig {
             max_heaps: a.max_heaps,
             ..AssembleConfig::default()
         });
+        let published = live.set_spead(SpeadCounters::new("heaps", asm.stats()));
         while !asm.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
             next_burst(&mut burst, &clock);
             for p in burst.iter() {
@@ -557,6 +578,10 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
             }
             cache.free_bulk(&mut burst);
             let now = clock.elapsed().as_secs_f64();
+            if now - last_publish >= PUBLISH_EVERY_S {
+                last_publish = now;
+                published.publish(asm.stats(), None);
+            }
             if now - last_report >= 1.0 {
                 last_report = now;
                 let s = asm.stats();
@@ -569,6 +594,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
         asm.flush();
         let secs = clock.elapsed().as_secs_f64();
         let s = asm.stats().clone();
+        published.publish(&s, None);
         println!(
             "received {} packets: {} heaps complete, {} unsized, {} evicted, {} flushed incomplete, \
              {} duplicate, {} malformed packets; {:.3} Gb/s",
@@ -602,6 +628,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     ccfg.max_heaps = a.max_heaps.max(cfg.n_ants * 2);
     ccfg.copy = a.copy.mode();
     let mut stream = ChunkStream::new(ccfg, place.clone());
+    let published = live.set_spead(SpeadCounters::new("chunks", stream.stats()));
     let mut checker = Checker::new(place.clone(), 100);
     let mut wrong_total = 0u64;
     let mut sink_err = None;
@@ -638,6 +665,11 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
         }
         cache.free_bulk(&mut burst);
         let now = clock.elapsed().as_secs_f64();
+        if now - last_publish >= PUBLISH_EVERY_S {
+            last_publish = now;
+            let s = stream.stats();
+            published.publish(s, Some(s.fraction_present()));
+        }
         if now - last_report >= 1.0 {
             last_report = now;
             let s = stream.stats();
@@ -654,6 +686,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     consume(&mut stream, &mut checker);
     let secs = clock.elapsed().as_secs_f64();
     let s = stream.stats().clone();
+    published.publish(&s, Some(s.fraction_present()));
     println!(
         "received {} packets: {} heaps complete, {} incomplete (evicted {}, flushed {}), {} too old, \
          {} rejected; {} chunks, {:.6} present; {:.3} Gb/s",
@@ -720,7 +753,9 @@ mod test {
         };
         let pool = pool().unwrap_or_else(|_| panic!("no pool"));
         let rx = recv_port(&r, &pool).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
-        std::thread::spawn(move || recv_on(rx, &pool, &r).unwrap_or(1))
+        std::thread::spawn(move || {
+            recv_on(rx, &pool, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
+        })
     }
     use clap::Parser;
     use std::net::UdpSocket;
