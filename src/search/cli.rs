@@ -80,6 +80,10 @@ pub struct SearchArgs {
     /// Draw the search here (PATH.svg and PATH.png are both written).
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
+    /// Write one self-contained HTML report here: the configuration, the result table,
+    /// every trial and the plot inline.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
@@ -478,6 +482,22 @@ pub fn run(
                 eprintln!("error: {e}");
                 return 1;
             }
+        }
+    }
+    if let Some(path) = &args.html {
+        let source = if let Some(p) = &args.pipeline {
+            format!("pipeline {}", p.display())
+        } else if let Some(m) = &args.sim {
+            format!("simulated device {m}")
+        } else {
+            format!("command {}", args.measure_cmd.as_deref().unwrap_or(""))
+        };
+        let written = super::html::render(&report, &source)
+            .map_err(|e| e.to_string())
+            .and_then(|h| crate::report::write_text(path, &h).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 1;
         }
     }
     let _ = std::io::stdout().flush();

@@ -18,6 +18,7 @@ pub mod binary;
 pub mod cli;
 
 pub mod grid;
+pub mod html;
 pub mod mdr;
 pub mod measurer;
 pub mod pipeline;

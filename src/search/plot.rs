@@ -80,6 +80,22 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), PlotError> {
     }
 }
 
+/// The report drawn as SVG text (for the HTML report, which inlines it).
+pub fn svg_string(report: &Report) -> Result<String, PlotError> {
+    register_font();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1200, 700)).into_drawing_area();
+        let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+            path: "(inline svg)".into(),
+            message: e.to_string(),
+        };
+        draw(report, &root).map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
+    }
+    Ok(out)
+}
+
 /// The rate axis: every trial and every bound on it, on a log scale when the
 /// rates span more than 10x (a search from 20 kpps to line rate would
 /// otherwise squash all but the top trials into the bottom pixels).
