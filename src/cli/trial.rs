@@ -45,6 +45,10 @@ pub struct TrialArgs {
     /// path is replaced by the process id.
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// Plot the latency distribution here (PATH.svg and PATH.png): percentiles on
+    /// the 1/(1-p) axis, per stream and merged, every trial of a --repeat overlaid.
+    #[arg(long, value_name = "PATH")]
+    plot: Option<PathBuf>,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -220,6 +224,54 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
             write_json(path, &results)?;
         }
     }
+    if let Some(path) = &args.plot {
+        plot_latency(&name, &results, path)?;
+    }
     args.metrics.stop(server);
+    Ok(())
+}
+
+/// The latency plot of all trials: each trial's merged curve, and its streams'
+/// when it has more than one.
+fn plot_latency(pipeline: &str, results: &[TrialResult], path: &Path) -> Result<(), Failure> {
+    use crate::latency::plot::{plot, Curve};
+    let mut curves = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let tag = if results.len() > 1 {
+            format!("trial {} ", r.trial)
+        } else {
+            String::new()
+        };
+        curves.push(Curve {
+            label: format!("{tag}all streams ({} samples)", r.histogram.len()),
+            trial: i,
+            merged: true,
+            hist: &r.histogram,
+        });
+        if r.streams.len() > 1 {
+            for s in &r.streams {
+                curves.push(Curve {
+                    label: format!("{tag}stream {}", s.stream),
+                    trial: i,
+                    merged: false,
+                    hist: &s.histogram,
+                });
+            }
+        }
+    }
+    let title = format!(
+        "{pipeline}: latency, {} trial{} at {}pps",
+        results.len(),
+        if results.len() == 1 { "" } else { "s" },
+        results.first().map_or("?".into(), |r| si(r.rate_pps))
+    );
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    for ext in ["svg", "png"] {
+        plot(&title, &curves, &path.with_extension(ext))
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
+    }
     Ok(())
 }

@@ -7,16 +7,11 @@
 //! library (fontconfig, freetype) is needed.
 
 use std::path::Path;
-use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
 use super::{Phase, Report};
-
-static FONT: &[u8] = include_bytes!("fonts/DejaVuSansMono.ttf");
-static REGISTER: Once = Once::new();
 
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +39,7 @@ const GOAL_COLORS: [RGBColor; 6] = [
 ];
 
 fn register_font() {
-    REGISTER.call_once(|| {
-        for style in [FontStyle::Normal, FontStyle::Bold] {
-            // The bundled font is valid; a failure would only lose text, not the plot.
-            let _ = plotters::style::register_font("sans-serif", style, FONT);
-        }
-    });
+    crate::report::register_plot_font();
 }
 
 /// Draws the report to `path` (`.svg` or `.png`, 1200x700).
