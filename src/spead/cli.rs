@@ -16,6 +16,7 @@ use super::assemble::{AssembleConfig, AssembleStats, Assembler};
 use super::check::{write_chunk, CheckReport, Checker};
 use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use super::fsim::{Fsim, FsimConfig};
+use super::plot::Sample;
 use super::send::{Pacer, Packetizer, SendHeap};
 use super::wire::{Descriptor, Flavour, ItemValue};
 use crate::buf::copy::CopyMode;
@@ -244,6 +245,10 @@ pub struct RecvArgs {
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Plot the receive here (PATH.svg and PATH.png): Gb/s and the fraction
+    /// present (chunks) or complete (heaps) over time.
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
@@ -509,6 +514,42 @@ fn recv(a: &RecvArgs) -> Result<i32, Failure> {
 /// How often the receive loop publishes its counters for `--metrics`.
 const PUBLISH_EVERY_S: f64 = 0.25;
 
+/// How often the receive loop samples its counters for `--plot`.
+const SAMPLE_EVERY_S: f64 = 0.5;
+
+fn heap_sample(t: f64, s: &AssembleStats) -> Sample {
+    Sample {
+        t,
+        bytes: s.bytes,
+        good: s.heaps_complete,
+        total: s.heaps_complete + s.heaps_evicted + s.heaps_flushed + s.heaps_unsized,
+    }
+}
+
+fn chunk_sample(t: f64, s: &ChunkStats) -> Sample {
+    Sample {
+        t,
+        bytes: s.bytes,
+        good: s.present,
+        total: s.present_slots,
+    }
+}
+
+fn write_plot(a: &RecvArgs, what: &str, samples: &[Sample]) -> Result<(), Failure> {
+    let Some(path) = &a.plot else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let title = format!("spead recv {}: {what}", a.bind);
+    for ext in ["svg", "png"] {
+        super::plot::plot(&title, what, samples, &path.with_extension(ext)).map_err(runtime)?;
+    }
+    Ok(())
+}
+
 /// Opens the receiving udp port (spead2's default 8 MiB socket buffer).
 fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
     let bind = socket_addr("bind address", &a.bind)?;
@@ -558,6 +599,13 @@ fn recv_on(
     let clock = Clock::new();
     let mut last_report = 0.0;
     let mut last_publish = 0.0;
+    let mut last_sample = 0.0;
+    let mut samples = vec![Sample {
+        t: 0.0,
+        bytes: 0,
+        good: 0,
+        total: 0,
+    }];
     let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
     if !a.chunks {
         let mut asm = Assembler::new(AssembleConfig {
@@ -582,6 +630,10 @@ fn recv_on(
                 last_publish = now;
                 published.publish(asm.stats(), None);
             }
+            if a.plot.is_some() && now - last_sample >= SAMPLE_EVERY_S {
+                last_sample = now;
+                samples.push(heap_sample(now, asm.stats()));
+            }
             if now - last_report >= 1.0 {
                 last_report = now;
                 let s = asm.stats();
@@ -595,6 +647,10 @@ fn recv_on(
         let secs = clock.elapsed().as_secs_f64();
         let s = asm.stats().clone();
         published.publish(&s, None);
+        if a.plot.is_some() {
+            samples.push(heap_sample(secs, &s));
+            write_plot(a, "heaps complete", &samples)?;
+        }
         println!(
             "received {} packets: {} heaps complete, {} unsized, {} evicted, {} flushed incomplete, \
              {} duplicate, {} malformed packets; {:.3} Gb/s",
@@ -670,6 +726,10 @@ fn recv_on(
             let s = stream.stats();
             published.publish(s, Some(s.fraction_present()));
         }
+        if a.plot.is_some() && now - last_sample >= SAMPLE_EVERY_S {
+            last_sample = now;
+            samples.push(chunk_sample(now, stream.stats()));
+        }
         if now - last_report >= 1.0 {
             last_report = now;
             let s = stream.stats();
@@ -687,6 +747,10 @@ fn recv_on(
     let secs = clock.elapsed().as_secs_f64();
     let s = stream.stats().clone();
     published.publish(&s, Some(s.fraction_present()));
+    if a.plot.is_some() {
+        samples.push(chunk_sample(secs, &s));
+        write_plot(a, "heaps present in chunks", &samples)?;
+    }
     println!(
         "received {} packets: {} heaps complete, {} incomplete (evicted {}, flushed {}), {} too old, \
          {} rejected; {} chunks, {:.6} present; {:.3} Gb/s",
@@ -809,6 +873,9 @@ mod test {
         ]);
         let json_s = json.to_str().unwrap().to_string();
         r.push(&json_s);
+        let plot = dir.path().join("recv");
+        let plot_s = plot.to_str().unwrap().to_string();
+        r.extend_from_slice(&["--plot", &plot_s]);
         let h = spawn_receiver(parse(&r));
         let mut s = vec![
             "x",
@@ -833,6 +900,12 @@ mod test {
         // Loopback at 50 Mb/s loses nothing here; every heap is checked.
         assert_eq!(v["chunks"]["heaps_complete"], 16);
         assert_eq!(v["check"]["heaps_checked"], 16);
+        let svg = std::fs::read_to_string(plot.with_extension("svg")).unwrap();
+        assert!(svg.contains("fraction heaps present in chunks") && svg.contains("Gb/s"));
+        assert_eq!(
+            &std::fs::read(plot.with_extension("png")).unwrap()[1..4],
+            b"PNG"
+        );
     }
 
     #[test]
