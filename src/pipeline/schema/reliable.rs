@@ -259,14 +259,21 @@ impl StageConfig for ReliableSpec {
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let (i, out) = (cx.input()?, cx.output()?);
-        Ok(Box::new(ReliableStage::new(
-            self.clone(),
-            i,
-            out,
-            cx.pool.cache(),
-            cx.pool.cache(),
-            cx.counters,
-        )))
+        let peer = cx
+            .tx_port
+            .clone()
+            .unwrap_or_else(|| format!("ring `{}`", cx.spec.tx.as_deref().unwrap_or("?")));
+        Ok(Box::new(
+            ReliableStage::new(
+                self.clone(),
+                i,
+                out,
+                cx.pool.cache(),
+                cx.pool.cache(),
+                cx.counters,
+            )
+            .named(&cx.spec.name, &peer),
+        ))
     }
 }
 
