@@ -142,6 +142,12 @@ const ENDPOINT_KEYS: &[Key] = &[
         "16",
         "smallest flight bound, segments",
     ),
+    Key::new(
+        "peer_timeout",
+        "duration or \"none\"",
+        "\"10s\"",
+        "silence from the peer after which a side that waits for it ends with an error",
+    ),
 ];
 
 const fn def(
