@@ -142,6 +142,9 @@ pub struct StageCtx<'a> {
     pub generators: &'a mut Vec<(String, Arc<GenControl>, f64)>,
     /// Analyzers, for trials: (name, control).
     pub analyzers: &'a mut Vec<(String, Arc<AnaControl>)>,
+    /// The port the stage transmits to, as `linerate check` describes it
+    /// (`port `u` (udp, bind ..., connect ...)`), for errors that name the peer.
+    pub tx_port: Option<String>,
 }
 
 impl StageCtx<'_> {
@@ -292,7 +295,14 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         let counters = Arc::new(CacheAligned::<StageCounters>::default());
         let rx = s.rx.as_deref().map(&mut input).transpose()?;
         let tx = s.tx.as_deref().map(&mut output).transpose()?;
+        let tx_port = s.tx.as_deref().and_then(|t| {
+            p.ports
+                .iter()
+                .find(|q| q.name == t)
+                .map(|q| format!("port `{}` ({})", q.name, q.kind.describe()))
+        });
         let stage = s.kind.config().build(StageCtx {
+            tx_port,
             spec: s,
             file: &p.file,
             rx,

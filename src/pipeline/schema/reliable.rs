@@ -142,6 +142,12 @@ const ENDPOINT_KEYS: &[Key] = &[
         "16",
         "smallest flight bound, segments",
     ),
+    Key::new(
+        "peer_timeout",
+        "duration or \"none\"",
+        "\"10s\"",
+        "silence from the peer after which a side that waits for it ends with an error",
+    ),
 ];
 
 const fn def(
@@ -259,14 +265,21 @@ impl StageConfig for ReliableSpec {
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let (i, out) = (cx.input()?, cx.output()?);
-        Ok(Box::new(ReliableStage::new(
-            self.clone(),
-            i,
-            out,
-            cx.pool.cache(),
-            cx.pool.cache(),
-            cx.counters,
-        )))
+        let peer = cx
+            .tx_port
+            .clone()
+            .unwrap_or_else(|| format!("ring `{}`", cx.spec.tx.as_deref().unwrap_or("?")));
+        Ok(Box::new(
+            ReliableStage::new(
+                self.clone(),
+                i,
+                out,
+                cx.pool.cache(),
+                cx.pool.cache(),
+                cx.counters,
+            )
+            .named(&cx.spec.name, &peer),
+        ))
     }
 }
 
