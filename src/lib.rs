@@ -11,6 +11,7 @@ pub mod buf;
 pub mod cli;
 pub mod doctor;
 pub mod latency;
+pub mod neigh;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;

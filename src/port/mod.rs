@@ -168,6 +168,11 @@ pub trait PortStats: Send + Sync {
     fn in_flight(&self) -> u64 {
         0
     }
+
+    /// The device's own MAC address, when it has one (a dpdk port's).
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
+    }
 }
 
 /// An opened port.
