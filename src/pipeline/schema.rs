@@ -37,6 +37,19 @@ pub struct PortSpec {
     pub name: String,
     /// Its kind and configuration.
     pub kind: PortKind,
+    /// The addresses it owns and answers ARP/NDP for (`ip = [...]`).
+    pub neigh: Option<NeighSpec>,
+}
+
+/// A port's own addresses (`ip = ["10.1.0.2/24"]`) and the MAC address it
+/// answers with (`mac`; default: the device's own, or 02:00:00:00:00:02 on a
+/// port without one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NeighSpec {
+    /// The addresses.
+    pub addrs: Vec<crate::neigh::Owned>,
+    /// The MAC address, when given.
+    pub mac: Option<[u8; 6]>,
 }
 
 /// The kinds of port.
@@ -228,6 +241,11 @@ pub struct GeneratorSpec {
     pub share: f64,
     /// How late a packet may go out before it is counted as unsent.
     pub max_lag: std::time::Duration,
+    /// The next hop whose MAC address becomes `dst_mac`, resolved before the
+    /// first packet (`gateway = "10.1.0.1"`).
+    pub gateway: Option<std::net::IpAddr>,
+    /// `src_mac` was written (else a gateway's port supplies its own).
+    pub src_mac_given: bool,
 }
 
 /// An analyzer stage's settings.
@@ -316,6 +334,7 @@ const CHUNK_SINK_KEYS: &[&str] = &["kind", "lcore", "from", "mode", "dir", "keep
 const GENERATOR_KEYS: &[&str] = &[
     "kind", "lcore", "tx", "rate", "frame", "imix", "src_mac", "dst_mac", "src_ip", "dst_ip",
     "src_port", "dst_port", "flows", "seed", "stream", "count", "burst", "share", "max_lag", "ip",
+    "gateway",
 ];
 
 fn section<'t, 'i>(
@@ -404,8 +423,10 @@ fn ipv4(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str) -> Option<Ipv4Add
 fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) -> Option<PortSpec> {
     let mut t = Table::new(format!("port.{name}"), span.clone(), map);
     let (kind, kind_span) = t.required_string(sink, "kind", &PORT_KINDS.join(", "))?;
+    let mut neigh = None;
     let kind = match kind.as_str() {
         "mem" => {
+            neigh = neigh_keys(&mut t, sink);
             let mut c = MemConfig {
                 line_rate_bps: t.line_rate_bps(sink, "line_rate", "\"10 Gbps\""),
                 ..MemConfig::default()
@@ -466,6 +487,8 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                     "seed",
                     "ring",
                     "line_rate",
+                    "ip",
+                    "mac",
                 ],
             );
             PortKind::Mem(c)
@@ -542,6 +565,7 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                 "device",
                 "a DPDK device name like \"net_null0\" or a PCI address like \"0000:01:00.0\"",
             )?;
+            neigh = neigh_keys(&mut t, sink);
             let c = crate::port::dpdk::DpdkConfig {
                 device,
                 rx_queues: q(&mut t, sink, "rx_queues", d.rx_queues, 64),
@@ -575,6 +599,8 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                     "mbufs",
                     "cache",
                     "line_rate",
+                    "ip",
+                    "mac",
                 ],
             );
             PortKind::Dpdk(c)
@@ -611,7 +637,80 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
     Some(PortSpec {
         name: name.to_string(),
         kind,
+        neigh,
     })
+}
+
+/// A port's `ip` (one address or a list, each `ADDRESS/PREFIX`) and `mac`.
+fn neigh_keys(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighSpec> {
+    let hint =
+        || Some("addresses with their prefix, like [\"10.1.0.2/24\", \"fd00:1::2/64\"]".into());
+    let mac_given = t.has("mac");
+    let mac = mac_given.then(|| mac(t, sink, "mac", [0; 6]));
+    t.mark_used("ip");
+    let span = t.span_of("ip");
+    let items: Vec<String> = match t.raw("ip") {
+        None => {
+            if mac_given {
+                sink.error(
+                    t.span_of("mac"),
+                    &t.path,
+                    Some("mac"),
+                    "`mac` is the address a port answers ARP/NDP with: it needs `ip`",
+                    hint(),
+                );
+            }
+            return None;
+        }
+        Some(DeValue::String(s)) => vec![s.to_string()],
+        Some(DeValue::Array(a)) => {
+            let v: Option<Vec<String>> = a
+                .iter()
+                .map(|x| match x.get_ref() {
+                    DeValue::String(s) => Some(s.to_string()),
+                    _ => None,
+                })
+                .collect();
+            match v {
+                Some(v) if !v.is_empty() => v,
+                _ => {
+                    sink.error(
+                        span,
+                        &t.path,
+                        Some("ip"),
+                        "expected a list of addresses",
+                        hint(),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(_) => {
+            sink.error(
+                span,
+                &t.path,
+                Some("ip"),
+                "expected an address or a list of addresses",
+                hint(),
+            );
+            return None;
+        }
+    };
+    let mut addrs = Vec::new();
+    for s in items {
+        match crate::neigh::Owned::parse(&s) {
+            Ok(a) if addrs.iter().any(|b: &crate::neigh::Owned| b.ip == a.ip) => sink.error(
+                span.clone(),
+                &t.path,
+                Some("ip"),
+                format!("`{}` is listed twice", a.ip),
+                None,
+            ),
+            Ok(a) => addrs.push(a),
+            Err(e) => sink.error(span.clone(), &t.path, Some("ip"), e, hint()),
+        }
+    }
+    Some(NeighSpec { addrs, mac })
 }
 
 /// The keys of an ibverbs port.
@@ -1335,6 +1434,54 @@ fn range<T>(
     }
 }
 
+/// `gateway`: an address of the frames' family, instead of `dst_mac`.
+fn generator_gateway(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    frames: &FrameSpec,
+) -> Option<std::net::IpAddr> {
+    let (s, span) = t.string(sink, "gateway")?;
+    let ip: std::net::IpAddr = match s.parse() {
+        Ok(ip) => ip,
+        Err(_) => {
+            sink.error(
+                span,
+                &t.path,
+                Some("gateway"),
+                format!("`{s}` is not an IP address"),
+                Some(
+                    "the device's address on this link, like \"10.1.0.1\" or \"fd00:1::1\"".into(),
+                ),
+            );
+            return None;
+        }
+    };
+    if t.has("dst_mac") {
+        sink.error(
+            t.span_of("dst_mac"),
+            &t.path,
+            Some("dst_mac"),
+            "`dst_mac` and `gateway` both say where the frames go",
+            Some("give one: `gateway` resolves the MAC address before the first packet".into()),
+        );
+    }
+    if ip.is_ipv6() != frames.is_v6() {
+        let fam = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+        sink.error(
+            span,
+            &t.path,
+            Some("gateway"),
+            format!(
+                "the gateway is {} but the frames are {}",
+                fam(ip.is_ipv6()),
+                fam(frames.is_v6())
+            ),
+            None,
+        );
+    }
+    Some(ip)
+}
+
 fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec {
     let d = FrameSpec::default();
     let frame_span = t.span_of("frame");
@@ -1412,7 +1559,10 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .int(sink, "seed", 0..i64::MAX)
             .map_or(1, |(s, _)| s as u64),
     };
+    let gateway = generator_gateway(t, sink, &frames);
     GeneratorSpec {
+        gateway,
+        src_mac_given: t.has("src_mac"),
         frames,
         stream: t.int(sink, "stream", 0..256).map_or(0, |(s, _)| s as u16),
         rate: t.rate(sink, "rate").map(|x| x.0),
