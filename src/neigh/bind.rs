@@ -1,9 +1,12 @@
 //! Binds a port's neighbour core to its queues.
 //!
-//! Every receive queue of a port that owns addresses is wrapped: after each
-//! burst, one ethertype check per frame ([`wire::is_diverted`]) finds the rare
-//! ARP, NDP and non-IP frames; only then does the cold path lock the core, hand
-//! them over and take them out of the burst. Transmit queue 0 is wrapped too:
+//! Every receive queue of a port that owns addresses is wrapped. When the
+//! stage reading it parses every frame anyway (an analyzer), it offers the
+//! frames it does not recognise ([`RxQueue::offer`]) and the wrapper costs one
+//! branch per burst. For other stages, after each burst one ethertype check per
+//! frame ([`wire::is_diverted`]) finds the rare ARP, NDP and non-IP frames;
+//! only then does the cold path lock the core, hand them over and take them
+//! out of the burst. Transmit queue 0 is wrapped too:
 //! before each burst it reads one flag, and when the core has frames waiting
 //! (answers, requests, announcements) sends them first. When no stage owns
 //! that queue (the analyzer's port of a one-way trial), the receive side sends
@@ -121,6 +124,7 @@ pub fn wrap(port: OpenPort, config: Config, pool: Pool) -> (OpenPort, Arc<NeighP
             Box::new(NeighRx {
                 inner,
                 shared: shared.clone(),
+                inspected: false,
             }) as Box<dyn RxQueue>
         })
         .collect();
@@ -158,6 +162,9 @@ pub fn wrap(port: OpenPort, config: Config, pool: Pool) -> (OpenPort, Arc<NeighP
 struct NeighRx {
     inner: Box<dyn RxQueue>,
     shared: Arc<NeighPort>,
+    /// The stage parses every frame and offers us the ones it does not
+    /// recognise: no per-frame check here.
+    inspected: bool,
 }
 
 impl NeighRx {
@@ -196,6 +203,7 @@ impl RxQueue for NeighRx {
         let start = out.len();
         let got = self.inner.rx_burst(now, out, max);
         if got == 0
+            || self.inspected
             || !out.as_slice()[start..]
                 .iter()
                 .any(|p| wire::is_diverted(p.data()))
@@ -203,6 +211,29 @@ impl RxQueue for NeighRx {
             return got;
         }
         self.divert(now, out, start)
+    }
+
+    fn set_inspected(&mut self) {
+        self.inspected = true;
+    }
+
+    #[cold]
+    fn offer(&mut self, now: Instant, frame: &[u8]) -> bool {
+        if !wire::is_diverted(frame) {
+            return false;
+        }
+        let consumed = {
+            let mut core = self.shared.core();
+            let v = core.handle_frame(frame);
+            if core.has_transmit() {
+                self.shared.pending_tx.store(true, Ordering::Relaxed);
+            }
+            v == super::Verdict::Consumed
+        };
+        if self.shared.pending_tx.load(Ordering::Relaxed) {
+            self.shared.kick_orphan(now);
+        }
+        consumed
     }
 
     fn is_finished(&self) -> bool {

@@ -711,8 +711,11 @@ fn describe_stage(kind: &StageKind) -> String {
             let rate = g.rate_pps.map_or("rate set by each trial".into(), |r| {
                 format!("{}pps when run", si(r))
             });
+            let gw = g
+                .gateway
+                .map_or(String::new(), |ip| format!(", gateway {ip} (resolved at start)"));
             format!(
-                "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
+                "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}{gw}",
                 g.stream,
                 if g.frames.is_v6() { "IPv6, " } else { "" },
                 g.frames.flows(),
@@ -847,9 +850,13 @@ impl fmt::Display for Plan {
                     .join(", ")
             };
             let (tx, rx) = (users(&u.tx_by), users(&u.rx_by));
+            let owns = spec.neigh.as_ref().map_or(String::new(), |n| {
+                let a: Vec<String> = n.addrs.iter().map(ToString::to_string).collect();
+                format!("; owns {} (answers ARP/NDP)", a.join(", "))
+            });
             writeln!(
                 f,
-                "    {} ({}): {}; tx from {tx}, rx to {rx}",
+                "    {} ({}): {}{owns}; tx from {tx}, rx to {rx}",
                 u.name,
                 u.kind,
                 describe_port(&spec.kind)
