@@ -1,6 +1,6 @@
 //! Packet buffers: pools carved from one memory region, the packet handle that
 //! stages pass around, bursts, and the single-producer/single-consumer ring that
-//! links stages.
+//! links stages, and the single-writer counters that ports and stages keep.
 //!
 //! Ownership is the whole design: a [`Packet`] has exactly one owner, and dropping
 //! it returns its buffer to its pool. Lcores keep a [`PoolCache`] so that
@@ -9,9 +9,14 @@
 //! lives in this module (`pool.rs`, `ring.rs`, `copy.rs`), each block with its `SAFETY` note.
 
 mod burst;
+#[allow(unsafe_code)]
 pub mod copy;
+pub mod counter;
+#[allow(unsafe_code)]
 mod pool;
+#[allow(unsafe_code)]
 mod region;
+#[allow(unsafe_code)]
 mod ring;
 
 pub use burst::{Burst, BURST_MAX};

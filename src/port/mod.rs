@@ -6,18 +6,21 @@
 //! [`PortStats`] that any thread reads while the pipeline runs.
 
 #[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod impair;
 pub mod mem;
 pub mod pcap;
+#[allow(unsafe_code)]
 pub mod udp;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::Burst;
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::time::Instant;
 
 /// The receive side of a port.

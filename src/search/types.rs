@@ -214,6 +214,9 @@ pub struct TrialRecord {
     pub limited_by: Option<crate::traffic::trial::LimitedBy>,
     /// Accounted search time at the end of this trial (s).
     pub end_s: f64,
+    /// The trial came from an earlier, interrupted run (`search --resume`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 impl TrialRecord {
@@ -241,6 +244,7 @@ impl TrialRecord {
             loss_ratio,
             unsent,
             end_s,
+            resumed: false,
         }
     }
 }

@@ -31,9 +31,9 @@ use super::fsim::{Fsim, FsimConfig};
 use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
+use crate::buf::counter::CacheAligned;
 use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
-use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 use crate::time::Instant;
 
@@ -180,7 +180,7 @@ struct Generic {
 impl Generic {
     fn new(flavour: Flavour, heap_size: usize, packet_size: usize) -> Result<Generic, String> {
         let mut h = SendHeap::new(1);
-        for d in super::cli::generic_descriptors(flavour) {
+        for d in super::send::generic_descriptors(flavour) {
             h = h.descriptor(flavour, &d).map_err(|e| e.to_string())?;
         }
         let data: Vec<u8> = (0..heap_size).map(|i| i as u8).collect();
