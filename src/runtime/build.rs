@@ -415,8 +415,13 @@ fn resolve_gateways(
         let source = config
             .addrs
             .iter()
-            .find(|a| a.contains(gw))
-            .or_else(|| config.addrs.iter().find(|a| a.ip.is_ipv4() == gw.is_ipv4()))
+            .find(|a| a.ip != gw && a.contains(gw))
+            .or_else(|| {
+                config
+                    .addrs
+                    .iter()
+                    .find(|a| a.ip != gw && a.ip.is_ipv4() == gw.is_ipv4())
+            })
             .map(|a| a.ip)
             .ok_or_else(|| {
                 input(format!(
