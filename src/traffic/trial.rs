@@ -97,7 +97,8 @@ pub enum LimitedBy {
     /// Our own receive side: drops counted by the receiving ports (missed by
     /// the device, no mbuf) make up most of the loss.
     Receiver,
-    /// The device under test (or whatever lies between the ports).
+    /// Lost after leaving: the device under test, or a receive path whose
+    /// drops our port cannot see (net_af_packet's socket ring).
     Dut,
 }
 
@@ -130,7 +131,11 @@ impl LimitedBy {
                 "our receiving port dropped most of the lost packets (missed, no mbuf): \
                  give its analyzer an lcore of its own, more rx descriptors or mbufs"
             }
-            LimitedBy::Dut => "the device under test (or the path to it) lost them",
+            LimitedBy::Dut => {
+                "the packets were lost after they left: in the device under test, or on \
+                 the way back in a receive ring our port cannot count (net_af_packet reports \
+                 no drops); the device's own counters tell which"
+            }
         }
     }
 }
