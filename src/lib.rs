@@ -16,6 +16,7 @@ pub mod buf;
 pub mod cli;
 pub mod doctor;
 pub mod latency;
+pub mod metrics;
 pub mod neigh;
 pub mod pipeline;
 pub mod port;

@@ -94,9 +94,16 @@ pub struct SearchArgs {
     /// Draw the search here (PATH.svg and PATH.png are both written).
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
+    /// Write one self-contained HTML report here: the configuration, the result table,
+    /// every trial and the plot inline.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
@@ -195,6 +202,17 @@ pub fn run(
         Err(e) => {
             eprintln!("error: {e}");
             return 2;
+        }
+    };
+    let live = crate::metrics::Live::new("search");
+    let server = match args.metrics.start(&live) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                crate::metrics::MetricsError::Bind { .. } => 2,
+                crate::metrics::MetricsError::Start { .. } => 1,
+            };
         }
     };
     let sources = [
@@ -311,6 +329,9 @@ pub fn run(
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     };
+    if let Some(p) = measurer.probe() {
+        live.set_pipeline(p);
+    }
     let bounds_text = std::cell::RefCell::new(String::new());
     let elapsed = std::cell::Cell::new(0.0);
     let result = drive_with(
@@ -318,6 +339,16 @@ pub fn run(
         &mut measurer,
         &mut |trial, outcome| {
             elapsed.set(trial.end_s);
+            live.progress(|p| {
+                p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+                let s = p.search.get_or_insert_with(Default::default);
+                s.elapsed_s = trial.end_s;
+                s.bounds = outcome
+                    .goals
+                    .iter()
+                    .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+                    .collect();
+            });
             let text = outcome
                 .goals
                 .iter()
@@ -364,6 +395,10 @@ pub fn run(
             *bounds_text.borrow_mut() = text;
         },
         &mut |req| {
+            live.progress(|p| {
+                p.trial_started(req.rate_pps, req.duration_s);
+                p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
+            });
             let elapsed = elapsed.get();
             let total = estimate_total(&cfg, elapsed, req);
             bar.set_length((total * 10.0) as u64);
@@ -380,6 +415,10 @@ pub fn run(
         },
     );
     bar.finish_and_clear();
+    live.progress(|p| {
+        p.current = None;
+        p.search.get_or_insert_with(Default::default).done = true;
+    });
     let mut report = match result {
         Ok(r) => r,
         Err(e) if matches!(e.error, MeasureError::Interrupted) => {
@@ -427,7 +466,24 @@ pub fn run(
             }
         }
     }
+    if let Some(path) = &args.html {
+        let source = if let Some(p) = &args.pipeline {
+            format!("pipeline {}", p.display())
+        } else if let Some(m) = &args.sim {
+            format!("simulated device {m}")
+        } else {
+            format!("command {}", args.measure_cmd.as_deref().unwrap_or(""))
+        };
+        let written = crate::search::html::render(&report, &source)
+            .map_err(|e| e.to_string())
+            .and_then(|h| crate::report::write_text(path, &h).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
     let _ = std::io::stdout().flush();
+    args.metrics.stop(server);
     if report.interrupted {
         return i32::from(crate::sys::signals::exit_status().unwrap_or(130));
     }

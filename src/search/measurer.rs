@@ -66,11 +66,21 @@ pub enum MeasureError {
 pub trait Measurer {
     /// Runs one trial.
     fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError>;
+
+    /// A reader of the measuring pipeline's counters, when there is one (for
+    /// the metrics endpoint).
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        None
+    }
 }
 
 impl<M: Measurer + ?Sized> Measurer for Box<M> {
     fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
         (**self).measure(rate_pps, duration_s)
+    }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        (**self).probe()
     }
 }
 

@@ -21,6 +21,7 @@ pub use crate::cli::search as cli;
 
 pub mod goal;
 pub mod grid;
+pub mod html;
 pub mod mdr;
 pub mod measurer;
 pub mod pipeline;

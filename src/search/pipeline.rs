@@ -61,4 +61,8 @@ impl Measurer for PipelineMeasurer {
             unsent: Some(r.unsent),
         })
     }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        Some(crate::runtime::run::Probe::of(self.runner.built()))
+    }
 }
