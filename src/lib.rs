@@ -17,6 +17,7 @@ pub mod cli;
 pub mod doctor;
 pub mod latency;
 pub mod metrics;
+pub mod neigh;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;

@@ -42,6 +42,8 @@ const KEYS: &[Key] = &[
         "none",
         "the port's line rate, for rates given in percent",
     ),
+    super::neigh::IP,
+    super::neigh::MAC,
 ];
 
 pub(super) const DEF: PortDef = PortDef {

@@ -56,6 +56,8 @@ const KEYS: &[Key] = &[
         "none",
         "the wire's line rate, for rates given in percent",
     ),
+    super::neigh::IP,
+    super::neigh::MAC,
 ];
 
 pub(super) const DEF: PortDef = PortDef {

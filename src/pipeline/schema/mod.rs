@@ -19,6 +19,7 @@ mod generator;
 mod ibverbs;
 mod impair;
 mod mem;
+mod neigh;
 mod pcap;
 mod reliable;
 mod sink;
@@ -46,6 +47,7 @@ use crate::units::parse_core_list;
 pub use analyzer::AnalyzerSpec;
 pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
+pub use neigh::NeighSpec;
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
 
@@ -158,6 +160,13 @@ pub(crate) trait StageConfig {
     }
     /// Builds the running stage.
     fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
+
+    /// The next hop whose MAC address the builder resolves on the stage's
+    /// `tx` port before any stage runs (a generator's `gateway`); the result
+    /// reaches [`StageConfig::build`] as `StageCtx::next_hop`.
+    fn gateway(&self) -> Option<std::net::IpAddr> {
+        None
+    }
 }
 
 /// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
@@ -354,6 +363,9 @@ pub struct PortSpec {
     pub name: String,
     /// Its kind and configuration.
     pub kind: PortKind,
+    /// The addresses it owns and answers ARP/NDP for (`ip = [...]`), on the
+    /// kinds that declare the key.
+    pub neigh: Option<NeighSpec>,
 }
 
 impl PortKind {
@@ -495,10 +507,19 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         return None;
     };
     let kind = (def.parse)(&mut t, sink)?;
+    // A kind whose ports can own addresses declares `ip` among its keys.
+    let neigh = def
+        .doc
+        .keys
+        .iter()
+        .any(|k| k.name == neigh::IP.name)
+        .then(|| neigh::parse(&mut t, sink))
+        .flatten();
     t.finish(sink, def.doc.what, def.doc.keys);
     Some(PortSpec {
         name: name.to_string(),
         kind,
+        neigh,
     })
 }
 
