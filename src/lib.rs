@@ -15,6 +15,7 @@
 pub mod buf;
 pub mod cli;
 pub mod doctor;
+pub mod hosts;
 pub mod latency;
 pub mod metrics;
 pub mod neigh;

@@ -3,6 +3,8 @@
 
 mod check;
 pub mod doctor;
+#[cfg(feature = "mpi")]
+mod hosts;
 mod latency;
 pub mod reliable;
 pub mod rpc;
@@ -45,6 +47,9 @@ enum Command {
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
     Doctor(doctor::DoctorArgs),
+    /// Check an MPI job (under mpirun): every rank checks in, rank 0 sums and reports; a dead or hung rank is named.
+    #[cfg(feature = "mpi")]
+    Hosts(hosts::HostsArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -113,6 +118,8 @@ pub fn main() -> ExitCode {
         Command::Reliable(a) => exit_code(reliable::run(&a)),
         Command::Doctor(a) => exit_code(doctor::run(&a)),
         Command::Rpc(a) => exit_code(rpc::run(&a)),
+        #[cfg(feature = "mpi")]
+        Command::Hosts(a) => hosts::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
