@@ -25,7 +25,6 @@ pub mod rpc;
 pub mod runtime;
 pub mod search;
 pub mod spead;
-#[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 #[allow(unsafe_code)]
 pub mod sys;
 #[allow(unsafe_code)]

@@ -2,8 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Failure;
@@ -35,18 +34,9 @@ pub struct RunArgs {
     quiet: bool,
 }
 
-/// Set by Ctrl-C; a second Ctrl-C exits at once.
+/// Set by Ctrl-C or SIGTERM; a second signal exits at once.
 pub(crate) fn interrupt_flag() -> &'static AtomicBool {
-    static FLAG: OnceLock<&'static AtomicBool> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let _ = ctrlc::set_handler(move || {
-            if flag.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-        });
-        flag
-    })
+    crate::sys::signals::interrupt_flag()
 }
 
 fn live_line(r: &RunReport, prev: &mut Option<RunReport>) -> String {

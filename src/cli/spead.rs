@@ -517,7 +517,13 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     };
     let clock = Clock::new();
     let mut last_report = 0.0;
-    let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
+    // Ctrl-C and SIGTERM end the receive as `--duration` does: the summary
+    // and the JSON report are still written.
+    let interrupt = crate::sys::signals::interrupt_flag();
+    let done = |secs: f64| {
+        limit.is_some_and(|l| secs >= l.as_secs_f64())
+            || interrupt.load(std::sync::atomic::Ordering::Relaxed)
+    };
     if !a.chunks {
         let mut asm = Assembler::new(AssembleConfig {
             max_heaps: a.max_heaps,

@@ -164,6 +164,9 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
     let name = plan.pipeline.name.clone();
     let mut results = Vec::new();
     for _ in 0..args.repeat {
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         let bar = ProgressBar::new(1000);
         bar.set_style(
             ProgressStyle::with_template(
@@ -183,7 +186,12 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
             }
         });
         bar.finish_and_clear();
-        let r = r.map_err(|e| Failure::Runtime(e.to_string()))?;
+        let r = match r {
+            // A signal: the trial under way is not a result; stop here and
+            // report what finished.
+            Err(TrialError::Interrupted) => break,
+            r => r.map_err(|e| Failure::Runtime(e.to_string()))?,
+        };
         if let Some(e) = stats_err {
             return Err(e);
         }
@@ -205,6 +213,23 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         results.push(r);
     }
     let _ = runner.finish();
+    if let Some(status) = crate::sys::signals::exit_status() {
+        let signal = crate::sys::signals::name().unwrap_or("a signal");
+        eprintln!(
+            "interrupted by {signal}: {} of {} trial(s) finished",
+            results.len(),
+            args.repeat
+        );
+        if let Some(path) = &args.json {
+            let doc = serde_json::json!({
+                "interrupted": true,
+                "signal": signal,
+                "trials": &results,
+            });
+            write_json(path, &doc)?;
+        }
+        return Err(Failure::Silent(status));
+    }
     if let Some(path) = &args.json {
         if results.len() == 1 {
             write_json(path, &results[0])?;

@@ -10,6 +10,7 @@
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod impair;
 pub mod mem;
 pub mod pcap;
 #[allow(unsafe_code)]

@@ -13,6 +13,7 @@ pub mod basic;
 pub mod build;
 /// The counters, which live below the ports (re-exported where stages have always found them).
 pub use crate::buf::counter;
+pub mod impair;
 pub mod run;
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};

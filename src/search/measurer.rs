@@ -35,6 +35,10 @@ impl TrialCounts {
 /// Why a trial could not be measured.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// A signal (Ctrl-C, SIGTERM) stopped the trial: its counts are not a
+    /// measurement, and the search stops with what it finished.
+    #[error("interrupted")]
+    Interrupted,
     /// The measurer failed; `output` holds whatever it printed.
     #[error("measurer failed: {message}\n{output}")]
     Failed {
