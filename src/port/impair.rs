@@ -24,9 +24,9 @@
 
 use std::time::Duration;
 
+use crate::buf::counter::Counter;
 use crate::buf::{Burst, Packet};
 use crate::rng::SplitMix64;
-use crate::buf::counter::Counter;
 use crate::time::{duration_nanos, Instant};
 use crate::units::ETHERNET_L1_OVERHEAD;
 
