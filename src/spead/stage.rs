@@ -19,6 +19,9 @@
 //! packet (if set), or when the pipeline drains; it then flushes its window,
 //! hands every chunk over and tells its sink, which ends once it has consumed
 //! them all.
+//!
+//! Long on purpose: the three SPEAD stages share their chunk link, counters and
+//! drain protocol; split them into stage/{send,recv,sink}.rs when one grows.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
