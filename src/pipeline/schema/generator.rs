@@ -8,7 +8,7 @@ use toml::de::DeValue;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, MAX_LAG, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::generator::{GenConfig, GenControl, Generator};
@@ -134,17 +134,13 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "generator",
-        what: "a generator stage",
-        doc: "stamped UDP traffic for trials and searches",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "generator",
+    "a generator stage",
+    "stamped UDP traffic for trials and searches",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let tx = tx(t, sink);

@@ -108,6 +108,29 @@ pub(crate) struct PortDef {
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
 }
 
+impl PortDef {
+    /// A port kind named `name` ("mem"), `what` in messages ("a mem port"),
+    /// with its one-line `doc`, its keys and its reader.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
+    ) -> PortDef {
+        PortDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            parse,
+        }
+    }
+}
+
 /// What a stage reader returns: the kind, its rx and its tx.
 pub(crate) type ParsedStage = (StageKind, Option<String>, Option<String>);
 
@@ -117,6 +140,50 @@ pub(crate) struct StageDef {
     pub(crate) doc: KindDoc,
     pub(crate) rx_key: &'static str,
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+}
+
+impl StageDef {
+    /// A stage kind named `name` ("source"), `what` in messages ("a source
+    /// stage"), with its one-line `doc`, its keys and its reader; its input's
+    /// key is `rx`.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+    ) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            rx_key: "rx",
+            parse,
+        }
+    }
+
+    /// The same, with `key` standing for its input in the plan's messages.
+    pub(crate) const fn rx_key(self, key: &'static str) -> StageDef {
+        StageDef {
+            rx_key: key,
+            ..self
+        }
+    }
+
+    /// The same, with keys passed on to a reader of their own.
+    pub(crate) const fn more_keys(self, keys: &'static [Key]) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                more_keys: keys,
+                ..self.doc
+            },
+            ..self
+        }
+    }
 }
 
 /// What each port kind's settings do beyond parsing (implemented in the

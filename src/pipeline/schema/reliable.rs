@@ -5,7 +5,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, to_value, tx, BURST, KIND, LCORE, RX, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::reliable::stage::{ReliableSpec, ReliableStage, Role};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -155,17 +155,7 @@ const fn def(
     doc: &'static str,
     parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
 ) -> StageDef {
-    StageDef {
-        doc: KindDoc {
-            name,
-            what: "a reliable stage",
-            doc,
-            keys: KEYS,
-            more_keys: ENDPOINT_KEYS,
-        },
-        rx_key: "rx",
-        parse,
-    }
+    StageDef::new(name, "a reliable stage", doc, KEYS, parse).more_keys(ENDPOINT_KEYS)
 }
 
 pub(super) const TX_DEF: StageDef = def(
