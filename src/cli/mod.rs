@@ -2,7 +2,9 @@
 //! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
 
 mod check;
+mod completions;
 mod latency;
+mod man;
 mod run;
 mod trial;
 
@@ -40,6 +42,10 @@ enum Command {
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
     Doctor(crate::doctor::cli::DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page linerate(1), or write every page with --dir.
+    Man(man::ManArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -106,6 +112,8 @@ pub fn main() -> ExitCode {
         Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
         Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
         Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),
+        Command::Completions(a) => completions::run(&a),
+        Command::Man(a) => man::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
