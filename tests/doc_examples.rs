@@ -583,3 +583,31 @@ fn the_matchers_match_what_they_should_and_nothing_else() {
     .is_ok());
     assert!(keys_present(&j(r#"{"a": {"b": 1}}"#), &j(r#"{"a": {"c": 3}}"#), "").is_err());
 }
+
+#[test]
+fn the_key_reference_page_is_the_registry() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page_path = root.join("docs/src/reference/keys.md");
+    let page = std::fs::read_to_string(&page_path).unwrap_or_default();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["keys", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "linerate keys --markdown failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).unwrap();
+    if page != generated {
+        let first = page
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b);
+        panic!(
+            "docs/src/reference/keys.md differs from `linerate keys --markdown` (first at line {}): the registry \
+             changed. Regenerate the page:\n    cargo run -- keys --markdown > docs/src/reference/keys.md",
+            first.map_or_else(|| "the end".to_string(), |i| (i + 1).to_string())
+        );
+    }
+}

@@ -3,6 +3,7 @@
 
 mod check;
 mod completions;
+mod keys;
 mod latency;
 mod man;
 mod run;
@@ -42,6 +43,8 @@ enum Command {
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
     Doctor(crate::doctor::cli::DoctorArgs),
+    /// Every pipeline key of every section, port kind and stage kind: type, default, meaning.
+    Keys(keys::KeysArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
     Completions(completions::CompletionsArgs),
     /// Print the man page linerate(1), or write every page with --dir.
@@ -112,6 +115,7 @@ pub fn main() -> ExitCode {
         Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
         Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
         Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),
+        Command::Keys(a) => keys::run(&a),
         Command::Completions(a) => completions::run(&a),
         Command::Man(a) => man::run(&a),
     };
