@@ -18,8 +18,9 @@
 //!   - `stderr`: match stderr instead of stdout;
 //!   - `exit=N`: the exit status (default 0).
 //! - ```` ```sh ````, ```` ```bash ````, ```` ```shell ````: not run. A block
-//!   that holds a linerate, cargo or scripts/ command must say why in its first
-//!   line, `# not run by the doc tests: REASON`, which the reader sees too.
+//!   that holds a linerate, cargo or scripts/ command must say why in a line
+//!   `# not run by the doc tests: REASON` (usually its first), which the
+//!   reader sees too.
 //! - Any other block (toml, json, text, rust, ...) is left alone; a block
 //!   without a language must not hold a `linerate` command.
 //!
@@ -445,9 +446,9 @@ fn check_not_run(b: &Block) -> Result<(), String> {
         !l.starts_with('#')
             && (l.contains("linerate ") || l.starts_with("cargo ") || l.contains("scripts/"))
     });
-    if runs_something && !b.text.starts_with(NOT_RUN) {
+    if runs_something && !b.text.lines().any(|l| l.starts_with(NOT_RUN)) {
         return Err(format!(
-            "a `{}` block with a command: make it a `console` block the tests run, or start it with `{NOT_RUN}REASON`",
+            "a `{}` block with a command: make it a `console` block the tests run, or say why not in a line `{NOT_RUN}REASON`",
             b.info
         ));
     }
