@@ -3,10 +3,15 @@
 
 mod check;
 mod completions;
+pub mod doctor;
 mod keys;
 mod latency;
 mod man;
+pub mod reliable;
+pub mod rpc;
 mod run;
+pub mod search;
+pub mod spead;
 mod trial;
 
 use std::process::ExitCode;
@@ -31,18 +36,18 @@ enum Command {
     /// Run one generator trial at a rate for a duration and report exact counts.
     Trial(trial::TrialArgs),
     /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
-    Search(crate::search::cli::SearchArgs),
+    Search(search::SearchArgs),
     /// SPEAD: send heaps (or an F-engine simulator's stream) and receive them into heaps or chunks, like spead2's tools.
-    Spead(crate::spead::cli::SpeadArgs),
+    Spead(spead::SpeadArgs),
     /// Latency stats files: merge them exactly.
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
-    Reliable(crate::reliable::cli::ReliableArgs),
+    Reliable(reliable::ReliableArgs),
     /// copyrpc-style ring RPC over shared memory: a server and a benchmark client.
-    Rpc(crate::rpc::cli::RpcArgs),
+    Rpc(rpc::RpcArgs),
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
-    Doctor(crate::doctor::cli::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
     /// Every pipeline key of every section, port kind and stage kind: type, default, meaning.
     Keys(keys::KeysArgs),
     /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
@@ -103,8 +108,8 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
-        Command::Spead(a) => exit_code(crate::spead::cli::run(&a)),
-        Command::Search(a) => exit_code(crate::search::cli::run(&a, &|path| {
+        Command::Spead(a) => exit_code(spead::run(&a)),
+        Command::Search(a) => exit_code(search::run(&a, &|path| {
             let m = crate::search::pipeline::PipelineMeasurer::open(
                 path,
                 std::time::Duration::from_millis(200),
@@ -112,9 +117,9 @@ pub fn main() -> ExitCode {
             )?;
             Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
         })),
-        Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
-        Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
-        Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),
+        Command::Reliable(a) => exit_code(reliable::run(&a)),
+        Command::Doctor(a) => exit_code(doctor::run(&a)),
+        Command::Rpc(a) => exit_code(rpc::run(&a)),
         Command::Keys(a) => keys::run(&a),
         Command::Completions(a) => completions::run(&a),
         Command::Man(a) => man::run(&a),

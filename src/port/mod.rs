@@ -6,11 +6,13 @@
 //! [`PortStats`] that any thread reads while the pipeline runs.
 
 #[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
 pub mod mem;
 pub mod pcap;
+#[allow(unsafe_code)]
 pub mod udp;
 
 use std::collections::BTreeMap;

@@ -15,14 +15,18 @@
 #![forbid(unsafe_code)]
 
 pub mod binary;
-pub mod cli;
+/// The `linerate search` subcommand, which lives in [`crate::cli`]; this name keeps
+/// the paths that tests, benches and fuzz targets use.
+pub use crate::cli::search as cli;
 
+pub mod goal;
 pub mod grid;
 pub mod mdr;
 pub mod measurer;
 pub mod pipeline;
 pub mod plot;
 pub mod sim;
+pub mod summary;
 pub mod types;
 
 pub use binary::BinarySearch;

@@ -20,7 +20,9 @@
 pub mod assemble;
 pub mod check;
 pub mod chunk;
-pub mod cli;
+/// The `linerate spead` subcommand, which lives in [`crate::cli`]; this name keeps
+/// the paths that tests, benches and fuzz targets use.
+pub use crate::cli::spead as cli;
 pub mod fsim;
 pub mod send;
 pub mod stage;

@@ -180,7 +180,7 @@ struct Generic {
 impl Generic {
     fn new(flavour: Flavour, heap_size: usize, packet_size: usize) -> Result<Generic, String> {
         let mut h = SendHeap::new(1);
-        for d in super::cli::generic_descriptors(flavour) {
+        for d in super::send::generic_descriptors(flavour) {
             h = h.descriptor(flavour, &d).map_err(|e| e.to_string())?;
         }
         let data: Vec<u8> = (0..heap_size).map(|i| i as u8).collect();

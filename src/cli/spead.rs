@@ -12,16 +12,16 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use super::assemble::{AssembleConfig, AssembleStats, Assembler};
-use super::check::{write_chunk, CheckReport, Checker};
-use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
-use super::fsim::{Fsim, FsimConfig};
-use super::send::{Pacer, Packetizer, SendHeap};
-use super::wire::{Descriptor, Flavour, ItemValue};
 use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
 use crate::port::udp::UdpConfig;
 use crate::port::{RxQueue, TxQueue};
+use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
+use crate::spead::check::{write_chunk, CheckReport, Checker};
+use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
+use crate::spead::fsim::{Fsim, FsimConfig};
+use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
+use crate::spead::wire::{Flavour, ItemValue};
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size, Rate};
 
@@ -446,27 +446,6 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub(crate) fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
-    [
-        Descriptor {
-            id: 0x1000,
-            name: "heap_index".into(),
-            description: "index of the heap in this run".into(),
-            shape: vec![],
-            format: vec![(b'u', u64::from(flavour.heap_address_bits()))],
-            dtype: String::new(),
-        },
-        Descriptor {
-            id: 0x1001,
-            name: "data".into(),
-            description: "payload bytes".into(),
-            shape: vec![None],
-            format: vec![(b'u', 8)],
-            dtype: String::new(),
-        },
-    ]
-}
-
 fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(v).map_err(runtime)?;
@@ -692,7 +671,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     Ok(if wrong_total > 0 { 1 } else { 0 })
 }
 
-fn print_heap(h: &super::assemble::Heap) {
+fn print_heap(h: &crate::spead::assemble::Heap) {
     println!("heap {} (sender {}):", h.cnt, h.sender);
     for d in h.descriptors() {
         println!(

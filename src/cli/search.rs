@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::measurer::{CommandMeasurer, Measurer};
-use super::sim::{SimDut, SimModel};
-use super::types::{Goal, SearchConfig, Searcher, TrialRequest};
-use super::{drive_with, plot, BinarySearch, MdrSearch, Report};
+use crate::search::measurer::{CommandMeasurer, Measurer};
+use crate::search::sim::{SimDut, SimModel};
+use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
+use crate::search::{drive_with, plot, BinarySearch, MdrSearch};
 use crate::units::{parse_duration, Rate};
+
+pub use crate::search::goal::{parse_goal, InputError};
+use crate::search::summary::mpps;
+pub use crate::search::summary::print_summary;
 
 /// Arguments of `linerate search` (defaults are CSIT's).
 #[derive(Debug, Clone, clap::Args)]
@@ -86,11 +90,6 @@ pub struct SearchArgs {
     pub quiet: bool,
 }
 
-/// Bad input: the message for exit status 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(String);
-
 fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
     if let Ok(v) = s.trim().parse::<f64>() {
         return Ok(v);
@@ -110,41 +109,6 @@ fn parse_secs(s: &str, what: &str) -> Result<f64, InputError> {
     parse_duration(s)
         .map(|d| d.as_secs_f64())
         .map_err(|e| InputError(format!("{what}: {e}")))
-}
-
-/// Parses one `--goal` value.
-pub fn parse_goal(s: &str, default_width: f64, index: usize) -> Result<Goal, InputError> {
-    let bad = |why: String| InputError(format!("bad --goal {s:?}: {why}"));
-    if let Ok(ratio) = s.trim().parse::<f64>() {
-        return Ok(Goal::new(format!("goal{index}"), ratio, default_width));
-    }
-    let mut goal = Goal::new(format!("goal{index}"), f64::NAN, default_width);
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| bad(format!("{part:?} is not key=value")))?;
-        let num = || {
-            v.trim()
-                .parse::<f64>()
-                .map_err(|e| bad(format!("{k}: {e}")))
-        };
-        match k.trim() {
-            "name" => goal.name = v.trim().to_string(),
-            "loss" => goal.loss_ratio = num()?,
-            "width" => goal.width = num()?,
-            "exceed" => goal.exceed_ratio = num()?,
-            "sum" => goal.duration_sum = Some(num()?),
-            other => {
-                return Err(bad(format!(
-                    "unknown key {other:?} (valid: name, loss, width, exceed, sum)"
-                )))
-            }
-        }
-    }
-    if goal.loss_ratio.is_nan() {
-        return Err(bad("loss=R is required".into()));
-    }
-    Ok(goal)
 }
 
 /// Builds the search configuration from the arguments.
@@ -189,73 +153,10 @@ pub fn config_of(args: &SearchArgs) -> Result<SearchConfig, InputError> {
     Ok(cfg)
 }
 
-fn mpps(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
-}
-
-/// Prints the summary table of a report.
-pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
-        "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
-    )?;
-    for g in &report.outcome.goals {
-        let mut notes = Vec::new();
-        if g.max_rate_is_lower_bound {
-            notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
-        }
-        if g.min_rate_fails {
-            notes.push("FAILED: the minimum rate already fails the goal");
-        }
-        if g.incomplete {
-            notes.push("incomplete");
-        }
-        writeln!(
-            out,
-            "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9.1}  {}",
-            g.goal.name,
-            g.goal.loss_ratio,
-            mpps(g.lower_pps),
-            mpps(g.upper_pps),
-            g.width.map_or("-".into(), |w| format!("{:.3}", w * 100.0)),
-            g.trial_count,
-            g.trial_duration_sum_s,
-            notes.join("; ")
-        )?;
-    }
-    writeln!(
-        out,
-        "{} search: {} trials, {:.1} s of trial time{}",
-        report.algorithm,
-        report.outcome.trial_count,
-        report.outcome.trial_duration_sum_s,
-        if report.outcome.timed_out {
-            " (TIME BUDGET EXCEEDED)"
-        } else {
-            ""
-        }
-    )?;
-    // Unsent packets, where the measurer reported them: counted as lost above, shown apart
-    // so a generator that cannot keep up is not mistaken for the device losing packets.
-    let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();
-    let unsent: u64 = known.iter().sum();
-    if unsent > 0 {
-        writeln!(
-            out,
-            "unsent: {unsent} packets in {} of {} trials (the generator did not keep up; \
-             counted as lost)",
-            known.iter().filter(|&&u| u > 0).count(),
-            known.len()
-        )?;
-    }
-    Ok(())
-}
-
 /// Rough estimate of the accounted time still needed: each remaining phase measures every
 /// goal's two bounds at its duration.
 fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
-    use super::Phase;
+    use crate::search::Phase;
     let n = cfg.goals.len() as f64;
     let dur = |p: u32| {
         if p > cfg.phases {
@@ -454,6 +355,7 @@ pub fn run(
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::search::Report;
     use clap::Parser;
 
     #[derive(Parser)]

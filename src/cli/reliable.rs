@@ -1,8 +1,8 @@
 //! `linerate reliable compare`: our defaults against usnic mode over the
 //! simulated link, printed as a table (and optionally written as JSON).
 
-use super::compare::{compare, table, Params};
-use super::sim::LinkConfig;
+use crate::reliable::compare::{compare, table, Params};
+use crate::reliable::sim::LinkConfig;
 use crate::units::{parse_duration, parse_size, Rate};
 use clap::{Args, Subcommand};
 
