@@ -16,6 +16,7 @@ pub mod buf;
 pub mod cli;
 pub mod doctor;
 pub mod latency;
+pub mod metrics;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;
@@ -25,7 +26,6 @@ pub mod rpc;
 pub mod runtime;
 pub mod search;
 pub mod spead;
-#[cfg(any(feature = "dpdk", feature = "ibverbs"))]
 #[allow(unsafe_code)]
 pub mod sys;
 #[allow(unsafe_code)]

@@ -89,6 +89,8 @@ fn exit_code(code: i32) -> Result<(), Failure> {
     match code {
         0 => Ok(()),
         2 => Err(Failure::Silent(2)),
+        // Interrupted by a signal: 128 + its number, as a shell reports it.
+        c @ 129..=255 => Err(Failure::Silent(c as u8)),
         _ => Err(Failure::Silent(1)),
     }
 }

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::search::measurer::{CommandMeasurer, Measurer};
+use crate::search::measurer::{CommandMeasurer, MeasureError, Measurer};
+use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
 use crate::search::sim::{SimDut, SimModel};
 use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
-use crate::search::{drive_with, plot, BinarySearch, MdrSearch};
+use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
 use crate::units::{parse_duration, Rate};
 
 pub use crate::search::goal::{parse_goal, InputError};
@@ -79,15 +80,31 @@ pub struct SearchArgs {
     /// Plain binary search, one goal after the other, for comparison.
     #[arg(long)]
     pub binary: bool,
+    /// Continue the search of this JSON report (one interrupted by Ctrl-C or
+    /// SIGTERM): its trials are taken as done. It must come from the same
+    /// goals, parameters and pipeline (or --sim / --measure-cmd).
+    #[arg(long, value_name = "REPORT")]
+    pub resume: Option<PathBuf>,
+    /// With --sim: spend this fraction of each simulated trial's duration in
+    /// real time (0.01: a 30 s trial takes 0.3 s), to watch or interrupt it.
+    #[arg(long, value_name = "FACTOR", default_value_t = 0.0)]
+    pub sim_time_scale: f64,
     /// Write the JSON report here.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Draw the search here (PATH.svg and PATH.png are both written).
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
+    /// Write one self-contained HTML report here: the configuration, the result table,
+    /// every trial and the plot inline.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
@@ -188,6 +205,17 @@ pub fn run(
             return 2;
         }
     };
+    let live = crate::metrics::Live::new("search");
+    let server = match args.metrics.start(&live) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                crate::metrics::MetricsError::Bind { .. } => 2,
+                crate::metrics::MetricsError::Start { .. } => 1,
+            };
+        }
+    };
     let sources = [
         args.pipeline.is_some(),
         args.sim.is_some(),
@@ -197,14 +225,72 @@ pub fn run(
         eprintln!("error: give exactly one of PIPELINE, --sim MODEL or --measure-cmd CMD");
         return 2;
     }
-    let mut measurer: Box<dyn Measurer> = if let Some(model) = &args.sim {
-        match model.parse::<SimModel>() {
-            Ok(m) => Box::new(SimDut::new(m)),
-            Err(e) => {
-                eprintln!("error: {e}");
+    if !(0.0..=1e3).contains(&args.sim_time_scale) {
+        eprintln!("error: --sim-time-scale must be from 0 to 1000");
+        return 2;
+    }
+    let mut searcher: Box<dyn Searcher> = match if args.binary {
+        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } else {
+        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    // What is measured, so that only a report of the same is resumed.
+    let sim_model = match args.sim.as_deref().map(str::parse::<SimModel>) {
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+        None => None,
+    };
+    let source = if let Some(m) = &sim_model {
+        format!("sim {m:?}")
+    } else if let Some(cmd) = &args.measure_cmd {
+        format!("command {cmd}")
+    } else {
+        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
+        match std::fs::read(path) {
+            Ok(bytes) => format!("pipeline (digest {})", digest(&bytes)),
+            // The pipeline measurer reports a missing file in its own words.
+            Err(_) => format!("pipeline {}", path.display()),
+        }
+    };
+    let earlier = match &args.resume {
+        None => None,
+        Some(path) => {
+            let read = std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()));
+            let earlier = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!(
+                        "error: --resume {}: not a search report: {e}",
+                        path.display()
+                    );
+                    return 2;
+                }
+            };
+            let mut now = report_of(searcher.as_ref());
+            now.source = Some(source.clone());
+            if let Err(why) = check_resumable(&earlier, &now) {
+                eprintln!(
+                    "error: --resume {}: the report is from another configuration: {why}",
+                    path.display()
+                );
                 return 2;
             }
+            Some(earlier.trials)
         }
+    };
+    let inner: Box<dyn Measurer> = if let Some(model) = sim_model {
+        Box::new(SimDut::new(model))
     } else if let Some(cmd) = &args.measure_cmd {
         if !cmd.contains("{rate}") || !cmd.contains("{duration}") {
             eprintln!("error: --measure-cmd needs {{rate}} and {{duration}} placeholders");
@@ -221,17 +307,16 @@ pub fn run(
             }
         }
     };
-    let mut searcher: Box<dyn Searcher> = match if args.binary {
-        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    let interrupt = crate::sys::signals::interrupt_flag();
+    let scale = if args.sim.is_some() {
+        args.sim_time_scale
     } else {
-        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
-    } {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        0.0
     };
+    let mut measurer = Replay::new(
+        earlier.unwrap_or_default(),
+        Interruptible::new(inner, interrupt, scale),
+    );
 
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -245,13 +330,26 @@ pub fn run(
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     };
+    if let Some(p) = measurer.probe() {
+        live.set_pipeline(p);
+    }
     let bounds_text = std::cell::RefCell::new(String::new());
     let elapsed = std::cell::Cell::new(0.0);
     let result = drive_with(
         searcher.as_mut(),
-        measurer.as_mut(),
+        &mut measurer,
         &mut |trial, outcome| {
             elapsed.set(trial.end_s);
+            live.progress(|p| {
+                p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+                let s = p.search.get_or_insert_with(Default::default);
+                s.elapsed_s = trial.end_s;
+                s.bounds = outcome
+                    .goals
+                    .iter()
+                    .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+                    .collect();
+            });
             let text = outcome
                 .goals
                 .iter()
@@ -298,6 +396,10 @@ pub fn run(
             *bounds_text.borrow_mut() = text;
         },
         &mut |req| {
+            live.progress(|p| {
+                p.trial_started(req.rate_pps, req.duration_s);
+                p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
+            });
             let elapsed = elapsed.get();
             let total = estimate_total(&cfg, elapsed, req);
             bar.set_length((total * 10.0) as u64);
@@ -314,13 +416,31 @@ pub fn run(
         },
     );
     bar.finish_and_clear();
-    let report = match result {
+    live.progress(|p| {
+        p.current = None;
+        p.search.get_or_insert_with(Default::default).done = true;
+    });
+    let mut report = match result {
         Ok(r) => r,
+        Err(e) if matches!(e.error, MeasureError::Interrupted) => {
+            let mut r = report_of(searcher.as_ref());
+            r.bounds_history = e.history;
+            r.interrupted = true;
+            r.signal = crate::sys::signals::name().map(str::to_string);
+            r
+        }
         Err(e) => {
             eprintln!("error: trial {} failed: {}", e.trials.len() + 1, e.error);
             return 1;
         }
     };
+    report.source = Some(source);
+    if let Some(path) = &args.resume {
+        report.resumed_from = Some(path.clone());
+        for t in report.trials.iter_mut().take(measurer.replayed()) {
+            t.resumed = true;
+        }
+    }
     let stdout = std::io::stdout();
     let _ = print_summary(&report, &mut stdout.lock());
     if let Some(path) = &args.json {
@@ -347,7 +467,27 @@ pub fn run(
             }
         }
     }
+    if let Some(path) = &args.html {
+        let source = if let Some(p) = &args.pipeline {
+            format!("pipeline {}", p.display())
+        } else if let Some(m) = &args.sim {
+            format!("simulated device {m}")
+        } else {
+            format!("command {}", args.measure_cmd.as_deref().unwrap_or(""))
+        };
+        let written = crate::search::html::render(&report, &source)
+            .map_err(|e| e.to_string())
+            .and_then(|h| crate::report::write_text(path, &h).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
     let _ = std::io::stdout().flush();
+    args.metrics.stop(server);
+    if report.interrupted {
+        return i32::from(crate::sys::signals::exit_status().unwrap_or(130));
+    }
     let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
     i32::from(failed)
 }

@@ -247,17 +247,14 @@ impl RxQueue for DpdkRx {
     }
 
     #[inline]
-    fn rx_mbufs(&mut self, out: &mut dpdk::Burst, max: usize) -> Option<usize> {
+    fn rx_mbufs(&mut self, out: &mut dpdk::Burst, max: usize) -> Option<(usize, u64)> {
         let start = out.len();
         let got = self.q.rx_burst_upto(out, max);
-        let bytes: u64 = out.as_slice()[start..]
-            .iter()
-            .map(|m| u64::from(m.pkt_len()))
-            .sum();
+        let bytes = dpdk::mbuf::sum_pkt_len(&out.as_slice()[start..]);
         let c = &self.stats.kind_rx[self.i];
         c.packets.add(got as u64);
         c.bytes.add(bytes);
-        Some(got)
+        Some((got, bytes))
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod impair;
 pub mod mem;
 pub mod pcap;
 #[allow(unsafe_code)]
@@ -48,10 +49,16 @@ pub trait RxQueue: Send {
         false
     }
 
-    /// Appends up to `max` received mbufs to `out` (dpdk queues only; others
-    /// return `None`). Counted exactly like [`RxQueue::rx_burst`].
+    /// Appends up to `max` received mbufs to `out` and returns (mbufs, bytes)
+    /// received (dpdk queues only; others return `None`). Counted exactly like
+    /// [`RxQueue::rx_burst`]. The bytes come back so the caller need not walk
+    /// the mbufs a second time.
     #[cfg(feature = "dpdk")]
-    fn rx_mbufs(&mut self, _out: &mut crate::sys::dpdk::Burst, _max: usize) -> Option<usize> {
+    fn rx_mbufs(
+        &mut self,
+        _out: &mut crate::sys::dpdk::Burst,
+        _max: usize,
+    ) -> Option<(usize, u64)> {
         None
     }
 }

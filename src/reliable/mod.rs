@@ -23,6 +23,6 @@ pub mod sim;
 pub mod stage;
 pub mod wire;
 
-pub use endpoint::{Config, Endpoint, Event, SendError, Stats};
+pub use endpoint::{Config, DeadReason, Endpoint, Event, SendError, Stats};
 pub use reassembly::RegionId;
 pub use wire::Channel;

@@ -34,13 +34,14 @@ impl Input {
         matches!(self, Input::Port(p) if p.mbuf_native())
     }
 
-    /// Receives raw mbufs (see [`RxQueue::rx_mbufs`]); 0 for other inputs.
+    /// Receives raw mbufs (see [`RxQueue::rx_mbufs`]): (mbufs, bytes), zeros
+    /// for other inputs.
     #[cfg(feature = "dpdk")]
     #[inline]
-    pub fn recv_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, max: usize) -> usize {
+    pub fn recv_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, max: usize) -> (usize, u64) {
         match self {
-            Input::Port(p) => p.rx_mbufs(out, max).unwrap_or(0),
-            Input::Ring(_) => 0,
+            Input::Port(p) => p.rx_mbufs(out, max).unwrap_or((0, 0)),
+            Input::Ring(_) => (0, 0),
         }
     }
 
@@ -359,11 +360,10 @@ impl Forward {
     #[inline]
     fn poll_mbufs(&mut self) -> Option<(usize, usize, usize, u64, u64)> {
         let mb = self.mbufs.as_deref_mut()?;
-        let n = self.input.recv_mbufs(mb, self.burst_size);
+        let (n, bytes) = self.input.recv_mbufs(mb, self.burst_size);
         if n == 0 {
             return Some((0, 0, 0, 0, 0));
         }
-        let bytes = mb.bytes();
         let (sent, dropped, bytes_out) = self.out.send_mbufs_or_drop(mb, bytes);
         Some((n, sent, dropped, bytes, bytes_out))
     }
@@ -410,6 +410,15 @@ impl Stage for Forward {
         c.bytes_out.add(bytes_out);
         c.dropped.add(dropped as u64);
         Poll::Busy
+    }
+
+    fn needs_clock(&self) -> bool {
+        // The raw-mbuf path hands no time to its dpdk queues.
+        #[cfg(feature = "dpdk")]
+        if self.mbufs.is_some() {
+            return false;
+        }
+        true
     }
 
     fn is_finite(&self) -> bool {

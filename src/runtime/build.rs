@@ -356,6 +356,17 @@ fn init_eal(plan: &Plan) -> Result<Option<&'static crate::sys::dpdk::Eal>, Build
     if !args.iter().any(|a| a.starts_with("--file-prefix")) {
         args.push(format!("--file-prefix=linerate-{}", std::process::id()));
     }
+    // Hugepage files unlinked as soon as they are mapped: however the process
+    // ends (a second Ctrl-C or SIGTERM exits at once), none is left behind.
+    // DPDK refuses the option beside --no-huge and --in-memory (which make no
+    // files) and for secondary processes (which share the primary's).
+    let conflicts = ["--no-huge", "--in-memory", "--huge-unlink", "--proc-type"];
+    if !args
+        .iter()
+        .any(|a| conflicts.iter().any(|c| a.starts_with(c)))
+    {
+        args.push("--huge-unlink".into());
+    }
     let cores = crate::pipeline::available_cores();
     let eal = crate::sys::dpdk::init(&args).map_err(|e| {
         BuildError::Input(format!(

@@ -5,12 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::buf::{PoolStats, RingStats};
-use crate::port::PortReport;
+use std::sync::Arc;
+
+use crate::buf::{Pool, PoolStats, RingStats, RingStatsHandle};
+use crate::port::{PortReport, PortStats};
 use crate::time::Clock;
 
 use super::build::Built;
-use super::{Runtime, StartError};
+use super::counter::CacheAligned;
+use super::{Runtime, StageCounters, StartError};
 
 /// How to run.
 pub struct RunOptions<'a> {
@@ -107,16 +110,22 @@ pub enum RunError {
 
 /// The counters of a built pipeline now.
 pub fn snapshot(b: &Built, elapsed: f64) -> RunReport {
+    snapshot_of(&b.name, &b.ports, &b.rings, &b.stages, &b.pool, elapsed)
+}
+
+fn snapshot_of(
+    name: &str,
+    ports: &[(String, Arc<dyn PortStats>)],
+    rings: &[(String, RingStatsHandle)],
+    stages: &[StageEntry],
+    pool: &Pool,
+    elapsed: f64,
+) -> RunReport {
     RunReport {
-        pipeline: b.name.clone(),
+        pipeline: name.to_string(),
         duration_s: elapsed,
-        ports: b
-            .ports
-            .iter()
-            .map(|(n, s)| (n.clone(), s.report()))
-            .collect(),
-        stages: b
-            .stages
+        ports: ports.iter().map(|(n, s)| (n.clone(), s.report())).collect(),
+        stages: stages
             .iter()
             .map(|(n, kind, lcore, c)| {
                 (
@@ -136,10 +145,60 @@ pub fn snapshot(b: &Built, elapsed: f64) -> RunReport {
                 )
             })
             .collect(),
-        rings: b.rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
-        pool: b.pool.stats(),
+        rings: rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
+        pool: pool.stats(),
         stopped_by: None,
-        left_in_flight: in_flight(b),
+        left_in_flight: rings.iter().map(|(_, h)| h.in_flight()).sum::<u64>()
+            + ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>(),
+    }
+}
+
+type StageEntry = (
+    String,
+    &'static str,
+    usize,
+    Arc<CacheAligned<StageCounters>>,
+);
+
+/// A reader of a built pipeline's counters that any thread may keep and read
+/// at any time, without locks (the counters are atomics with one writer each),
+/// before, during and after the run: what a metrics endpoint scrapes.
+#[derive(Clone)]
+pub struct Probe {
+    name: String,
+    ports: Vec<(String, Arc<dyn PortStats>)>,
+    rings: Vec<(String, RingStatsHandle)>,
+    stages: Vec<StageEntry>,
+    pool: Pool,
+}
+
+impl Probe {
+    /// A probe on a built pipeline's counters.
+    pub fn of(b: &Built) -> Probe {
+        Probe {
+            name: b.name.clone(),
+            ports: b.ports.clone(),
+            rings: b.rings.clone(),
+            stages: b.stages.clone(),
+            pool: b.pool.clone(),
+        }
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counters now (`duration_s` is zero: a probe has no clock).
+    pub fn snapshot(&self) -> RunReport {
+        snapshot_of(
+            &self.name,
+            &self.ports,
+            &self.rings,
+            &self.stages,
+            &self.pool,
+            0.0,
+        )
     }
 }
 

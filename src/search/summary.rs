@@ -49,6 +49,24 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             ""
         }
     )?;
+    if report.interrupted {
+        writeln!(
+            out,
+            "INTERRUPTED by {} after {} trials: the bounds are those at that moment \
+             (continue with --resume REPORT.json)",
+            report.signal.as_deref().unwrap_or("a signal"),
+            report.trials.len()
+        )?;
+    }
+    if let Some(from) = &report.resumed_from {
+        writeln!(
+            out,
+            "resumed from {}: {} trials from the earlier run, {} new",
+            from.display(),
+            report.trials.iter().filter(|t| t.resumed).count(),
+            report.trials.iter().filter(|t| !t.resumed).count()
+        )?;
+    }
     // Unsent packets, where the measurer reported them: counted as lost above, shown apart
     // so a generator that cannot keep up is not mistaken for the device losing packets.
     let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();

@@ -210,6 +210,9 @@ pub struct TrialRecord {
     pub unsent: Option<u64>,
     /// Accounted search time at the end of this trial (s).
     pub end_s: f64,
+    /// The trial came from an earlier, interrupted run (`search --resume`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 impl TrialRecord {
@@ -235,6 +238,7 @@ impl TrialRecord {
                 .unsent
                 .map(|u| u + intended.saturating_sub(counts.offered)),
             end_s,
+            resumed: false,
         }
     }
 }

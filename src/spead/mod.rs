@@ -13,6 +13,7 @@
 //! - [`chunk`]: heaps placed straight into large chunks with a `present` map, a
 //!   window of chunks and a ring of free chunks.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
+//! - [`plot`]: a receive's rate and fraction present over time.
 //! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
 //!   binding these cores to ports, rings and chunk links.
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ pub mod chunk;
 /// the paths that tests, benches and fuzz targets use.
 pub use crate::cli::spead as cli;
 pub mod fsim;
+pub mod plot;
 pub mod send;
 pub mod stage;
 pub mod wire;

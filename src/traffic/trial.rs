@@ -96,6 +96,9 @@ pub struct StreamResult {
     pub reordered: u64,
     /// Latency.
     pub latency_ns: Summary,
+    /// The stream's latency histogram (for plots; not serialized).
+    #[serde(skip)]
+    pub histogram: Histogram<u64>,
 }
 
 /// A trial could not run.
@@ -315,6 +318,7 @@ impl TrialRunner {
                     duplicates: s.duplicates,
                     reordered: s.reordered,
                     latency_ns: Summary::of(&s.histogram),
+                    histogram: s.histogram.clone(),
                 });
             }
         }

@@ -17,6 +17,7 @@ mod dpdk;
 mod forward;
 mod generator;
 mod ibverbs;
+mod impair;
 mod mem;
 mod pcap;
 mod reliable;
@@ -26,6 +27,8 @@ mod spead;
 mod spead_recv;
 mod spead_send;
 mod udp;
+
+pub(crate) use impair::carries;
 
 use std::path::Path;
 
@@ -217,6 +220,8 @@ stage_kinds! {
     Source(SourceConfig) = source [DEF],
         "Emits a fixed template packet, as fast as possible or at a rate.";
     Forward(ForwardConfig) = forward [DEF], "Moves packets from rx to tx.";
+    Impair(crate::runtime::impair::ImpairSpec) = impair [DEF],
+        "Moves packets from rx to tx through seeded impairments and jitter.";
     Sink(SinkConfig) = sink [DEF], "Counts and frees packets.";
     Generator(GeneratorSpec) = generator [DEF], "Stamped traffic for trials.";
     Analyzer(AnalyzerSpec) = analyzer [DEF], "Per-stream counts and latency of stamped traffic.";
