@@ -27,6 +27,7 @@
 
 mod diag;
 mod plan;
+pub mod reference;
 mod schema;
 mod table;
 

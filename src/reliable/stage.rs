@@ -1,9 +1,9 @@
 //! The `reliable_tx` and `reliable_rx` stages: one endpoint per side, bound to
 //! a port (or ring) pair by [`driver::pump`]. The sender offers `messages`
-//! messages of `size` bytes made by [`pattern::fill_stamped`] (stamped with
+//! messages of `size` bytes made by [`pattern::fill_stamped`](super::pattern::fill_stamped) (stamped with
 //! the time of `send`), keeping the send credits full but at most
 //! [`SOURCE_QUEUE`] messages queued unsent in the endpoint; the receiver checks
-//! every byte with a [`pattern::Sink`] and records each message's delivery
+//! every byte with a [`pattern::Sink`](super::pattern::Sink) and records each message's delivery
 //! latency (the clock is CLOCK_MONOTONIC, shared by threads and processes).
 //! Both keep polling after they finish, so late ACKs and resends still flow
 //! until the pipeline stops; the receiver reports itself finished only after

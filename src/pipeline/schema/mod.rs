@@ -90,7 +90,7 @@ impl Key {
 pub struct KindDoc {
     /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
     pub name: &'static str,
-    /// How messages name it ("a mem port", "[pool]").
+    /// How messages name it (`"a mem port"`, `"[pool]"`).
     pub what: &'static str,
     /// What it is, in one line.
     pub doc: &'static str,
