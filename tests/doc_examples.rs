@@ -11,8 +11,9 @@
 //!     aside); a `[..]` in a line matches any text, a line `...` any lines;
 //!   - `shape`: for output that changes from run to run. Numbers match any
 //!     number, `key=N` counters may come and go (a summary prints the nonzero
-//!     ones), and so may the lines that held only such counters; everything
-//!     else must match. The counts must also reconcile (see [`reconcile_text`]);
+//!     ones), and so may the lines that held only such counters; a line `...`
+//!     matches any lines (a verdict printed only on loss); everything else
+//!     must match. The counts must also reconcile (see [`reconcile_text`]);
 //!   - `json`: stdout must be JSON holding every key of the expected JSON (at
 //!     every depth; the values may differ), and its counts must reconcile;
 //!   - `stderr`: match stderr instead of stdout;
@@ -419,7 +420,7 @@ fn check(ex: &Example, attrs: &[&str], out: &Outcome) -> Result<(), String> {
     }
     if attrs.contains(&"shape") {
         let (e, a) = (shape(&ex.expected), shape(actual));
-        if e != a {
+        if !lines_match(&e, &a) {
             return Err(format!(
                 "the output's shape differs\n--- expected shape:\n{}\n--- actual shape:\n{}\n{}",
                 e.join("\n"),

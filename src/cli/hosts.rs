@@ -3,9 +3,11 @@
 //! rank, for a number of rounds; a rank that dies or hangs ends the job with
 //! an error naming its host.
 
+#[cfg(feature = "mpi")]
 use std::time::Duration;
 
 use super::Failure;
+#[cfg(feature = "mpi")]
 use crate::hosts::mpi::{InitError, Ranks};
 
 /// Arguments of `linerate hosts`.
@@ -28,6 +30,18 @@ pub struct HostsArgs {
     json: bool,
 }
 
+/// Without the `mpi` feature the command exists (so `--help` is the same on
+/// every build) and says how to get it.
+#[cfg(not(feature = "mpi"))]
+pub(super) fn run(_args: &HostsArgs) -> Result<(), Failure> {
+    Err(Failure::Input(
+        "this linerate was built without the `mpi` feature: rebuild with \
+         `cargo build --release --features mpi` (needs Open MPI: libopenmpi-dev, openmpi-bin)"
+            .into(),
+    ))
+}
+
+#[cfg(feature = "mpi")]
 pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
         return Err(Failure::Input(format!(

@@ -4,7 +4,6 @@
 mod check;
 mod completions;
 pub mod doctor;
-#[cfg(feature = "mpi")]
 mod hosts;
 mod keys;
 mod latency;
@@ -51,7 +50,6 @@ enum Command {
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
     Doctor(doctor::DoctorArgs),
     /// Check an MPI job (under mpirun): every rank checks in, rank 0 sums and reports; a dead or hung rank is named.
-    #[cfg(feature = "mpi")]
     Hosts(hosts::HostsArgs),
     /// Every pipeline key of every section, port kind and stage kind: type, default, meaning.
     Keys(keys::KeysArgs),
@@ -127,7 +125,6 @@ pub fn main() -> ExitCode {
         Command::Reliable(a) => exit_code(reliable::run(&a)),
         Command::Doctor(a) => exit_code(doctor::run(&a)),
         Command::Rpc(a) => exit_code(rpc::run(&a)),
-        #[cfg(feature = "mpi")]
         Command::Hosts(a) => hosts::run(&a),
         Command::Keys(a) => keys::run(&a),
         Command::Completions(a) => completions::run(&a),
