@@ -27,6 +27,7 @@
 
 mod diag;
 mod plan;
+pub mod replica;
 mod schema;
 mod table;
 

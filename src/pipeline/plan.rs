@@ -63,6 +63,7 @@ pub struct PortUse {
 pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan, Diagnostics> {
     let file = p.file.clone();
     let mut sink = Sink::new(&file, src);
+    super::replica::expand(&mut p, &mut sink);
     let port_idx: BTreeMap<&str, usize> = p
         .ports
         .iter()
@@ -299,6 +300,7 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     g.frames.sizes.average(),
                     line,
                 );
+                g.rate_pps = super::replica::rate_share(&s.replica, g.rate_pps);
             }
             check_frame_fits(
                 &mut sink,
@@ -335,6 +337,7 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     c.frame as f64,
                     line,
                 );
+                c.rate_pps = super::replica::rate_share(&s.replica, c.rate_pps);
             }
             check_frame_fits(&mut sink, s.span.clone(), &section, c.frame, room);
         }
@@ -619,6 +622,12 @@ fn describe_port(kind: &PortKind) -> String {
             if c.loss + c.duplicate + c.reorder > 0.0 {
                 parts.push(format!("seed {}", c.seed));
             }
+            if c.queues > 1 {
+                parts.push(format!(
+                    "{} queue pairs (each a wire of its own, the capacity split evenly)",
+                    c.queues
+                ));
+            }
             parts.join(", ")
         }
         PortKind::Udp(c) => {
@@ -631,6 +640,9 @@ fn describe_port(kind: &PortKind) -> String {
             }
             if let Some(g) = c.multicast {
                 parts.push(format!("multicast {g}"))
+            }
+            if c.queues > 1 {
+                parts.push(format!("{} sockets (SO_REUSEPORT)", c.queues))
             }
             parts.join(", ")
         }
@@ -823,7 +835,14 @@ impl fmt::Display for Plan {
                     s.tx.as_deref()
                         .map(|t| format!(" tx={t}"))
                         .unwrap_or_default();
-                writeln!(f, "      {name}:{rx}{tx}  ({})", describe_stage(&s.kind))?;
+                let replica = s.replica.as_ref().map_or(String::new(), |r| {
+                    format!(", replica {} of {} of `{}`", r.index + 1, r.count, r.of)
+                });
+                writeln!(
+                    f,
+                    "      {name}:{rx}{tx}  ({}{replica})",
+                    describe_stage(&s.kind)
+                )?;
             }
         }
         writeln!(f, "  ports:")?;
@@ -876,16 +895,20 @@ impl Plan {
     /// aggregate line rate.
     pub fn trial_rate_pps(&self, rate: crate::units::Rate) -> Result<f64, String> {
         let p = &self.pipeline;
+        // Replicas share their port's line: each port's line counts once.
+        let mut lines_seen = std::collections::BTreeSet::new();
         let gens: Vec<(&super::GeneratorSpec, Option<f64>)> = p
             .stages
             .iter()
             .filter_map(|s| match &s.kind {
                 StageKind::Generator(g) => {
-                    let line =
+                    let port =
                         s.tx.as_deref()
-                            .and_then(|t| p.ports.iter().find(|x| x.name == t))
-                            .and_then(|x| x.kind.line_rate_bps());
-                    Some((g, line))
+                            .map(|t| t.split(':').next().unwrap_or(t))
+                            .and_then(|t| p.ports.iter().find(|x| x.name == t));
+                    let line = port.and_then(|x| x.kind.line_rate_bps());
+                    let first = port.is_some_and(|x| lines_seen.insert(x.name.clone()));
+                    Some((g, if first { line } else { line.map(|_| 0.0) }))
                 }
                 _ => None,
             })

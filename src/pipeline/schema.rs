@@ -77,6 +77,8 @@ impl PortKind {
             (PortKind::Dpdk(c), "rx") => c.rx_queues,
             #[cfg(feature = "dpdk")]
             (PortKind::Dpdk(c), _) => c.tx_queues,
+            (PortKind::Mem(c), _) => c.queues,
+            (PortKind::Udp(c), _) => c.queues,
             _ => 1,
         }
     }
@@ -144,7 +146,13 @@ pub struct StageSpec {
     pub tx: Option<String>,
     /// Its kind and configuration.
     pub kind: StageKind,
+    /// `lcores = "1-4"`: the cores of its replicas (empty: one lcore, `lcore`).
+    /// The plan expands a replicated stage into one instance per core.
+    pub replicas: Vec<usize>,
+    /// Set on an instance of a replicated stage.
+    pub replica: Option<super::replica::Replica>,
     pub(crate) span: Span,
+    pub(crate) lcores_span: Span,
     pub(crate) rx_span: Span,
     pub(crate) tx_span: Span,
 }
@@ -452,11 +460,15 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
             if let Some(r) = ring_size(&mut t, sink, "ring") {
                 c.ring = r;
             }
+            if let Some((q, _)) = t.int(sink, "queues", 1..257) {
+                c.queues = q as u16;
+            }
             t.finish(
                 sink,
                 "a mem port",
                 &[
                     "kind",
+                    "queues",
                     "capacity",
                     "queue",
                     "loss",
@@ -478,6 +490,7 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                 interface: ipv4(&mut t, sink, "interface").unwrap_or(Ipv4Addr::UNSPECIFIED),
                 rcvbuf: t.size(sink, "rcvbuf").map(|(s, _)| s as usize),
                 sndbuf: t.size(sink, "sndbuf").map(|(s, _)| s as usize),
+                queues: t.int(sink, "queues", 1..257).map_or(1, |(q, _)| q as u16),
             };
             if c.bind.is_none() && c.connect.is_none() {
                 sink.error(
@@ -499,6 +512,7 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
                     "interface",
                     "rcvbuf",
                     "sndbuf",
+                    "queues",
                 ],
             );
             PortKind::Udp(c)
@@ -768,6 +782,8 @@ fn parse_stage(
         }
         None => lcores.first().copied().unwrap_or(0),
     };
+    let lcores_span = t.span_of("lcores");
+    let replicas = super::replica::parse_stage_lcores(sink, &mut t, lcores);
     // A chunk sink has no rx: the span of its `from` (resolved by the plan)
     // stands in the rx span.
     let rx_span = if kind == "chunk_sink" {
@@ -945,7 +961,10 @@ fn parse_stage(
         rx,
         tx,
         kind,
+        replicas,
+        replica: None,
         span,
+        lcores_span,
         rx_span,
         tx_span,
     })
