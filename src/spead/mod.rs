@@ -12,6 +12,8 @@
 //! - [`assemble`]: heap reassembly (reordering, duplicates, loss, several senders).
 //! - [`chunk`]: heaps placed straight into large chunks with a `present` map, a
 //!   window of chunks and a ring of free chunks.
+//! - [`group`]: receive groups (spead2's `ChunkStreamGroup`): members on several lcores
+//!   fill the same chunks, with lossy or lossless eviction.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
 //! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
 //!   binding these cores to ports, rings and chunk links.
@@ -22,6 +24,7 @@ pub mod check;
 pub mod chunk;
 pub mod cli;
 pub mod fsim;
+pub mod group;
 pub mod send;
 pub mod stage;
 pub mod wire;
