@@ -1,6 +1,6 @@
 //! Packet buffers: pools carved from one memory region, the packet handle that
 //! stages pass around, bursts, and the single-producer/single-consumer ring that
-//! links stages.
+//! links stages, and the single-writer counters that ports and stages keep.
 //!
 //! Ownership is the whole design: a [`Packet`] has exactly one owner, and dropping
 //! it returns its buffer to its pool. Lcores keep a [`PoolCache`] so that
@@ -10,6 +10,7 @@
 
 mod burst;
 pub mod copy;
+pub mod counter;
 mod pool;
 mod region;
 mod ring;

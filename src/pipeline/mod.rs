@@ -36,8 +36,8 @@ use std::path::{Path, PathBuf};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
-    AnalyzerSpec, GeneratorSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig,
-    StageKind, StageSpec,
+    port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, Key, KindDoc,
+    PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec,
 };
 
 use crate::buf::PoolConfig;

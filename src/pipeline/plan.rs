@@ -9,7 +9,6 @@ use std::fmt;
 use super::diag::{Diagnostics, Sink};
 use super::schema::{PortKind, StageKind};
 use super::Pipeline;
-use crate::port::mem::Capacity;
 use crate::units::si;
 
 /// A validated pipeline and its placement: what the runtime builds.
@@ -591,215 +590,6 @@ fn find_cycle(next: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-fn describe_port(kind: &PortKind) -> String {
-    match kind {
-        PortKind::Mem(c) => {
-            let mut parts = Vec::new();
-            match c.capacity {
-                Some(Capacity::Pps(p)) => {
-                    parts.push(format!("capacity {}pps, queue {}", si(p), c.queue))
-                }
-                Some(Capacity::L2Bps(b)) => {
-                    parts.push(format!("capacity {}bps, queue {}", si(b), c.queue))
-                }
-                Some(Capacity::L1Bps(b)) => {
-                    parts.push(format!("capacity {}bps L1, queue {}", si(b), c.queue))
-                }
-                None => parts.push("ideal".into()),
-            }
-            for (name, v) in [
-                ("loss", c.loss),
-                ("duplicate", c.duplicate),
-                ("reorder", c.reorder),
-            ] {
-                if v > 0.0 {
-                    parts.push(format!("{name} {}%", v * 100.0));
-                }
-            }
-            if !c.delay.is_zero() {
-                parts.push(format!("delay {:?}", c.delay));
-            }
-            if c.loss + c.duplicate + c.reorder > 0.0 {
-                parts.push(format!("seed {}", c.seed));
-            }
-            if c.queues > 1 {
-                parts.push(format!(
-                    "{} queue pairs (each a wire of its own, the capacity split evenly)",
-                    c.queues
-                ));
-            }
-            parts.join(", ")
-        }
-        PortKind::Udp(c) => {
-            let mut parts = Vec::new();
-            if let Some(b) = c.bind {
-                parts.push(format!("bind {b}"))
-            }
-            if let Some(d) = c.connect {
-                parts.push(format!("connect {d}"))
-            }
-            if let Some(g) = c.multicast {
-                parts.push(format!("multicast {g}"))
-            }
-            if c.queues > 1 {
-                parts.push(format!("{} sockets (SO_REUSEPORT)", c.queues))
-            }
-            parts.join(", ")
-        }
-        #[cfg(feature = "dpdk")]
-        PortKind::Dpdk(c) => format!(
-            "device {}, {} rx / {} tx queue(s), {} / {} descriptors, {} mbufs{}",
-            c.device,
-            c.rx_queues,
-            c.tx_queues,
-            c.rx_desc,
-            c.tx_desc,
-            c.mbufs,
-            if c.promiscuous { ", promiscuous" } else { "" }
-        ),
-        #[cfg(feature = "ibverbs")]
-        PortKind::Ibverbs(c) => {
-            let flow = match c.flow() {
-                Some(f) => {
-                    let mac = f.dst_mac.map(|b| format!("{b:02x}")).join(":");
-                    let ip = f.dst_ip.map_or(String::new(), |ip| format!(" {ip}"));
-                    let port = f.dst_port.map_or(String::new(), |p| format!(" udp {p}"));
-                    format!("rx flow {mac}{ip}{port}, {} buffers", c.buffers)
-                }
-                None => "tx only".into(),
-            };
-            format!(
-                "device {}, port {}, {flow}, {}-byte slots, rx/tx depth {} / {}, inline <= {} bytes",
-                c.device.as_deref().unwrap_or("(first)"),
-                c.ib_port,
-                c.buffer_size,
-                c.rx_depth,
-                c.tx_depth,
-                c.inline
-            )
-        }
-        PortKind::Pcap(c) => {
-            let mut parts = Vec::new();
-            if let Some(r) = &c.read {
-                parts.push(format!(
-                    "read {} ({:?}, repeat {})",
-                    r.display(),
-                    c.pace,
-                    c.repeat
-                ))
-            }
-            if let Some(w) = &c.write {
-                parts.push(format!("write {}", w.display()))
-            }
-            parts.join(", ")
-        }
-    }
-}
-
-fn describe_stage(kind: &StageKind) -> String {
-    match kind {
-        StageKind::Source(c) => {
-            let rate = c
-                .rate_pps
-                .map_or("as fast as possible".into(), |r| format!("{}pps", si(r)));
-            let count = c.count.map_or(String::new(), |n| format!(", {n} packets"));
-            format!(
-                "source, {}-byte frames, {rate}{count}, burst {}",
-                c.frame, c.burst
-            )
-        }
-        StageKind::Forward(c) => format!("forward, burst {}", c.burst),
-        StageKind::Generator(g) => {
-            let sizes = match &g.frames.sizes {
-                crate::traffic::template::Sizes::Fixed(f) => format!("{f}-byte frames"),
-                crate::traffic::template::Sizes::Imix(v) => format!(
-                    "IMIX {}",
-                    v.iter()
-                        .map(|(s, w)| format!("{s}:{w}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ),
-            };
-            let rate = g.rate_pps.map_or("rate set by each trial".into(), |r| {
-                format!("{}pps when run", si(r))
-            });
-            format!(
-                "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
-                g.stream,
-                if g.frames.is_v6() { "IPv6, " } else { "" },
-                g.frames.flows(),
-                g.burst
-            )
-        }
-        StageKind::Reliable(r) => format!(
-            "{}, {} messages of {} bytes, window {}, credits {}, burst {}",
-            if r.role == crate::reliable::stage::Role::Tx {
-                "reliable sender"
-            } else {
-                "reliable receiver"
-            },
-            r.messages
-                .map_or("open-ended".to_string(), |m| m.to_string()),
-            r.size,
-            r.config.window,
-            r.config.credits,
-            r.burst
-        ),
-        StageKind::Analyzer(a) => format!(
-            "analyzer, latency per {:?}, streams 0..{}, burst {}",
-            a.latency, a.streams, a.burst
-        )
-        .to_lowercase(),
-        StageKind::Sink(c) => format!("sink, burst {}", c.burst),
-        StageKind::SpeadSend(c) => {
-            let what = match &c.source {
-                crate::spead::stage::SendSource::Fsim(f) => format!(
-                    "F-engine simulator, {} antennas, {}-byte heaps in {}-byte packets, {}",
-                    f.n_ants,
-                    f.heap_bytes(),
-                    f.max_packet(),
-                    c.count
-                        .map_or("open-ended".into(), |n| format!("{n} timestamps"))
-                ),
-                crate::spead::stage::SendSource::Heaps {
-                    heap_size,
-                    packet_size,
-                } => format!(
-                    "generic {heap_size}-byte heaps in packets of at most {packet_size} bytes, {}",
-                    c.count.map_or("open-ended".into(), |n| format!("{n} heaps"))
-                ),
-            };
-            let rate = c
-                .rate_bps
-                .map_or("as fast as possible".into(), |b| format!("{}bps", si(b)));
-            format!(
-                "spead_send, {what}, SPEAD-64-{}, {rate}, burst {}",
-                c.flavour.heap_address_bits(),
-                c.burst
-            )
-        }
-        StageKind::SpeadRecv(c) => format!(
-            "spead_recv, {} antennas, {}-byte heaps, {} heaps per F-engine per chunk, window {} of {} chunks, SPEAD-64-{}, burst {}",
-            c.fsim.n_ants,
-            c.fsim.heap_bytes(),
-            c.heaps_per_fengine_per_chunk,
-            c.max_chunks,
-            c.n_chunks,
-            c.fsim.flavour.heap_address_bits(),
-            c.burst
-        ),
-        StageKind::ChunkSink(c) => format!(
-            "chunk_sink, {} the chunks of `{}`",
-            match &c.mode {
-                crate::spead::stage::ChunkSinkMode::Discard => "discards".to_string(),
-                crate::spead::stage::ChunkSinkMode::Check => "checks".to_string(),
-                crate::spead::stage::ChunkSinkMode::Write(d) => format!("writes to {}", d.display()),
-            },
-            c.from
-        ),
-    }
-}
-
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.pipeline;
@@ -838,11 +628,7 @@ impl fmt::Display for Plan {
                 let replica = s.replica.as_ref().map_or(String::new(), |r| {
                     format!(", replica {} of {} of `{}`", r.index + 1, r.count, r.of)
                 });
-                writeln!(
-                    f,
-                    "      {name}:{rx}{tx}  ({}{replica})",
-                    describe_stage(&s.kind)
-                )?;
+                writeln!(f, "      {name}:{rx}{tx}  ({}{replica})", s.kind.describe())?;
             }
         }
         writeln!(f, "  ports:")?;
@@ -871,7 +657,7 @@ impl fmt::Display for Plan {
                 "    {} ({}): {}; tx from {tx}, rx to {rx}",
                 u.name,
                 u.kind,
-                describe_port(&spec.kind)
+                spec.kind.describe()
             )?;
         }
         writeln!(f, "  rings:")?;

@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::diag::{suggest, Sink};
+use super::schema::Key;
 use crate::units::{parse_duration, parse_size, Rate};
 
 pub(crate) type Span = Range<usize>;
@@ -278,14 +279,36 @@ impl<'t, 'i> Table<'t, 'i> {
         self.parsed(sink, key, parse_size, "a size like \"2 KiB\"")
     }
 
-    /// Reports every key that no accessor asked for.
-    pub(crate) fn finish(self, sink: &mut Sink<'_>, what: &str, valid: &[&str]) {
+    /// Every key present, with its value, in file order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (&'t str, &'t DeValue<'i>)> {
+        self.map
+            .iter()
+            .map(|(k, v)| (k.get_ref().as_ref(), v.get_ref()))
+    }
+
+    /// Reports every key present that no accessor asked for (present minus
+    /// read), as unknown for `what`, with the closest of `keys` as "did you
+    /// mean" and all of them as what would be valid.
+    pub(crate) fn finish(self, sink: &mut Sink<'_>, what: &str, keys: &[Key]) {
+        let valid: Vec<&str> = keys.iter().map(|k| k.name).collect();
+        // A reader that asks for a key its table does not declare is a bug in
+        // the reader, not in the file: caught by every test that parses it.
+        debug_assert!(
+            self.used
+                .iter()
+                .all(|u| valid.contains(&u.as_str()) || self.map.contains_key(u.as_str())),
+            "{what}: the reader asked for keys its table does not declare: {:?}",
+            self.used
+                .iter()
+                .filter(|u| !valid.contains(&u.as_str()))
+                .collect::<Vec<_>>()
+        );
         for (key, _) in self.map.iter() {
             let name: &str = key.get_ref();
             if self.used.iter().any(|u| u == name) {
                 continue;
             }
-            let hint = suggest(name, valid)
+            let hint = suggest(name, &valid)
                 .map(|s| format!(" (did you mean `{s}`?)"))
                 .unwrap_or_default();
             sink.error(

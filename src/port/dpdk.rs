@@ -11,8 +11,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{Burst, Packet, BURST_MAX};
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::sys::dpdk::{self as dpdk, Eal, EthPort, Mbuf, PktmbufPool};
 use crate::time::Instant;
 

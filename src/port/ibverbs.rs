@@ -29,8 +29,8 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{Burst, Pool, PoolCache, BURST_MAX};
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::sys::ibverbs::{
     self as verbs, FlowMatch, IbvError, MemoryRegion, QpConfig, RawQp, RecvSlot, SendBatch,
     SendSlot,

@@ -22,9 +22,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{ring, Burst, Consumer, Packet, Producer, BURST_MAX};
 use crate::rng::SplitMix64;
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::time::{duration_nanos, Instant};
 use crate::units::ETHERNET_L1_OVERHEAD;
 

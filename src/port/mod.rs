@@ -16,8 +16,8 @@ pub mod udp;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::Burst;
-use crate::runtime::counter::{CacheAligned, Counter};
 use crate::time::Instant;
 
 /// The receive side of a port.

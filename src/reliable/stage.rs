@@ -14,10 +14,10 @@ use super::driver::{self, DatagramTx};
 use super::endpoint::{Config, Endpoint, Event, SendError};
 use super::pattern::{fill_stamped, stamp, Sink};
 use super::wire::Channel;
+use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, Packet, PoolCache};
 use crate::latency::{new_histogram, Summary};
 use crate::runtime::basic::{Input, Output};
-use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 
 /// Messages the sender stage keeps queued in its endpoint beyond what the

@@ -7,8 +7,8 @@ use crate::buf::{Burst, Consumer, Packet, PoolCache, Producer};
 use crate::port::{RxQueue, TxQueue};
 use crate::time::Instant;
 
-use super::counter::CacheAligned;
 use super::{Context, Poll, Stage, StageCounters};
+use crate::buf::counter::CacheAligned;
 
 /// Where a stage receives from.
 pub enum Input {

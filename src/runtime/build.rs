@@ -1,18 +1,24 @@
 //! Builds what a plan describes: the pool, the ports, the rings and the
 //! stages, grouped by lcore, with a handle on every counter.
+//!
+//! This driver names no kind of port or stage: each kind opens or builds
+//! itself from its file in `pipeline/schema/`, through [`PortCtx`],
+//! [`LinkCtx`] and [`StageCtx`].
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::buf::{ring, Packet, Pool, PoolError, RingStatsHandle};
-use crate::pipeline::{Plan, PortKind, StageKind};
-use crate::port::{self, PortError, PortStats, RxQueue, TxQueue};
+use crate::pipeline::{Pipeline, Plan, StageSpec};
+use crate::port::{PortError, PortStats, RxQueue, TxQueue};
 
-use super::basic::{udp_template, Forward, Input, Output, Sink, Source, SourcePacing};
-use super::counter::CacheAligned;
-use super::{LcoreSpec, Stage, StageCounters, StageSlot};
-use crate::traffic::analyzer::{AnaControl, Analyzer};
-use crate::traffic::generator::{GenConfig, GenControl, Generator};
+use super::basic::{Input, Output};
+use super::{LcoreSpec, StageCounters, StageSlot};
+use crate::buf::counter::CacheAligned;
+use crate::traffic::analyzer::AnaControl;
+use crate::traffic::generator::GenControl;
 
 /// Everything a run needs, built and not yet started.
 pub struct Built {
@@ -72,6 +78,114 @@ impl From<PoolError> for BuildError {
     }
 }
 
+/// The message of an internal inconsistency: the plan promised something the
+/// build did not make.
+fn not_built(what: &str, name: &str) -> BuildError {
+    BuildError::Runtime(format!(
+        "internal: the plan's {what} `{name}` was not built"
+    ))
+}
+
+/// What a port kind needs to open its port.
+pub struct PortCtx<'a> {
+    /// The port's name.
+    pub name: &'a str,
+    /// The pipeline's buffer pool.
+    pub pool: &'a Pool,
+    /// The EAL, when the pipeline has dpdk ports.
+    #[cfg(feature = "dpdk")]
+    pub eal: Option<&'static crate::sys::dpdk::Eal>,
+}
+
+/// Ends of links between stages that are not rings, by the name of the stage
+/// that takes them.
+type Links = BTreeMap<String, Box<dyn Any>>;
+
+/// What a stage kind's `link` sees: every stage, and where to put the ends
+/// of the links it makes (and their counters).
+pub struct LinkCtx<'a> {
+    /// The stage being linked.
+    pub spec: &'a StageSpec,
+    /// The whole pipeline.
+    pub pipeline: &'a Pipeline,
+    links: &'a mut Links,
+    /// Ring counters by name; a link's rings go here.
+    pub rings: &'a mut Vec<(String, RingStatsHandle)>,
+}
+
+impl LinkCtx<'_> {
+    /// Leaves `end` for the stage named `stage` to take when it is built.
+    pub fn put_link<T: Any>(&mut self, stage: &str, end: T) {
+        self.links.insert(stage.to_string(), Box::new(end));
+    }
+
+    /// The error for something the plan names that is not there.
+    pub fn missing(&self, what: &str, name: &str) -> BuildError {
+        not_built(what, name)
+    }
+}
+
+/// What a stage kind's `build` gets: its spec, its input and output (as the
+/// plan resolved them), the pool, its counters, and what the run reads back.
+pub struct StageCtx<'a> {
+    /// The stage as declared.
+    pub spec: &'a StageSpec,
+    file: &'a Path,
+    rx: Option<Input>,
+    tx: Option<Output>,
+    /// The pipeline's buffer pool.
+    pub pool: &'a Pool,
+    /// The stage's counters.
+    pub counters: Arc<CacheAligned<StageCounters>>,
+    /// How generators start.
+    pub mode: Mode,
+    links: &'a mut Links,
+    /// Generators, for trials: (name, control, share).
+    pub generators: &'a mut Vec<(String, Arc<GenControl>, f64)>,
+    /// Analyzers, for trials: (name, control).
+    pub analyzers: &'a mut Vec<(String, Arc<AnaControl>)>,
+}
+
+impl StageCtx<'_> {
+    fn unplanned(&self) -> BuildError {
+        BuildError::Runtime(format!(
+            "internal: stage `{}` was planned without its rx/tx",
+            self.spec.name
+        ))
+    }
+
+    /// The stage's input (its `rx`).
+    pub fn input(&mut self) -> Result<Input, BuildError> {
+        self.rx.take().ok_or_else(|| self.unplanned())
+    }
+
+    /// The stage's output (its `tx`).
+    pub fn output(&mut self) -> Result<Output, BuildError> {
+        self.tx.take().ok_or_else(|| self.unplanned())
+    }
+
+    /// The link end another stage's `link` left for this one.
+    pub fn take_link<T: Any>(&mut self) -> Option<T> {
+        let end = self.links.remove(&self.spec.name)?;
+        end.downcast().ok().map(|b| *b)
+    }
+
+    /// A problem with the stage's settings that only building found
+    /// (exit status 2), named by file and section.
+    pub fn input_error(&self, e: impl std::fmt::Display) -> BuildError {
+        BuildError::Input(format!(
+            "{}: [stage.{}]: {e}",
+            self.file.display(),
+            self.spec.name
+        ))
+    }
+
+    /// The error for something the plan names that is not there.
+    pub fn missing(&self, what: &str, name: &str) -> BuildError {
+        not_built(what, name)
+    }
+}
+
 /// The name a stage uses for queue `q` of a port: `nic`, `nic:1`, ...
 fn side_name(port: &str, q: usize) -> String {
     if q == 0 {
@@ -100,21 +214,13 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
     let mut tx_sides: BTreeMap<String, Box<dyn TxQueue>> = BTreeMap::new();
     let mut ports = Vec::new();
     for spec in &p.ports {
-        let opened = match &spec.kind {
-            PortKind::Mem(c) => Ok(port::mem::open(c)),
-            PortKind::Udp(c) => port::udp::open(c, &pool),
-            PortKind::Pcap(c) => port::pcap::open(c, &pool),
-            #[cfg(feature = "ibverbs")]
-            PortKind::Ibverbs(c) => port::ibverbs::open(c, &pool),
+        let cx = PortCtx {
+            name: &spec.name,
+            pool: &pool,
             #[cfg(feature = "dpdk")]
-            PortKind::Dpdk(c) => match eal {
-                Some(eal) => port::dpdk::open(&spec.name, c, eal),
-                None => Err(PortError::Runtime(
-                    "internal: the EAL was not initialised".into(),
-                )),
-            },
-        }
-        .map_err(|e| {
+            eal,
+        };
+        let opened = spec.kind.open(&cx).map_err(|e| {
             let file = p.file.display();
             match e {
                 PortError::Input(m) => {
@@ -148,11 +254,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         producers.insert(r.name.clone(), prod);
         consumers.insert(r.name.clone(), cons);
     }
-    let missing = |what: &str, name: &str| {
-        BuildError::Runtime(format!(
-            "internal: the plan's {what} `{name}` was not built"
-        ))
-    };
+    let missing = not_built;
     let mut input = |name: &str| -> Result<Input, BuildError> {
         let name = name.strip_suffix(":0").unwrap_or(name);
         if let Some(rx) = rx_sides.remove(name) {
@@ -173,22 +275,16 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             .map(Output::Ring)
             .ok_or_else(|| missing("output", name))
     };
-    // Chunk links: each chunk sink and the spead_recv stage it names.
-    let mut recv_ends = BTreeMap::new();
-    let mut sink_ends = BTreeMap::new();
+    // Links between stages that are not rings (a chunk sink's), made before
+    // any stage is built so each end can be taken by its stage.
+    let mut links = Links::new();
     for s in &p.stages {
-        if let StageKind::ChunkSink(c) = &s.kind {
-            let recv = p.stages.iter().find_map(|x| match &x.kind {
-                StageKind::SpeadRecv(r) if x.name == c.from => Some(r),
-                _ => None,
-            });
-            let recv = recv.ok_or_else(|| missing("spead_recv stage", &c.from))?;
-            let (re, se, [chunks, free]) = crate::spead::stage::chunk_link(recv.n_chunks);
-            rings.push((format!("{}.chunks", c.from), chunks));
-            rings.push((format!("{}.free_chunks", c.from), free));
-            recv_ends.insert(c.from.clone(), re);
-            sink_ends.insert(s.name.clone(), (se, recv.clone()));
-        }
+        s.kind.config().link(&mut LinkCtx {
+            spec: s,
+            pipeline: p,
+            links: &mut links,
+            rings: &mut rings,
+        })?;
     }
     let mut slots: BTreeMap<String, StageSlot> = BTreeMap::new();
     let mut stages = Vec::new();
@@ -202,110 +298,18 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         let counters = Arc::new(CacheAligned::<StageCounters>::default());
         let rx = s.rx.as_deref().map(&mut input).transpose()?;
         let tx = s.tx.as_deref().map(&mut output).transpose()?;
-        let stage: Box<dyn Stage> = match (&s.kind, rx, tx) {
-            (StageKind::Source(c), None, Some(out)) => Box::new(Source::new(
-                out,
-                pool.cache(),
-                udp_template(c.frame),
-                SourcePacing {
-                    rate_pps: c.rate_pps,
-                    count: c.count,
-                    burst: c.burst,
-                    max_lag: c.max_lag,
-                },
-                counters.clone(),
-            )),
-            (StageKind::Forward(c), Some(i), Some(out)) => {
-                Box::new(Forward::new(i, out, c.burst, counters.clone()))
-            }
-            (StageKind::Reliable(r), Some(i), Some(out)) => {
-                Box::new(crate::reliable::stage::ReliableStage::new(
-                    r.clone(),
-                    i,
-                    out,
-                    pool.cache(),
-                    pool.cache(),
-                    counters.clone(),
-                ))
-            }
-            (StageKind::SpeadSend(c), None, Some(out)) => Box::new(
-                crate::spead::stage::SpeadSend::new(c.clone(), out, pool.cache(), counters.clone())
-                    .map_err(|e| {
-                        BuildError::Input(format!("{}: [stage.{}]: {e}", p.file.display(), s.name))
-                    })?,
-            ),
-            (StageKind::SpeadRecv(c), Some(i), None) => {
-                Box::new(crate::spead::stage::SpeadRecv::new(
-                    c.clone(),
-                    i,
-                    recv_ends.remove(&s.name),
-                    pool.cache(),
-                    counters.clone(),
-                ))
-            }
-            (StageKind::ChunkSink(c), None, None) => {
-                let (end, recv) = sink_ends
-                    .remove(&s.name)
-                    .ok_or_else(|| missing("chunk link of", &s.name))?;
-                Box::new(
-                    crate::spead::stage::ChunkSink::new(c.clone(), &recv, end, counters.clone())
-                        .map_err(|e| {
-                            BuildError::Input(format!(
-                                "{}: [stage.{}]: {e}",
-                                p.file.display(),
-                                s.name
-                            ))
-                        })?,
-                )
-            }
-            (StageKind::Sink(c), Some(i), None) => {
-                Box::new(Sink::new(i, pool.cache(), c.burst, counters.clone()))
-            }
-            (StageKind::Generator(g), None, Some(out)) => {
-                let control = Arc::new(GenControl::default());
-                if mode == Mode::FreeRun {
-                    control.start(1, g.rate_pps, None, g.count);
-                }
-                generators.push((s.name.clone(), control.clone(), g.share));
-                let config = GenConfig {
-                    frames: g.frames.clone(),
-                    stream: g.stream,
-                    burst: g.burst,
-                    max_lag: g.max_lag,
-                };
-                let finite = mode == Mode::FreeRun && g.count.is_some();
-                Box::new(Generator::new(
-                    out,
-                    pool.cache(),
-                    config,
-                    control,
-                    counters.clone(),
-                    finite,
-                ))
-            }
-            (StageKind::Analyzer(a), Some(i), None) => {
-                let control = Arc::new(AnaControl::default());
-                if mode == Mode::FreeRun {
-                    control.epoch.store(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                analyzers.push((s.name.clone(), control.clone()));
-                Box::new(Analyzer::new(
-                    i,
-                    pool.cache(),
-                    a.latency,
-                    a.streams,
-                    a.burst,
-                    control,
-                    counters.clone(),
-                ))
-            }
-            _ => {
-                return Err(BuildError::Runtime(format!(
-                    "internal: stage `{}` was planned without its rx/tx",
-                    s.name
-                )))
-            }
-        };
+        let stage = s.kind.config().build(StageCtx {
+            spec: s,
+            file: &p.file,
+            rx,
+            tx,
+            pool: &pool,
+            counters: counters.clone(),
+            mode,
+            links: &mut links,
+            generators: &mut generators,
+            analyzers: &mut analyzers,
+        })?;
         stages.push((s.name.clone(), s.kind.name(), s.lcore, counters.clone()));
         slots.insert(
             s.name.clone(),
@@ -352,7 +356,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
 #[cfg(feature = "dpdk")]
 fn init_eal(plan: &Plan) -> Result<Option<&'static crate::sys::dpdk::Eal>, BuildError> {
     let p = &plan.pipeline;
-    if !p.ports.iter().any(|x| matches!(x.kind, PortKind::Dpdk(_))) {
+    if !p.ports.iter().any(|x| x.kind.name() == "dpdk") {
         return Ok(None);
     }
     let mut args = p.eal.clone();

@@ -31,9 +31,9 @@ use super::fsim::{Fsim, FsimConfig};
 use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
+use crate::buf::counter::CacheAligned;
 use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
-use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 use crate::time::Instant;
 

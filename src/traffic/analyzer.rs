@@ -17,10 +17,10 @@ use hdrhistogram::Histogram;
 
 use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
 use super::template::{HEADERS, HEADERS_V6};
+use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
 use crate::runtime::basic::Input;
-use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 
 /// Sequence numbers remembered per stream for telling duplicates from late packets.

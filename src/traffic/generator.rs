@@ -23,10 +23,10 @@ use hdrhistogram::Histogram;
 
 use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
 use super::template::{FrameBuilder, FrameSpec};
+use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
 use crate::runtime::basic::Output;
-use crate::runtime::counter::CacheAligned;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 use crate::time::{duration_nanos, Instant};
 

@@ -1,0 +1,112 @@
+//! `kind = "analyzer"`: per-stream counts and latency of stamped traffic.
+
+use std::sync::Arc;
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
+use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::runtime::Stage;
+use crate::traffic::analyzer::{AnaControl, Analyzer, LatencyMode};
+
+/// An analyzer stage's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalyzerSpec {
+    /// Which packets give latency samples.
+    pub latency: LatencyMode,
+    /// Streams tracked: ids 0..streams.
+    pub streams: usize,
+    /// Packets per burst.
+    pub burst: usize,
+}
+
+const KEYS: &[Key] = &[
+    KIND,
+    LCORE,
+    LCORES,
+    RX,
+    Key::new(
+        "latency",
+        "\"packet\", \"batch\" or \"off\"",
+        "\"packet\"",
+        "which packets give latency samples",
+    ),
+    Key::new(
+        "streams",
+        "integer 1..=256",
+        "16",
+        "streams tracked: ids 0..streams",
+    ),
+    BURST,
+];
+
+pub(super) const DEF: StageDef = StageDef {
+    doc: KindDoc {
+        name: "analyzer",
+        what: "an analyzer stage",
+        doc: "counts stamped traffic per stream: loss, order, latency",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    rx_key: "rx",
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
+    let rx = rx(t, sink);
+    let latency = t
+        .choice(
+            sink,
+            "latency",
+            "latency mode",
+            &[
+                ("packet", LatencyMode::Packet),
+                ("batch", LatencyMode::Batch),
+                ("off", LatencyMode::Off),
+            ],
+            "\"packet\", \"batch\" or \"off\"",
+        )
+        .unwrap_or(LatencyMode::Packet);
+    let streams = t
+        .int(sink, "streams", 1..257)
+        .map_or(16, |(n, _)| n as usize);
+    let c = AnalyzerSpec {
+        latency,
+        streams,
+        burst: burst(t, sink),
+    };
+    (StageKind::Analyzer(c), rx, None)
+}
+
+impl StageConfig for AnalyzerSpec {
+    fn name(&self) -> &'static str {
+        "analyzer"
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "analyzer, latency per {:?}, streams 0..{}, burst {}",
+            self.latency, self.streams, self.burst
+        )
+        .to_lowercase()
+    }
+
+    fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
+        let i = cx.input()?;
+        let control = Arc::new(AnaControl::default());
+        if cx.mode == Mode::FreeRun {
+            control.epoch.store(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        cx.analyzers.push((cx.spec.name.clone(), control.clone()));
+        Ok(Box::new(Analyzer::new(
+            i,
+            cx.pool.cache(),
+            self.latency,
+            self.streams,
+            self.burst,
+            control,
+            cx.counters,
+        )))
+    }
+}

@@ -1,0 +1,161 @@
+//! `kind = "chunk_sink"`: consumes a `spead_recv` stage's chunks (discard,
+//! check or write them).
+
+use std::path::PathBuf;
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{KIND, LCORE};
+use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::runtime::build::{BuildError, LinkCtx, StageCtx};
+use crate::runtime::Stage;
+use crate::spead::stage::{
+    chunk_link, ChunkSink, ChunkSinkMode, ChunkSinkSpec, SinkEnd, SpeadRecvSpec,
+};
+
+const KEYS: &[Key] = &[
+    KIND,
+    LCORE,
+    Key::new(
+        "from",
+        "string",
+        "required",
+        "the spead_recv stage whose chunks this sink consumes",
+    ),
+    Key::new(
+        "mode",
+        "\"discard\", \"check\" or \"write\"",
+        "\"discard\"",
+        "what to do with each chunk",
+    ),
+    Key::new(
+        "dir",
+        "path",
+        "none",
+        "where mode = \"write\" puts chunk_<id>.raw and chunk_<id>.json",
+    ),
+    Key::new(
+        "keep_wrong",
+        "integer 0..2^20",
+        "16",
+        "wrong heaps described in full by mode = \"check\"",
+    ),
+];
+
+pub(super) const DEF: StageDef = StageDef {
+    doc: KindDoc {
+        name: "chunk_sink",
+        what: "a chunk_sink stage",
+        doc: "consumes a spead_recv stage's chunks: discards, checks or writes them",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    // A chunk sink has no rx: the span of its `from` (resolved by the plan)
+    // stands in the rx span.
+    rx_key: "from",
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
+    let c = parse_chunk_sink(t, sink);
+    (StageKind::ChunkSink(c), None, None)
+}
+
+fn parse_chunk_sink(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ChunkSinkSpec {
+    let from = t
+        .required_string(
+            sink,
+            "from",
+            "the name of the spead_recv stage whose chunks this sink consumes",
+        )
+        .map_or(String::new(), |x| x.0);
+    let dir = t.string(sink, "dir");
+    let mode = match t.string(sink, "mode") {
+        None => ChunkSinkMode::Discard,
+        Some((m, span)) => {
+            match m.as_str() {
+                "discard" => ChunkSinkMode::Discard,
+                "check" => ChunkSinkMode::Check,
+                "write" => {
+                    match &dir {
+                        Some((d, _)) => ChunkSinkMode::Write(PathBuf::from(d)),
+                        None => {
+                            sink.error(span, &t.path, Some("mode"), "mode = \"write\" needs `dir`", Some("dir = \"chunks/\", where chunk_<id>.raw and chunk_<id>.json go".into()));
+                            ChunkSinkMode::Discard
+                        }
+                    }
+                }
+                _ => {
+                    sink.error(
+                        span,
+                        &t.path,
+                        Some("mode"),
+                        format!("unknown chunk sink mode `{m}`"),
+                        Some("\"discard\", \"check\" or \"write\"".into()),
+                    );
+                    ChunkSinkMode::Discard
+                }
+            }
+        }
+    };
+    if let (Some((_, span)), false) = (&dir, matches!(mode, ChunkSinkMode::Write(_))) {
+        sink.error(
+            span.clone(),
+            &t.path,
+            Some("dir"),
+            "`dir` is for mode = \"write\"",
+            None,
+        );
+    }
+    ChunkSinkSpec {
+        from,
+        mode,
+        keep_wrong: t
+            .int(sink, "keep_wrong", 0..1 << 20)
+            .map_or(16, |(k, _)| k as usize),
+    }
+}
+
+impl StageConfig for ChunkSinkSpec {
+    fn name(&self) -> &'static str {
+        "chunk_sink"
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "chunk_sink, {} the chunks of `{}`",
+            match &self.mode {
+                ChunkSinkMode::Discard => "discards".to_string(),
+                ChunkSinkMode::Check => "checks".to_string(),
+                ChunkSinkMode::Write(d) => format!("writes to {}", d.display()),
+            },
+            self.from
+        )
+    }
+
+    /// Links this sink to the spead_recv stage it names, through a ring of
+    /// full chunks and a ring of free ones.
+    fn link(&self, cx: &mut LinkCtx<'_>) -> Result<(), BuildError> {
+        let recv = cx.pipeline.stages.iter().find_map(|x| match &x.kind {
+            StageKind::SpeadRecv(r) if x.name == self.from => Some(r),
+            _ => None,
+        });
+        let recv = recv.ok_or_else(|| cx.missing("spead_recv stage", &self.from))?;
+        let (re, se, [chunks, free]) = chunk_link(recv.n_chunks);
+        cx.rings.push((format!("{}.chunks", self.from), chunks));
+        cx.rings.push((format!("{}.free_chunks", self.from), free));
+        cx.put_link(&self.from, re);
+        let name = cx.spec.name.clone();
+        cx.put_link(&name, (se, recv.clone()));
+        Ok(())
+    }
+
+    fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
+        let (end, recv) = cx
+            .take_link::<(SinkEnd, SpeadRecvSpec)>()
+            .ok_or_else(|| cx.missing("chunk link of", &cx.spec.name))?;
+        let stage = ChunkSink::new(self.clone(), &recv, end, cx.counters.clone())
+            .map_err(|e| cx.input_error(e))?;
+        Ok(Box::new(stage))
+    }
+}

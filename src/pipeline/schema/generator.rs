@@ -1,0 +1,435 @@
+//! `kind = "generator"`: stamped traffic for trials (frames, flows, sizes,
+//! address family).
+
+use std::sync::Arc;
+
+use toml::de::DeValue;
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
+use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::runtime::Stage;
+use crate::traffic::generator::{GenConfig, GenControl, Generator};
+use crate::traffic::template::{
+    AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
+    MIN_FRAME, MIN_FRAME_V6,
+};
+use crate::units::{si, Rate};
+
+/// A generator stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorSpec {
+    /// Frames, flows and sizes.
+    pub frames: FrameSpec,
+    /// Stream id (0..=255) written in every stamp.
+    pub stream: u16,
+    /// The free-running rate as written (`linerate run`); trials set their own.
+    pub rate: Option<Rate>,
+    /// That rate in packets/s, resolved by the plan.
+    pub rate_pps: Option<f64>,
+    /// Packets to send when free-running; `None` is until stopped.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// This generator's share of a trial's aggregate rate (weights are
+    /// normalised over all generators).
+    pub share: f64,
+    /// How late a packet may go out before it is counted as unsent.
+    pub max_lag: std::time::Duration,
+}
+
+const KEYS: &[Key] = &[
+    KIND,
+    LCORE,
+    LCORES,
+    TX,
+    Key::new(
+        "rate",
+        "rate",
+        "none (set by each trial)",
+        "the free-running rate of `linerate run`: packets/s, bits/s or a percent of line rate",
+    ),
+    Key::new(
+        "frame",
+        "integer 64..=9018 or \"imix\"",
+        "64 (IPv6: 84)",
+        "frame size in bytes, FCS included",
+    ),
+    Key::new(
+        "imix",
+        "size:weight list",
+        "\"64:7,570:4,1518:1\"",
+        "the IMIX mix, with frame = \"imix\"",
+    ),
+    Key::new("src_mac", "MAC address", "02:00:00:00:00:01", "source MAC"),
+    Key::new(
+        "dst_mac",
+        "MAC address",
+        "02:00:00:00:00:02",
+        "destination MAC",
+    ),
+    Key::new(
+        "src_ip",
+        "address or range",
+        "10.0.0.1",
+        "source IPv4 or IPv6 address(es)",
+    ),
+    Key::new(
+        "dst_ip",
+        "address or range",
+        "10.0.0.2",
+        "destination IPv4 or IPv6 address(es)",
+    ),
+    Key::new("src_port", "port or range", "1024", "UDP source port(s)"),
+    Key::new(
+        "dst_port",
+        "port or range",
+        "1024",
+        "UDP destination port(s)",
+    ),
+    Key::new(
+        "flows",
+        "\"round-robin\" or \"random\"",
+        "\"round-robin\"",
+        "the order in which flows take turns",
+    ),
+    Key::new("seed", "integer", "1", "seed of the random flow order"),
+    Key::new(
+        "stream",
+        "integer 0..=255",
+        "0",
+        "stream id written in every stamp",
+    ),
+    Key::new(
+        "count",
+        "integer",
+        "none (until stopped)",
+        "packets to send when free-running",
+    ),
+    BURST,
+    Key::new(
+        "share",
+        "number",
+        "1",
+        "this generator's weight in a trial's aggregate rate",
+    ),
+    MAX_LAG,
+    Key::new(
+        "ip",
+        "\"v4\" or \"v6\"",
+        "the addresses' family (IPv4)",
+        "the frames' address family",
+    ),
+];
+
+pub(super) const DEF: StageDef = StageDef {
+    doc: KindDoc {
+        name: "generator",
+        what: "a generator stage",
+        doc: "stamped UDP traffic for trials and searches",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    rx_key: "rx",
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
+    let tx = tx(t, sink);
+    let g = parse_generator(t, sink);
+    (StageKind::Generator(g), None, tx)
+}
+
+fn range<T>(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    key: &str,
+    parse: fn(&str) -> Result<T, String>,
+    default: T,
+) -> T {
+    let text = match t.raw(key) {
+        Some(DeValue::Integer(_)) => t.int(sink, key, 0..65536).map(|(i, _)| i.to_string()),
+        _ => t.string(sink, key).map(|x| x.0),
+    };
+    let Some(text) = text else { return default };
+    match parse(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            sink.error(t.span_of(key), &t.path, Some(key), e, None);
+            default
+        }
+    }
+}
+
+fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec {
+    let d = FrameSpec::default();
+    let frame_span = t.span_of("frame");
+    let sizes = match t.raw("frame") {
+        Some(DeValue::String(s)) if s == "imix" => {
+            t.mark_used("frame");
+            match t.string(sink, "imix") {
+                None => Sizes::default_imix(),
+                Some((text, span)) => match parse_imix(&text) {
+                    Ok(v) => Sizes::Imix(v),
+                    Err(e) => {
+                        sink.error(
+                            span,
+                            &t.path,
+                            Some("imix"),
+                            e,
+                            Some("size:weight pairs like \"64:7,570:4,1518:1\"".into()),
+                        );
+                        Sizes::default_imix()
+                    }
+                },
+            }
+        }
+        Some(DeValue::String(s)) => {
+            t.mark_used("frame");
+            sink.error(
+                frame_span,
+                &t.path,
+                Some("frame"),
+                format!("`{s}` is not a frame size"),
+                Some(format!(
+                    "a size in bytes from {MIN_FRAME} to {MAX_FRAME}, or \"imix\""
+                )),
+            );
+            Sizes::Fixed(64)
+        }
+        _ => Sizes::Fixed(
+            t.int(sink, "frame", MIN_FRAME as i64..MAX_FRAME as i64 + 1)
+                .map_or(64, |(f, _)| f as usize),
+        ),
+    };
+    if !matches!(sizes, Sizes::Imix(_)) && t.has("imix") {
+        sink.error(
+            t.span_of("imix"),
+            &t.path,
+            Some("imix"),
+            "`imix` needs `frame = \"imix\"`",
+            None,
+        );
+        t.mark_used("imix");
+    }
+    let order = t
+        .choice(
+            sink,
+            "flows",
+            "flow order",
+            &[
+                ("round-robin", FlowOrder::RoundRobin),
+                ("random", FlowOrder::Random),
+            ],
+            "\"round-robin\" or \"random\"",
+        )
+        .unwrap_or(FlowOrder::RoundRobin);
+    let (src_ip, dst_ip, sizes) = address_family(t, sink, sizes);
+    let frames = FrameSpec {
+        src_mac: mac(t, sink, "src_mac", d.src_mac),
+        dst_mac: mac(t, sink, "dst_mac", d.dst_mac),
+        src_ip,
+        dst_ip,
+        src_port: range(t, sink, "src_port", PortRange::parse, d.src_port),
+        dst_port: range(t, sink, "dst_port", PortRange::parse, d.dst_port),
+        order,
+        sizes,
+        seed: t
+            .int(sink, "seed", 0..i64::MAX)
+            .map_or(1, |(s, _)| s as u64),
+    };
+    GeneratorSpec {
+        frames,
+        stream: t.int(sink, "stream", 0..256).map_or(0, |(s, _)| s as u16),
+        rate: t.rate(sink, "rate").map(|x| x.0),
+        rate_pps: None,
+        count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
+        burst: burst(t, sink),
+        share: t.float(sink, "share", 1e-9, 1e9).unwrap_or(1.0),
+        max_lag: t
+            .duration(sink, "max_lag")
+            .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
+    }
+}
+
+/// The generator's addresses and the family of its frames: `ip = "v4"` or
+/// `"v6"` when given, else the family of the addresses given (IPv4 by
+/// default). Addresses of the other family are errors at their key; IPv6
+/// frames need [`MIN_FRAME_V6`] bytes for the stamp, and take that size (or
+/// the IMIX 84:7,570:4,1518:1) by default.
+fn address_family(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    sizes: Sizes,
+) -> (AddrRange, AddrRange, Sizes) {
+    let d = FrameSpec::default();
+    let ip = t.choice(
+        sink,
+        "ip",
+        "address family",
+        &[
+            ("v4", false),
+            ("4", false),
+            ("ipv4", false),
+            ("v6", true),
+            ("6", true),
+            ("ipv6", true),
+        ],
+        "\"v4\" or \"v6\"",
+    );
+    let src = t
+        .has("src_ip")
+        .then(|| range(t, sink, "src_ip", AddrRange::parse, d.src_ip));
+    let dst = t
+        .has("dst_ip")
+        .then(|| range(t, sink, "dst_ip", AddrRange::parse, d.dst_ip));
+    let v6 = ip.unwrap_or_else(|| [src, dst].iter().flatten().any(AddrRange::is_v6));
+    let family = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+    for (key, r) in [("src_ip", src), ("dst_ip", dst)] {
+        if let Some(r) = r.filter(|r| r.is_v6() != v6) {
+            let why = if ip.is_some() {
+                format!("`ip = \"{}\"`", if v6 { "v6" } else { "v4" })
+            } else {
+                "the other address".into()
+            };
+            sink.error(
+                t.span_of(key),
+                &t.path,
+                Some(key),
+                format!(
+                    "`{key}` is {} but the frames are {} ({why}): a frame has one address family",
+                    family(r.is_v6()),
+                    family(v6)
+                ),
+                None,
+            );
+        }
+    }
+    let (dsrc, ddst) = if v6 {
+        (AddrRange::v6(DEFAULT_SRC_V6), AddrRange::v6(DEFAULT_DST_V6))
+    } else {
+        (d.src_ip, d.dst_ip)
+    };
+    let mut sizes = sizes;
+    if v6 {
+        let too_small = |s: usize| s < MIN_FRAME_V6;
+        let hint = Some(format!(
+            "IPv6 frames from {MIN_FRAME_V6} to {MAX_FRAME} bytes (FCS included): {MIN_FRAME_V6} holds the 62 bytes of Ethernet/IPv6/UDP headers, the 18-byte stamp and the FCS"
+        ));
+        match &sizes {
+            Sizes::Fixed(_) if !t.has("frame") => sizes = Sizes::Fixed(MIN_FRAME_V6),
+            Sizes::Fixed(f) if too_small(*f) => sink.error(
+                t.span_of("frame"),
+                &t.path,
+                Some("frame"),
+                format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                hint,
+            ),
+            Sizes::Imix(_) if !t.has("imix") => {
+                sizes = Sizes::Imix(vec![(MIN_FRAME_V6, 7), (570, 4), (1518, 1)])
+            }
+            Sizes::Imix(v) => {
+                if let Some((f, _)) = v.iter().find(|x| too_small(x.0)) {
+                    sink.error(
+                        t.span_of("imix"),
+                        &t.path,
+                        Some("imix"),
+                        format!("a {f}-byte frame cannot carry IPv6/UDP and the stamp"),
+                        hint,
+                    );
+                }
+            }
+            Sizes::Fixed(_) => {}
+        }
+    }
+    (src.unwrap_or(dsrc), dst.unwrap_or(ddst), sizes)
+}
+
+/// Parses `"64:7,570:4,1518:1"`.
+pub(crate) fn parse_imix(text: &str) -> Result<Vec<(usize, u32)>, String> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (size, weight) = part
+            .split_once(':')
+            .ok_or_else(|| format!("`{part}` is not size:weight"))?;
+        let size: usize = size
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{size}` is not a frame size"))?;
+        let weight: u32 = weight
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{weight}` is not a whole weight"))?;
+        if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
+            return Err(format!(
+                "frame size {size} is outside {MIN_FRAME}..={MAX_FRAME}"
+            ));
+        }
+        if weight > 1000 {
+            return Err(format!("weight {weight} is above 1000"));
+        }
+        out.push((size, weight));
+    }
+    if out.iter().map(|x| x.1).sum::<u32>() == 0 {
+        return Err("the IMIX weights sum to 0".into());
+    }
+    Ok(out.into_iter().filter(|x| x.1 > 0).collect())
+}
+
+impl StageConfig for GeneratorSpec {
+    fn name(&self) -> &'static str {
+        "generator"
+    }
+
+    fn describe(&self) -> String {
+        let g = self;
+        let sizes = match &g.frames.sizes {
+            Sizes::Fixed(f) => format!("{f}-byte frames"),
+            Sizes::Imix(v) => format!(
+                "IMIX {}",
+                v.iter()
+                    .map(|(s, w)| format!("{s}:{w}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        };
+        let rate = g.rate_pps.map_or("rate set by each trial".into(), |r| {
+            format!("{}pps when run", si(r))
+        });
+        format!(
+            "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
+            g.stream,
+            if g.frames.is_v6() { "IPv6, " } else { "" },
+            g.frames.flows(),
+            g.burst
+        )
+    }
+
+    fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
+        let g = self;
+        let out = cx.output()?;
+        let control = Arc::new(GenControl::default());
+        if cx.mode == Mode::FreeRun {
+            control.start(1, g.rate_pps, None, g.count);
+        }
+        cx.generators
+            .push((cx.spec.name.clone(), control.clone(), g.share));
+        let config = GenConfig {
+            frames: g.frames.clone(),
+            stream: g.stream,
+            burst: g.burst,
+            max_lag: g.max_lag,
+        };
+        let finite = cx.mode == Mode::FreeRun && g.count.is_some();
+        Ok(Box::new(Generator::new(
+            out,
+            cx.pool.cache(),
+            config,
+            control,
+            cx.counters,
+            finite,
+        )))
+    }
+}

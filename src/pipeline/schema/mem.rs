@@ -1,0 +1,186 @@
+//! `kind = "mem"`: the in-process wire, which doubles as a simulated device
+//! under test (capacity, queue, impairments).
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{ring_size, KIND};
+use super::{Key, KindDoc, PortConfig, PortDef, PortKind};
+use crate::port::mem::{Capacity, MemConfig};
+use crate::port::{OpenPort, PortError};
+use crate::runtime::build::PortCtx;
+use crate::units::{si, Rate};
+
+const KEYS: &[Key] = &[
+    KIND,
+    Key::new(
+        "capacity",
+        "rate",
+        "none (an ideal wire)",
+        "service rate of the simulated device: \"5 Mpps\", \"10 Gbps\", or \"40%\" of line_rate",
+    ),
+    Key::new(
+        "queue",
+        "integer 1..2^24",
+        "1024",
+        "packets that may wait in the device before tail drop (with a capacity)",
+    ),
+    Key::new(
+        "loss",
+        "probability 0..=1",
+        "0",
+        "probability that a packet is lost",
+    ),
+    Key::new(
+        "duplicate",
+        "probability 0..=1",
+        "0",
+        "probability that a packet is duplicated",
+    ),
+    Key::new(
+        "reorder",
+        "probability 0..=1",
+        "0",
+        "probability that a packet is held back and overtaken by the next",
+    ),
+    Key::new("delay", "duration", "\"0s\"", "fixed one-way delay"),
+    Key::new("seed", "integer", "1", "seed of the impairment decisions"),
+    Key::new(
+        "ring",
+        "power of two 2..=2^24",
+        "4096",
+        "slots carrying packets to the rx side; a full ring drops (overflow)",
+    ),
+    Key::new(
+        "line_rate",
+        "bits/s",
+        "none",
+        "the wire's line rate, for rates given in percent",
+    ),
+    Key::new(
+        "queues",
+        "integer 1..=256",
+        "1",
+        "queue pairs, each a wire of its own (capacity split evenly), one per replica of a stage",
+    ),
+];
+
+pub(super) const DEF: PortDef = PortDef {
+    doc: KindDoc {
+        name: "mem",
+        what: "a mem port",
+        doc: "an in-process wire with capacity, queue and impairments",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
+    let mut c = MemConfig {
+        line_rate_bps: t.line_rate_bps(sink, "line_rate", "\"10 Gbps\""),
+        ..MemConfig::default()
+    };
+    if let Some((r, s)) = t.rate(sink, "capacity") {
+        c.capacity = match r {
+            Rate::Pps(p) => Some(Capacity::Pps(p)),
+            Rate::L2Bps(b) => Some(Capacity::L2Bps(b)),
+            Rate::L1Bps(b) => Some(Capacity::L1Bps(b)),
+            Rate::Percent(p) => match c.line_rate_bps {
+                Some(l) => Some(Capacity::L1Bps(l * p / 100.0)),
+                None => {
+                    sink.error(
+                        s,
+                        &t.path,
+                        Some("capacity"),
+                        "a capacity in percent needs `line_rate` on this port",
+                        None,
+                    );
+                    None
+                }
+            },
+        };
+        if matches!(r, Rate::Pps(x) | Rate::L2Bps(x) | Rate::L1Bps(x) if x <= 0.0) {
+            sink.error(
+                t.span_of("capacity"),
+                &t.path,
+                Some("capacity"),
+                "a capacity must be above zero",
+                None,
+            );
+        }
+    }
+    if let Some((q, _)) = t.int(sink, "queue", 1..1 << 24) {
+        c.queue = q as u32;
+    }
+    c.loss = t.float(sink, "loss", 0.0, 1.0).unwrap_or(0.0);
+    c.duplicate = t.float(sink, "duplicate", 0.0, 1.0).unwrap_or(0.0);
+    c.reorder = t.float(sink, "reorder", 0.0, 1.0).unwrap_or(0.0);
+    c.delay = t.duration(sink, "delay").unwrap_or_default();
+    if let Some((s, _)) = t.int(sink, "seed", 0..i64::MAX) {
+        c.seed = s as u64;
+    }
+    if let Some(r) = ring_size(t, sink, "ring") {
+        c.ring = r;
+    }
+    if let Some((q, _)) = t.int(sink, "queues", 1..257) {
+        c.queues = q as u16;
+    }
+    Some(PortKind::Mem(c))
+}
+
+impl PortConfig for MemConfig {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn describe(&self) -> String {
+        let c = self;
+        let mut parts = Vec::new();
+        match c.capacity {
+            Some(Capacity::Pps(p)) => {
+                parts.push(format!("capacity {}pps, queue {}", si(p), c.queue))
+            }
+            Some(Capacity::L2Bps(b)) => {
+                parts.push(format!("capacity {}bps, queue {}", si(b), c.queue))
+            }
+            Some(Capacity::L1Bps(b)) => {
+                parts.push(format!("capacity {}bps L1, queue {}", si(b), c.queue))
+            }
+            None => parts.push("ideal".into()),
+        }
+        for (name, v) in [
+            ("loss", c.loss),
+            ("duplicate", c.duplicate),
+            ("reorder", c.reorder),
+        ] {
+            if v > 0.0 {
+                parts.push(format!("{name} {}%", v * 100.0));
+            }
+        }
+        if !c.delay.is_zero() {
+            parts.push(format!("delay {:?}", c.delay));
+        }
+        if c.loss + c.duplicate + c.reorder > 0.0 {
+            parts.push(format!("seed {}", c.seed));
+        }
+        if c.queues > 1 {
+            parts.push(format!(
+                "{} queue pairs (each a wire of its own, the capacity split evenly)",
+                c.queues
+            ));
+        }
+        parts.join(", ")
+    }
+
+    fn queues(&self, _dir: &str) -> u16 {
+        self.queues
+    }
+
+    fn open(&self, _cx: &PortCtx<'_>) -> Result<OpenPort, PortError> {
+        Ok(crate::port::mem::open(self))
+    }
+
+    fn line_rate_bps(&self) -> Option<f64> {
+        self.line_rate_bps
+    }
+}

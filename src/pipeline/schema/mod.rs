@@ -1,0 +1,814 @@
+//! The file schema: sections, their keys, and what each kind of port and stage
+//! accepts. Parsing goes on after an error so every problem is reported.
+//!
+//! Each kind of port and stage is one file here: its settings, its keys (name,
+//! type, default, meaning: see [`Key`]), how it reads them, how the plan
+//! describes it, and how it is built into a running port or stage. The
+//! registry ([`port_kinds!`] and [`stage_kinds!`] below) lists the kinds:
+//! a new kind is its own file plus one line there.
+//!
+//! A section's unknown keys are the keys present that its reader never asked
+//! for; the "valid:" line and the "did you mean" come from its [`Key`] table.
+
+mod analyzer;
+mod chunk_sink;
+mod common;
+mod dpdk;
+mod forward;
+mod generator;
+mod ibverbs;
+mod mem;
+mod pcap;
+mod reliable;
+mod sink;
+mod source;
+mod spead;
+mod spead_recv;
+mod spead_send;
+mod udp;
+
+use std::path::Path;
+
+use toml::de::{DeTable, DeValue};
+
+use super::diag::{suggest, Diagnostics, Sink};
+use super::table::{as_int, Span, Table};
+use super::Pipeline;
+use crate::buf::{HugepageMode, PoolConfig};
+use crate::port::{OpenPort, PortError};
+use crate::runtime::build::{BuildError, LinkCtx, PortCtx, StageCtx};
+use crate::runtime::Stage;
+use crate::units::parse_core_list;
+
+pub use analyzer::AnalyzerSpec;
+pub use forward::ForwardConfig;
+pub use generator::GeneratorSpec;
+pub use sink::SinkConfig;
+pub use source::SourceConfig;
+
+/// The pool section, as written.
+pub type PoolSpec = PoolConfig;
+
+/// One key of a section, as `linerate keys` shows it and as "valid:" lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// The key's name in files.
+    pub name: &'static str,
+    /// What it takes, in words (`"integer 1..=64"`, `"rate"`, `"string"`).
+    pub ty: &'static str,
+    /// Its default as written in a file, or `"required"`, or `"none"` (unset).
+    pub default: &'static str,
+    /// What it means, in one line.
+    pub doc: &'static str,
+}
+
+impl Key {
+    /// A key's metadata.
+    pub const fn new(
+        name: &'static str,
+        ty: &'static str,
+        default: &'static str,
+        doc: &'static str,
+    ) -> Key {
+        Key {
+            name,
+            ty,
+            default,
+            doc,
+        }
+    }
+}
+
+/// A section or a kind of port or stage, with its keys: what the registry
+/// knows for documentation (`linerate keys`).
+#[derive(Debug, Clone, Copy)]
+pub struct KindDoc {
+    /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
+    pub name: &'static str,
+    /// How messages name it ("a mem port", "[pool]").
+    pub what: &'static str,
+    /// What it is, in one line.
+    pub doc: &'static str,
+    /// Its keys, in the order "valid:" lists them.
+    pub keys: &'static [Key],
+    /// Keys passed on to a reader of their own (a reliable endpoint's), which
+    /// reports its own unknown keys.
+    pub more_keys: &'static [Key],
+}
+
+/// A kind of port: its documentation and its reader, which returns `None` after
+/// reporting a problem that leaves nothing to check (its keys then go unchecked).
+pub(crate) struct PortDef {
+    pub(crate) doc: KindDoc,
+    pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
+}
+
+/// What a stage reader returns: the kind, its rx and its tx.
+pub(crate) type ParsedStage = (StageKind, Option<String>, Option<String>);
+
+/// A kind of stage: its documentation, its reader, and the key whose span
+/// stands for its input in the plan's messages.
+pub(crate) struct StageDef {
+    pub(crate) doc: KindDoc,
+    pub(crate) rx_key: &'static str,
+    pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+}
+
+/// What each port kind's settings do beyond parsing (implemented in the
+/// kind's file).
+pub(crate) trait PortConfig {
+    /// The kind's name in files.
+    fn name(&self) -> &'static str;
+    /// One line for `linerate check`.
+    fn describe(&self) -> String;
+    /// Opens the port.
+    fn open(&self, cx: &PortCtx<'_>) -> Result<OpenPort, PortError>;
+    /// Queues in a direction ("rx" or "tx").
+    fn queues(&self, _dir: &str) -> u16 {
+        1
+    }
+    /// Whether the port can receive, and if not, why.
+    fn rx_missing(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether the port can transmit, and if not, why.
+    fn tx_missing(&self) -> Option<&'static str> {
+        None
+    }
+    /// The port's line rate in L1 bits/s, when known.
+    fn line_rate_bps(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// What each stage kind's settings do beyond parsing (implemented in the
+/// kind's file).
+pub(crate) trait StageConfig {
+    /// The kind's name in files.
+    fn name(&self) -> &'static str;
+    /// One line for `linerate check`.
+    fn describe(&self) -> String;
+    /// Runs for every stage before any is built: makes the links between
+    /// stages that are not rings (a chunk sink's to its receiver).
+    fn link(&self, _cx: &mut LinkCtx<'_>) -> Result<(), BuildError> {
+        Ok(())
+    }
+    /// Builds the running stage.
+    fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
+}
+
+/// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
+/// the order "valid:" lists them. A `#[cfg]` hides the variant, not the kind:
+/// its module still reads `kind = "..."` and says what the build lacks.
+macro_rules! port_kinds {
+    ($( $(#[cfg($cfg:meta)])? $variant:ident($config:ty) = $module:ident, $doc:literal; )*) => {
+        /// The kinds of port.
+        #[derive(Debug, Clone)]
+        pub enum PortKind {
+            $( #[doc = $doc] $(#[cfg($cfg)])? $variant($config), )*
+        }
+
+        impl PortKind {
+            fn config(&self) -> &dyn PortConfig {
+                match self {
+                    $( $(#[cfg($cfg)])? PortKind::$variant(c) => c, )*
+                }
+            }
+        }
+
+        const PORTS: &[&PortDef] = &[$( &$module::DEF, )*];
+    };
+}
+
+/// The stage registry: `Variant(Spec) = module [DEF, ...], "doc";`, one line
+/// per kind (a variant may have several names, like reliable_tx and
+/// reliable_rx), in the order "valid:" lists them.
+macro_rules! stage_kinds {
+    ($( $variant:ident($spec:ty) = $module:ident [$($def:ident),+], $doc:literal; )*) => {
+        /// The kinds of stage.
+        #[derive(Debug, Clone)]
+        pub enum StageKind {
+            $( #[doc = $doc] $variant($spec), )*
+        }
+
+        impl StageKind {
+            pub(crate) fn config(&self) -> &dyn StageConfig {
+                match self {
+                    $( StageKind::$variant(c) => c, )*
+                }
+            }
+        }
+
+        const STAGES: &[&StageDef] = &[$( $( &$module::$def, )+ )*];
+    };
+}
+
+port_kinds! {
+    Mem(crate::port::mem::MemConfig) = mem, "In-process wire with impairments.";
+    Udp(crate::port::udp::UdpConfig) = udp, "Kernel UDP socket.";
+    Pcap(crate::port::pcap::PcapConfig) = pcap, "Capture file.";
+    #[cfg(feature = "dpdk")]
+    Dpdk(crate::port::dpdk::DpdkConfig) = dpdk, "A DPDK device.";
+    #[cfg(feature = "ibverbs")]
+    Ibverbs(crate::port::ibverbs::IbverbsConfig) = ibverbs, "ibverbs raw packet queues.";
+}
+
+stage_kinds! {
+    Source(SourceConfig) = source [DEF],
+        "Emits a fixed template packet, as fast as possible or at a rate.";
+    Forward(ForwardConfig) = forward [DEF], "Moves packets from rx to tx.";
+    Sink(SinkConfig) = sink [DEF], "Counts and frees packets.";
+    Generator(GeneratorSpec) = generator [DEF], "Stamped traffic for trials.";
+    Analyzer(AnalyzerSpec) = analyzer [DEF], "Per-stream counts and latency of stamped traffic.";
+    Reliable(crate::reliable::stage::ReliableSpec) = reliable [TX_DEF, RX_DEF],
+        "One side of a reliable channel (`reliable_tx` or `reliable_rx`).";
+    SpeadSend(crate::spead::stage::SpeadSendSpec) = spead_send [DEF],
+        "Sends SPEAD heaps (the F-engine simulator's or generic ones).";
+    SpeadRecv(crate::spead::stage::SpeadRecvSpec) = spead_recv [DEF],
+        "Reassembles SPEAD heaps into chunks (katgpucbf's placement).";
+    ChunkSink(crate::spead::stage::ChunkSinkSpec) = chunk_sink [DEF],
+        "Consumes a `spead_recv` stage's chunks.";
+}
+
+/// Every kind of port, in registry order.
+pub fn port_kinds() -> impl Iterator<Item = &'static KindDoc> {
+    PORTS.iter().map(|d| &d.doc)
+}
+
+/// Every kind of stage, in registry order.
+pub fn stage_kinds() -> impl Iterator<Item = &'static KindDoc> {
+    STAGES.iter().map(|d| &d.doc)
+}
+
+/// The sections that are not ports or stages: `[pipeline]`, `[pool]`,
+/// `[ring.NAME]`, `[eal]`.
+pub fn sections() -> &'static [KindDoc] {
+    SECTIONS
+}
+
+const PIPELINE_KEYS: &[Key] = &[
+    Key::new(
+        "name",
+        "string",
+        "the file's stem",
+        "the pipeline's name in reports",
+    ),
+    Key::new(
+        "lcores",
+        "core list, core id or array of ids",
+        "the first core available",
+        "the cores the pipeline may use, like \"0-1,3\"",
+    ),
+    Key::new(
+        "pin",
+        "boolean",
+        "true",
+        "pin each lcore to its core (false: unpinned threads sharing the cores)",
+    ),
+];
+const POOL_KEYS: &[Key] = &[
+    Key::new(
+        "buffers",
+        "integer 64..2^26",
+        "16384",
+        "packet buffers in the pool",
+    ),
+    Key::new(
+        "size",
+        "size 256..=65664 bytes",
+        "\"2 KiB\"",
+        "bytes per buffer, headroom included",
+    ),
+    Key::new(
+        "headroom",
+        "integer 0..=1024",
+        "128",
+        "bytes kept free before each packet",
+    ),
+    Key::new(
+        "hugepages",
+        "true, false or \"auto\"",
+        "false",
+        "back the pool with hugepages (\"auto\": when available)",
+    ),
+];
+const RING_KEYS: &[Key] = &[Key::new(
+    "size",
+    "power of two 2..=2^24",
+    "1024",
+    "slots in the ring",
+)];
+const EAL_KEYS: &[Key] = &[Key::new(
+    "args",
+    "array of strings",
+    "[]",
+    "DPDK EAL arguments, like [\"--no-huge\", \"--vdev=net_null0\"]",
+)];
+
+const fn section_doc(
+    name: &'static str,
+    what: &'static str,
+    doc: &'static str,
+    keys: &'static [Key],
+) -> KindDoc {
+    KindDoc {
+        name,
+        what,
+        doc,
+        keys,
+        more_keys: &[],
+    }
+}
+
+const SECTIONS: &[KindDoc] = &[
+    section_doc(
+        "pipeline",
+        "[pipeline]",
+        "the pipeline's name and cores",
+        PIPELINE_KEYS,
+    ),
+    section_doc("pool", "[pool]", "the packet buffer pool", POOL_KEYS),
+    section_doc(
+        "ring",
+        "a ring",
+        "a bounded link between two stages ([ring.NAME])",
+        RING_KEYS,
+    ),
+    section_doc(
+        "eal",
+        "[eal]",
+        "DPDK's EAL arguments, for pipelines with dpdk ports",
+        EAL_KEYS,
+    ),
+];
+
+/// A port as declared.
+#[derive(Debug, Clone)]
+pub struct PortSpec {
+    /// Its name.
+    pub name: String,
+    /// Its kind and configuration.
+    pub kind: PortKind,
+}
+
+impl PortKind {
+    /// The kind's name in files.
+    pub fn name(&self) -> &'static str {
+        self.config().name()
+    }
+
+    /// Queues in a direction ("rx" or "tx").
+    pub(crate) fn queues(&self, dir: &str) -> u16 {
+        self.config().queues(dir)
+    }
+
+    /// Whether the port can receive, and if not, why.
+    pub(crate) fn rx_missing(&self) -> Option<&'static str> {
+        self.config().rx_missing()
+    }
+
+    /// Whether the port can transmit, and if not, why.
+    pub(crate) fn tx_missing(&self) -> Option<&'static str> {
+        self.config().tx_missing()
+    }
+
+    /// The port's line rate in L1 bits/s, when known.
+    pub fn line_rate_bps(&self) -> Option<f64> {
+        self.config().line_rate_bps()
+    }
+
+    /// One line for `linerate check`.
+    pub(crate) fn describe(&self) -> String {
+        self.config().describe()
+    }
+
+    /// Opens the port.
+    pub(crate) fn open(&self, cx: &PortCtx<'_>) -> Result<OpenPort, PortError> {
+        self.config().open(cx)
+    }
+}
+
+/// A ring as declared.
+#[derive(Debug, Clone)]
+pub struct RingSpec {
+    /// Its name.
+    pub name: String,
+    /// Slots (a power of two).
+    pub size: usize,
+    pub(crate) span: Span,
+}
+
+/// A stage as declared.
+#[derive(Debug, Clone)]
+pub struct StageSpec {
+    /// Its name.
+    pub name: String,
+    /// The core of the lcore that polls it.
+    pub lcore: usize,
+    /// The port or ring it receives from.
+    pub rx: Option<String>,
+    /// The port or ring it transmits to.
+    pub tx: Option<String>,
+    /// Its kind and configuration.
+    pub kind: StageKind,
+    /// `lcores = "1-4"`: the cores of its replicas (empty: one lcore, `lcore`).
+    /// The plan expands a replicated stage into one instance per core.
+    pub replicas: Vec<usize>,
+    /// Set on an instance of a replicated stage.
+    pub replica: Option<super::replica::Replica>,
+    pub(crate) span: Span,
+    pub(crate) lcores_span: Span,
+    pub(crate) rx_span: Span,
+    pub(crate) tx_span: Span,
+}
+
+impl StageKind {
+    /// The kind's name in files.
+    pub fn name(&self) -> &'static str {
+        self.config().name()
+    }
+
+    /// One line for `linerate check`.
+    pub(crate) fn describe(&self) -> String {
+        self.config().describe()
+    }
+}
+
+const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage", "eal"];
+
+fn section<'t, 'i>(
+    sink: &mut Sink<'_>,
+    root: &'t DeTable<'i>,
+    key: &str,
+) -> Option<(Span, &'t DeTable<'i>)> {
+    let v = root.get(key)?;
+    match v.get_ref() {
+        DeValue::Table(t) => Some((v.span(), t)),
+        _ => {
+            sink.error(
+                v.span(),
+                "",
+                Some(key),
+                format!("`{key}` must be a table, like [{key}]"),
+                None,
+            );
+            None
+        }
+    }
+}
+
+/// Named sub-tables of a section: `[port.NAME]`.
+fn named<'t, 'i>(
+    sink: &mut Sink<'_>,
+    root: &'t DeTable<'i>,
+    key: &str,
+) -> Vec<(String, Span, &'t DeTable<'i>)> {
+    let Some((_, t)) = section(sink, root, key) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, v) in t.iter() {
+        match v.get_ref() {
+            DeValue::Table(inner) => out.push((name.get_ref().to_string(), v.span(), inner)),
+            _ => sink.error(
+                v.span(),
+                key,
+                Some(name.get_ref()),
+                format!("expected a table [{key}.{}]", name.get_ref()),
+                None,
+            ),
+        }
+    }
+    out
+}
+
+/// The names of registered kinds, for "valid:" lines.
+fn names<'a>(docs: impl Iterator<Item = &'a KindDoc>) -> Vec<&'static str> {
+    docs.map(|d| d.name).collect()
+}
+
+fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) -> Option<PortSpec> {
+    let mut t = Table::new(format!("port.{name}"), span, map);
+    let valid = names(port_kinds());
+    let (kind, kind_span) = t.required_string(sink, "kind", &valid.join(", "))?;
+    let Some(def) = PORTS.iter().find(|d| d.doc.name == kind) else {
+        common::unknown_kind(sink, kind_span, &t.path, "port", &kind, &valid);
+        return None;
+    };
+    let kind = (def.parse)(&mut t, sink)?;
+    t.finish(sink, def.doc.what, def.doc.keys);
+    Some(PortSpec {
+        name: name.to_string(),
+        kind,
+    })
+}
+
+fn parse_stage(
+    sink: &mut Sink<'_>,
+    name: &str,
+    span: Span,
+    map: &DeTable<'_>,
+    lcores: &[usize],
+) -> Option<StageSpec> {
+    let mut t = Table::new(format!("stage.{name}"), span.clone(), map);
+    let valid = names(stage_kinds());
+    let (kind, kind_span) = t.required_string(sink, "kind", &valid.join(", "))?;
+    let lcore = match t.int(sink, "lcore", 0..4096) {
+        Some((l, s)) => {
+            let l = l as usize;
+            if !lcores.contains(&l) {
+                sink.error(
+                    s,
+                    &t.path,
+                    Some("lcore"),
+                    format!("lcore {l} is not among the pipeline's lcores"),
+                    Some(format!("one of {:?} (from `lcores` in [pipeline])", lcores)),
+                );
+            }
+            l
+        }
+        None => lcores.first().copied().unwrap_or(0),
+    };
+    let lcores_span = t.span_of("lcores");
+    let replicas = super::replica::parse_stage_lcores(sink, &mut t, lcores);
+    let Some(def) = STAGES.iter().find(|d| d.doc.name == kind) else {
+        common::unknown_kind(sink, kind_span, &t.path, "stage", &kind, &valid);
+        return None;
+    };
+    let rx_span = t.span_of(def.rx_key);
+    let tx_span = t.span_of("tx");
+    let (kind, rx, tx) = (def.parse)(&mut t, sink);
+    t.finish(sink, def.doc.what, def.doc.keys);
+    Some(StageSpec {
+        name: name.to_string(),
+        lcore,
+        rx,
+        tx,
+        kind,
+        replicas,
+        replica: None,
+        span,
+        lcores_span,
+        rx_span,
+        tx_span,
+    })
+}
+
+fn parse_lcores(
+    sink: &mut Sink<'_>,
+    t: &mut Table<'_, '_>,
+    pin: bool,
+    cores: &[usize],
+) -> Vec<usize> {
+    let span = t.span_of("lcores");
+    let bad = |sink: &mut Sink<'_>, msg: String| {
+        sink.error(
+            span.clone(),
+            "pipeline",
+            Some("lcores"),
+            msg,
+            Some("a core list like \"0-1,3\", a core id, or an array of core ids".into()),
+        );
+        vec![0]
+    };
+    t.mark_used("lcores");
+    let list = match t.raw("lcores") {
+        Some(DeValue::String(s)) => match parse_core_list(s) {
+            Ok(l) => l,
+            Err(e) => return bad(sink, e.to_string()),
+        },
+        Some(DeValue::Integer(_)) => match t.raw("lcores").and_then(as_int) {
+            Some(i @ 0..=4095) => vec![i as usize],
+            _ => return bad(sink, "a core id must be from 0 to 4095".into()),
+        },
+        Some(DeValue::Array(a)) => {
+            let ids: Option<Vec<usize>> = a
+                .iter()
+                .map(|v| {
+                    as_int(v.get_ref())
+                        .filter(|i| (0..4096).contains(i))
+                        .map(|i| i as usize)
+                })
+                .collect();
+            match ids {
+                Some(mut l) if !l.is_empty() => {
+                    l.sort_unstable();
+                    l.dedup();
+                    l
+                }
+                _ => {
+                    return bad(
+                        sink,
+                        "every element must be a core id from 0 to 4095".into(),
+                    )
+                }
+            }
+        }
+        Some(_) => return bad(sink, "expected a core list".into()),
+        None => vec![cores.first().copied().unwrap_or(0)],
+    };
+    if pin {
+        let missing: Vec<usize> = list
+            .iter()
+            .copied()
+            .filter(|c| !cores.contains(c))
+            .collect();
+        if !missing.is_empty() {
+            sink.error(
+                span,
+                &t.path,
+                Some("lcores"),
+                format!(
+                    "lcore(s) {missing:?} are not on this machine, which has {} core(s) available to this process: {cores:?}",
+                    cores.len()
+                ),
+                Some(format!(
+                    "cores from {cores:?}; or set `pin = false` to run the lcores as unpinned threads (they then share the cores)"
+                )),
+            );
+        }
+    }
+    list
+}
+
+/// Parses a whole file into a [`Pipeline`], or every problem found.
+pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline, Diagnostics> {
+    let mut sink = Sink::new(path, src);
+    let root = match DeTable::parse(src) {
+        Ok(r) => r,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().to_string();
+            sink.error(
+                span,
+                "",
+                None,
+                format!("this is not valid TOML: {msg}"),
+                None,
+            );
+            return Err(Diagnostics(sink.diags));
+        }
+    };
+    let root = root.get_ref();
+    for (key, _) in root.iter() {
+        if !TOP_KEYS.contains(&key.get_ref().as_ref()) {
+            let hint = suggest(key.get_ref(), TOP_KEYS)
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            sink.error(
+                key.span(),
+                "",
+                Some(key.get_ref()),
+                format!("unknown section{hint}"),
+                Some("[pipeline], [pool], [port.NAME], [ring.NAME], [stage.NAME]".into()),
+            );
+        }
+    }
+    let stem = path
+        .file_stem()
+        .map_or("pipeline".into(), |s| s.to_string_lossy().into_owned());
+    let empty = DeTable::default();
+    let (pspan, ptable) = section(&mut sink, root, "pipeline").unwrap_or((0..0, &empty));
+    let mut t = Table::new("pipeline", pspan, ptable);
+    let name = t.string(&mut sink, "name").map_or(stem, |x| x.0);
+    let pin = t.boolean(&mut sink, "pin").unwrap_or(true);
+    let lcores = parse_lcores(&mut sink, &mut t, pin, cores);
+    t.finish(&mut sink, "[pipeline]", PIPELINE_KEYS);
+
+    let mut pool = PoolConfig::default();
+    if let Some((span, map)) = section(&mut sink, root, "pool") {
+        let mut t = Table::new("pool", span, map);
+        if let Some((n, _)) = t.int(&mut sink, "buffers", 64..1 << 26) {
+            pool.count = n as u32;
+        }
+        if let Some((s, span)) = t.size(&mut sink, "size") {
+            if !(256..=65536 + 128).contains(&s) {
+                sink.error(
+                    span,
+                    "pool",
+                    Some("size"),
+                    format!("{s} bytes is out of range"),
+                    Some("from 256 to 65664 bytes per buffer, headroom included".into()),
+                );
+            }
+            pool.buf_size = s as u32;
+        }
+        if let Some((h, _)) = t.int(&mut sink, "headroom", 0..1025) {
+            pool.headroom = h as u16;
+        }
+        let span = t.span_of("hugepages");
+        if t.has("hugepages") {
+            pool.hugepages = match map.get("hugepages").map(|v| v.get_ref()) {
+                Some(DeValue::Boolean(true)) => HugepageMode::Required,
+                Some(DeValue::Boolean(false)) => HugepageMode::Off,
+                Some(DeValue::String(s)) if s == "auto" => HugepageMode::Auto,
+                _ => {
+                    sink.error(
+                        span,
+                        "pool",
+                        Some("hugepages"),
+                        "expected true, false or \"auto\"",
+                        None,
+                    );
+                    HugepageMode::Off
+                }
+            };
+            t.mark_used("hugepages");
+        }
+        t.finish(&mut sink, "[pool]", POOL_KEYS);
+    }
+
+    let mut eal = Vec::new();
+    if let Some((span, map)) = section(&mut sink, root, "eal") {
+        let mut t = Table::new("eal", span.clone(), map);
+        if !cfg!(feature = "dpdk") {
+            sink.error(span, "eal", None, "[eal] is for dpdk ports, which this build does not have (build with `--features dpdk`)", None);
+        }
+        t.mark_used("args");
+        match t.raw("args") {
+            Some(DeValue::Array(a)) if a.iter().all(|v| matches!(v.get_ref(), DeValue::String(_))) => {
+                eal = a.iter().filter_map(|v| match v.get_ref() { DeValue::String(s) => Some(s.to_string()), _ => None }).collect();
+            }
+            Some(_) => sink.error(t.span_of("args"), "eal", Some("args"), "expected an array of strings", Some("EAL arguments as strings, like [\"--no-huge\", \"-m\", \"512\", \"--vdev=net_null0\"]".into())),
+            None => {}
+        }
+        t.finish(&mut sink, "[eal]", EAL_KEYS);
+    }
+    let ports: Vec<PortSpec> = named(&mut sink, root, "port")
+        .into_iter()
+        .filter_map(|(n, s, m)| parse_port(&mut sink, &n, s, m))
+        .collect();
+    let mut rings = Vec::new();
+    for (name, span, map) in named(&mut sink, root, "ring") {
+        let mut t = Table::new(format!("ring.{name}"), span.clone(), map);
+        let size = if t.has("size") {
+            common::ring_size(&mut t, &mut sink, "size")
+        } else {
+            Some(1024)
+        };
+        t.finish(&mut sink, "a ring", RING_KEYS);
+        if let Some(size) = size {
+            rings.push(RingSpec { name, size, span });
+        }
+    }
+    let stages: Vec<StageSpec> = named(&mut sink, root, "stage")
+        .into_iter()
+        .filter_map(|(n, s, m)| parse_stage(&mut sink, &n, s, m, &lcores))
+        .collect();
+    if stages.is_empty() && sink.diags.is_empty() {
+        sink.error(
+            0..0,
+            "",
+            None,
+            "the pipeline has no stage",
+            Some("at least one [stage.NAME] with a `kind`".into()),
+        );
+    }
+    if !sink.diags.is_empty() {
+        return Err(Diagnostics(sink.diags));
+    }
+    Ok(Pipeline {
+        name,
+        file: path.to_path_buf(),
+        lcores,
+        pin,
+        pool,
+        eal,
+        ports,
+        rings,
+        stages,
+    })
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    /// Every kind's keys are unique, documented, and list `kind` first.
+    #[test]
+    fn registry_keys_are_documented() {
+        let mut names = Vec::new();
+        for d in port_kinds().chain(stage_kinds()) {
+            assert!(
+                !names.contains(&d.name),
+                "kind `{}` registered twice",
+                d.name
+            );
+            names.push(d.name);
+            assert_eq!(d.keys.first().map(|k| k.name), Some("kind"), "{}", d.name);
+        }
+        for d in port_kinds().chain(stage_kinds()).chain(sections()) {
+            let mut seen = Vec::new();
+            for k in d.keys.iter().chain(d.more_keys) {
+                assert!(
+                    !seen.contains(&k.name),
+                    "{}: key `{}` twice",
+                    d.name,
+                    k.name
+                );
+                seen.push(k.name);
+                assert!(!k.doc.is_empty() && !k.ty.is_empty() && !k.default.is_empty());
+            }
+        }
+    }
+}

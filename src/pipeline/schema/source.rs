@@ -1,0 +1,120 @@
+//! `kind = "source"`: a fixed template packet, as fast as possible or at a rate.
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
+use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::runtime::basic::{udp_template, Source, SourcePacing};
+use crate::runtime::build::{BuildError, StageCtx};
+use crate::runtime::Stage;
+use crate::units::{si, Rate};
+
+/// A source stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceConfig {
+    /// The rate as written; `None` is as fast as possible.
+    pub rate: Option<Rate>,
+    /// The rate in packets/s, resolved by the plan against the tx port.
+    pub rate_pps: Option<f64>,
+    /// Frame size in bytes, FCS included (the packet holds 4 bytes fewer).
+    pub frame: usize,
+    /// Packets to send before finishing; `None` is forever.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// How late a paced packet may go out; later ones are skipped (counted as
+    /// `late`), so a source that lost its core does not catch up in a flood.
+    pub max_lag: std::time::Duration,
+}
+
+const KEYS: &[Key] = &[
+    KIND,
+    LCORE,
+    LCORES,
+    TX,
+    Key::new(
+        "rate",
+        "rate",
+        "none (as fast as possible)",
+        "packets/s, bits/s, or a percent of the tx port's line rate",
+    ),
+    Key::new(
+        "frame",
+        "integer 64..=9018",
+        "64",
+        "frame size in bytes, FCS included",
+    ),
+    Key::new(
+        "count",
+        "integer",
+        "none (forever)",
+        "packets to send before finishing",
+    ),
+    BURST,
+    MAX_LAG,
+];
+
+pub(super) const DEF: StageDef = StageDef {
+    doc: KindDoc {
+        name: "source",
+        what: "a source stage",
+        doc: "emits a fixed UDP template packet, as fast as possible or at a rate",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    rx_key: "rx",
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
+    let tx = tx(t, sink);
+    let frame = match t.int(sink, "frame", 64..9019) {
+        Some((f, _)) => f as usize,
+        None => 64,
+    };
+    let c = SourceConfig {
+        rate: t.rate(sink, "rate").map(|x| x.0),
+        rate_pps: None,
+        frame,
+        count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
+        burst: burst(t, sink),
+        max_lag: t
+            .duration(sink, "max_lag")
+            .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
+    };
+    (StageKind::Source(c), None, tx)
+}
+
+impl StageConfig for SourceConfig {
+    fn name(&self) -> &'static str {
+        "source"
+    }
+
+    fn describe(&self) -> String {
+        let c = self;
+        let rate = c
+            .rate_pps
+            .map_or("as fast as possible".into(), |r| format!("{}pps", si(r)));
+        let count = c.count.map_or(String::new(), |n| format!(", {n} packets"));
+        format!(
+            "source, {}-byte frames, {rate}{count}, burst {}",
+            c.frame, c.burst
+        )
+    }
+
+    fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
+        let c = self;
+        Ok(Box::new(Source::new(
+            cx.output()?,
+            cx.pool.cache(),
+            udp_template(c.frame),
+            SourcePacing {
+                rate_pps: c.rate_pps,
+                count: c.count,
+                burst: c.burst,
+                max_lag: c.max_lag,
+            },
+            cx.counters,
+        )))
+    }
+}

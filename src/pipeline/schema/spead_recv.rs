@@ -1,0 +1,175 @@
+//! `kind = "spead_recv"`: reassembles SPEAD heaps into chunks (katgpucbf's
+//! placement).
+
+use super::super::diag::Sink;
+use super::super::table::Table;
+use super::common::{burst, rx, BURST, KIND, LCORE, RX};
+use super::spead::{
+    encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
+    N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
+};
+use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::buf::copy::CopyMode;
+use crate::runtime::build::{BuildError, StageCtx};
+use crate::runtime::Stage;
+use crate::spead::stage::{RecvEnd, SpeadRecv, SpeadRecvSpec};
+
+const KEYS: &[Key] = &[
+    KIND,
+    LCORE,
+    RX,
+    FLAVOUR,
+    Key::new(
+        "heaps_per_fengine_per_chunk",
+        "integer 1..2^20",
+        "32",
+        "heaps of each F-engine in one chunk",
+    ),
+    Key::new(
+        "max_chunks",
+        "integer 1..=1024",
+        "4",
+        "chunks open at once (the window)",
+    ),
+    Key::new(
+        "n_chunks",
+        "integer max_chunks..=4096",
+        "2 x max_chunks, at least 8",
+        "chunks allocated (the window plus those the sink holds)",
+    ),
+    Key::new(
+        "max_heaps",
+        "integer 1..2^20",
+        "2 x n_ants, at least 4",
+        "heaps being assembled at once",
+    ),
+    Key::new(
+        "copy",
+        "\"stream\" or \"plain\"",
+        "\"stream\"",
+        "how payloads are copied into chunks: non-temporal stores or plain",
+    ),
+    Key::new(
+        "idle_timeout",
+        "duration",
+        "none",
+        "finish after this long without a packet",
+    ),
+    ENCAP,
+    BURST,
+    N_ANTS,
+    N_CHANNELS_TOTAL,
+    N_CHANNELS_PER_STREAM,
+    N_SAMPLES_PER_CHANNEL,
+    N_POLS,
+    PACKET_PAYLOAD,
+];
+
+pub(super) const DEF: StageDef = StageDef {
+    doc: KindDoc {
+        name: "spead_recv",
+        what: "a spead_recv stage",
+        doc: "reassembles SPEAD heaps and places them into chunks",
+        keys: KEYS,
+        more_keys: &[],
+    },
+    rx_key: "rx",
+    parse,
+};
+
+fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
+    let rx = rx(t, sink);
+    let c = parse_spead_recv(t, sink);
+    (StageKind::SpeadRecv(c), rx, None)
+}
+
+fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec {
+    let flavour = flavour(t, sink);
+    let fsim = fsim_geometry(t, sink, flavour);
+    let hpf = t
+        .int(sink, "heaps_per_fengine_per_chunk", 1..1 << 20)
+        .map_or(32, |(v, _)| v as u64);
+    let max_chunks = t
+        .int(sink, "max_chunks", 1..1025)
+        .map_or(4, |(v, _)| v as usize);
+    let n_chunks = match t.int(sink, "n_chunks", 1..4097) {
+        Some((n, span)) if (n as usize) < max_chunks => {
+            sink.error(
+                span,
+                &t.path,
+                Some("n_chunks"),
+                format!("{n} chunks cannot fill a window of max_chunks = {max_chunks}: the receiver would wait for ever"),
+                Some(format!("n_chunks of at least {max_chunks} (more lets the sink hold chunks while the window fills)")),
+            );
+            max_chunks
+        }
+        Some((n, _)) => n as usize,
+        None => (2 * max_chunks).max(8),
+    };
+    let max_heaps = t
+        .int(sink, "max_heaps", 1..1 << 20)
+        .map_or((fsim.n_ants * 2).max(4), |(v, _)| v as usize);
+    let chunk_bytes = fsim.heap_bytes() as u64 * fsim.n_ants as u64 * hpf;
+    if chunk_bytes * n_chunks as u64 > 64 << 30 {
+        sink.error(
+            t.span.clone(),
+            &t.path,
+            None,
+            format!("{n_chunks} chunks of {chunk_bytes} bytes exceed 64 GiB"),
+            Some("fewer `n_chunks` or a smaller `heaps_per_fengine_per_chunk`".into()),
+        );
+    }
+    SpeadRecvSpec {
+        fsim,
+        heaps_per_fengine_per_chunk: hpf,
+        max_chunks,
+        n_chunks,
+        max_heaps,
+        encap: encap(t, sink),
+        idle_timeout: t.duration(sink, "idle_timeout"),
+        burst: burst(t, sink),
+        copy: t
+            .choice(
+                sink,
+                "copy",
+                "copy mode",
+                &[("stream", CopyMode::Stream), ("plain", CopyMode::Plain)],
+                "\"stream\" (non-temporal stores) or \"plain\"",
+            )
+            .unwrap_or(CopyMode::Stream),
+    }
+}
+
+impl StageConfig for SpeadRecvSpec {
+    fn name(&self) -> &'static str {
+        "spead_recv"
+    }
+
+    fn describe(&self) -> String {
+        let c = self;
+        format!(
+            "spead_recv, {} antennas, {}-byte heaps, {} heaps per F-engine per chunk, window {} of {} chunks, SPEAD-64-{}, burst {}",
+            c.fsim.n_ants,
+            c.fsim.heap_bytes(),
+            c.heaps_per_fengine_per_chunk,
+            c.max_chunks,
+            c.n_chunks,
+            c.fsim.flavour.heap_address_bits(),
+            c.burst
+        )
+    }
+
+    fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
+        let i = cx.input()?;
+        // Its chunk sink's link, made by the sink's `link` (none: chunks are
+        // recycled at once).
+        let link = cx.take_link::<RecvEnd>();
+        Ok(Box::new(SpeadRecv::new(
+            self.clone(),
+            i,
+            link,
+            cx.pool.cache(),
+            cx.counters,
+        )))
+    }
+}

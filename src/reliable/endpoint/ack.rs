@@ -1,0 +1,158 @@
+//! Acknowledgements in: what they settle, RTT samples, and loss detection
+//! (duplicate ACKs, SACK and RACK's time rule).
+
+use super::super::hotel::Hotel;
+use super::super::seq;
+use super::super::wire::{AckRepr, Channel};
+use super::tx::{RateSnap, TxChannel};
+use super::{Endpoint, Event};
+use crate::time::Instant;
+use std::collections::VecDeque;
+
+impl Endpoint {
+    pub(super) fn on_ack(&mut self, ch: Channel, ack: &AckRepr, now: Instant) {
+        let t = &mut self.tx[ch.index()];
+        if seq::gt(ack.end(), t.next_seq) || seq::gt(ack.cum, t.next_seq) {
+            self.stats.bad_ack += 1;
+            return;
+        }
+        if seq::lt(ack.cum, t.snd_una) {
+            self.stats.stale_acks += 1;
+            return;
+        }
+        let mut newly = 0u32;
+        let mut sample: Option<Instant> = None;
+        // The newest-sent segment acknowledged: its send time and rate snapshot.
+        let mut newest: Option<(Instant, RateSnap)> = None;
+        let mut ack_one =
+            |t: &mut TxChannel, hotel: &mut Hotel, events: &mut VecDeque<Event>, s: u32| {
+                let seg = &mut t.segs[(s & t.wmask) as usize];
+                if !seg.live || seg.acked {
+                    return;
+                }
+                seg.acked = true;
+                seg.queued = false;
+                if let Some(r) = seg.room.take() {
+                    hotel.check_out(r);
+                }
+                if seg.in_pipe {
+                    seg.in_pipe = false;
+                    t.pipe -= 1;
+                }
+                t.delivered += 1;
+                if newest.is_none_or(|(at, _)| seg.sent_at >= at) {
+                    newest = Some((seg.sent_at, seg.rate));
+                }
+                if seg.xmits == 1 {
+                    sample = Some(sample.map_or(seg.sent_at, |x| x.max(seg.sent_at)));
+                }
+                if seg.sent_at > t.rack_time {
+                    t.rack_time = seg.sent_at;
+                }
+                if !t.any_acked || seq::gt(s, t.largest_acked) {
+                    t.largest_acked = s;
+                    t.any_acked = true;
+                }
+                newly += 1;
+                let frag = seg.frag_id;
+                let m = &mut t.msgs[(frag & t.cmask) as usize];
+                m.acked += 1;
+                if m.cut && m.acked >= m.segs {
+                    m.live = false;
+                    if m.put.is_some() {
+                        events.push_back(Event::PutDone { handle: m.handle });
+                    }
+                    let buf = core::mem::take(&mut m.data);
+                    if t.pool.len() <= t.cmask as usize {
+                        t.pool.push(buf);
+                    }
+                }
+            };
+        let mut s = t.snd_una;
+        while seq::lt(s, ack.cum) {
+            ack_one(t, &mut self.hotel, &mut self.events, s);
+            s = s.wrapping_add(1);
+        }
+        for r in ack.ranges() {
+            let mut s = if seq::lt(r.start, t.snd_una) {
+                t.snd_una
+            } else {
+                r.start
+            };
+            while seq::lt(s, r.end) {
+                ack_one(t, &mut self.hotel, &mut self.events, s);
+                s = s.wrapping_add(1);
+            }
+        }
+        // Advance the cumulative points.
+        while t.snd_una != t.next_seq && t.segs[(t.snd_una & t.wmask) as usize].acked {
+            t.segs[(t.snd_una & t.wmask) as usize].live = false;
+            t.snd_una = t.snd_una.wrapping_add(1);
+        }
+        while t.msg_una != t.next_frag && !t.msgs[(t.msg_una & t.cmask) as usize].live {
+            t.msg_una = t.msg_una.wrapping_add(1);
+        }
+        if let Some(sent) = sample {
+            let rtt = now - sent;
+            t.rtt.sample(rtt);
+            self.stats.rtt_samples += 1;
+            if t.min_rtt.is_none_or(|m| rtt < m) {
+                t.min_rtt = Some(rtt);
+            }
+        }
+        if let Some((sent, snap)) = newest {
+            t.delivered_time = now;
+            if self.cfg.flight_gain > 0 {
+                t.update_flight_cap(snap, sent, now, self.cfg.flight_gain, self.cfg.flight_floor);
+            }
+        }
+        if newly > 0 {
+            // New data acknowledged: restart the channel's timer (RFC 6298 5.3).
+            t.probe_after = now + t.rtt.rto();
+        }
+        // Duplicate cumulative ACKs (usnic: one is enough to resend).
+        if ack.cum == t.last_cum && newly == 0 && t.snd_una != t.next_seq {
+            t.dup_acks += 1;
+            if self.cfg.dup_ack_threshold > 0 && t.dup_acks >= self.cfg.dup_ack_threshold {
+                let s = t.snd_una;
+                let seg = &mut t.segs[(s & t.wmask) as usize];
+                // Only if not already pending a resend.
+                if seg.live && !seg.acked && !seg.queued {
+                    if let Some(r) = seg.room.take() {
+                        self.hotel.check_out(r);
+                    }
+                    seg.queued = true;
+                    t.leave_pipe(s);
+                    self.resend.push_back((ch, s));
+                    self.stats.fast_retransmits += 1;
+                }
+            }
+        } else if ack.cum != t.last_cum {
+            t.last_cum = ack.cum;
+            t.dup_acks = 0;
+        }
+        // SACK loss detection: a segment is lost when reorder_threshold later
+        // segments were acknowledged and a segment sent after it was too.
+        if self.cfg.sack && newly > 0 && t.any_acked {
+            let thr = self.cfg.reorder_threshold.max(1) as i32;
+            // RACK's time rule: sent a quarter RTT before something acknowledged.
+            let reo = t.rtt.srtt().map(|d| d / 4);
+            let mut s = t.snd_una;
+            while seq::lt(s, t.largest_acked) {
+                let seg = &mut t.segs[(s & t.wmask) as usize];
+                let lost = seq::diff(t.largest_acked, s) >= thr
+                    || reo.is_some_and(|r| seg.sent_at + r < t.rack_time);
+                if lost && seg.live && !seg.acked && !seg.queued && seg.sent_at < t.rack_time {
+                    if let Some(r) = seg.room.take() {
+                        self.hotel.check_out(r);
+                    }
+                    seg.queued = true;
+                    t.leave_pipe(s);
+                    self.resend.push_back((ch, s));
+                    self.stats.fast_retransmits += 1;
+                }
+                s = s.wrapping_add(1);
+            }
+        }
+    }
+}

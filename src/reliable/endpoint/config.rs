@@ -1,0 +1,179 @@
+//! The endpoint's configuration: our defaults and usnic's.
+
+use super::super::wire::{Channel, ACK_BLOCK_LEN, HEADER_LEN, SACK_RANGE_LEN};
+use core::time::Duration;
+
+/// Bytes of every data segment kept free for piggy-backed ACK blocks: two
+/// blocks with two SACK ranges each. Standalone ACKs may carry more ranges.
+pub const PIGGYBACK_RESERVE: usize = 2 * (ACK_BLOCK_LEN + 2 * SACK_RANGE_LEN);
+
+/// Endpoint configuration. Both peers must use the same `window`, `credits`
+/// and `initial_seq` (there is no handshake).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Segments in flight per channel (rounded up to a power of two, 64..=32768).
+    pub window: u32,
+    /// Largest priority-channel datagram, header included.
+    pub priority_mtu: usize,
+    /// Largest data-channel datagram, header included.
+    pub data_mtu: usize,
+    /// Send SACK ranges and detect losses from them.
+    pub sack: bool,
+    /// Segments SACKed above an unacknowledged one before it is declared lost.
+    pub reorder_threshold: u32,
+    /// Duplicate cumulative ACKs that trigger a resend of the oldest segment (0: never).
+    pub dup_ack_threshold: u32,
+    /// Adapt the RTO to measured RTT (RFC 6298) and back off on timeouts; else fixed.
+    pub adaptive_rto: bool,
+    /// RTO before the first sample (and always, when not adaptive).
+    pub rto_initial: Duration,
+    /// Smallest RTO.
+    pub rto_min: Duration,
+    /// Largest RTO.
+    pub rto_max: Duration,
+    /// Delayed-ACK timer.
+    pub ack_delay: Duration,
+    /// ACK at once after this many unacknowledged segments.
+    pub ack_every: u32,
+    /// ACK at once when a segment arrives above a gap.
+    pub ack_on_gap: bool,
+    /// On a timeout, resend only the newest and the oldest expired segment
+    /// per channel (a tail-loss probe and the first hole) and re-arm the
+    /// others, and time out only after an RTO without an ACK of new data, at
+    /// most once per RTO; `false` (usnic) resends every expired segment as
+    /// its own timer runs out.
+    pub tail_probe: bool,
+    /// Resends per pass (per [`Endpoint::handle_timeout`](super::Endpoint::handle_timeout) call).
+    pub resend_cap: usize,
+    /// Next pass when resends are still queued but the pass budget is spent.
+    pub pass_interval: Duration,
+    /// Timeouts of one segment after which the peer is declared dead (`None`: never).
+    pub retry_limit: Option<u32>,
+    /// Largest message or PUT, bytes.
+    pub max_message: u32,
+    /// Fragments in flight per channel (the peer's reassembly slots), power of two.
+    pub credits: u32,
+    /// In-order delivery for the priority and data channels.
+    pub ordered: [bool; 2],
+    /// First sequence number and fragment id of every channel.
+    pub initial_seq: u32,
+    /// Sequence-number bits on the wire: 32, or 16 (any value below 32) as
+    /// usnic sends, widened against the receive and send windows on arrival;
+    /// the window is then at most 16384. No SACK ranges are sent with 16 bits.
+    pub seq_bits: u32,
+    /// Messages queued per channel before [`SendError::QueueFull`](super::SendError::QueueFull).
+    pub send_queue_limit: usize,
+    /// Timer-wheel granularity.
+    pub hotel_tick: Duration,
+    /// Timer-wheel buckets.
+    pub hotel_slots: usize,
+    /// Bound the segments in flight per channel to this multiple of the
+    /// measured bandwidth-delay product (delivery rate from ACKs times the
+    /// minimum RTT), as BBR's inflight cap does, so no standing queue builds
+    /// on a path that never pushes back (0: no bound beyond `window` and
+    /// `credits`, as usnic).
+    pub flight_gain: u32,
+    /// Smallest flight bound, segments.
+    pub flight_floor: u32,
+}
+
+impl Default for Config {
+    /// Our defaults: SACK, adaptive RTO with backoff, 50 us delayed ACK,
+    /// immediate ACK on a gap, window 4096, peer dead after 16 timeouts.
+    fn default() -> Config {
+        Config {
+            window: 4096,
+            priority_mtu: 768,
+            data_mtu: 1472,
+            sack: true,
+            reorder_threshold: 3,
+            dup_ack_threshold: 0,
+            adaptive_rto: true,
+            rto_initial: Duration::from_millis(5),
+            rto_min: Duration::from_micros(200),
+            rto_max: Duration::from_millis(50),
+            ack_delay: Duration::from_micros(50),
+            ack_every: 8,
+            ack_on_gap: true,
+            tail_probe: true,
+            resend_cap: 64,
+            pass_interval: Duration::from_micros(1),
+            retry_limit: Some(16),
+            max_message: 1 << 20,
+            credits: 256,
+            ordered: [true, true],
+            initial_seq: 0,
+            seq_bits: 32,
+            send_queue_limit: 1 << 16,
+            hotel_tick: Duration::from_micros(10),
+            hotel_slots: 4096,
+            flight_gain: 2,
+            flight_floor: 16,
+        }
+    }
+}
+
+impl Config {
+    /// Open MPI usnic BTL defaults (opal/mca/btl/usnic): fixed 5 ms retransmit
+    /// timer, cumulative ACKs only, one duplicate ACK triggers a resend, resends
+    /// capped at 16 per progress pass, delayed ACK after about 1 ms or 4
+    /// segments (usnic counts progress passes), window 4096, no ACK on a gap,
+    /// no retry limit, 16-bit sequence numbers on the wire.
+    pub fn usnic() -> Config {
+        Config {
+            sack: false,
+            dup_ack_threshold: 1,
+            adaptive_rto: false,
+            rto_initial: Duration::from_millis(5),
+            ack_delay: Duration::from_millis(1),
+            ack_every: 4,
+            ack_on_gap: false,
+            tail_probe: false,
+            resend_cap: 16,
+            retry_limit: None,
+            seq_bits: 16,
+            flight_gain: 0,
+            ..Config::default()
+        }
+    }
+
+    pub(super) fn window_len(&self) -> u32 {
+        // Narrow sequence numbers are widened against the window edges, so the
+        // window must stay well inside half their space.
+        let max = if self.wire_bits() < 32 {
+            1 << 14
+        } else {
+            1 << 15
+        };
+        self.window.clamp(64, max).next_power_of_two()
+    }
+
+    /// Sequence bits on the wire: 16 when `seq_bits` is below 32, else 32.
+    pub fn wire_bits(&self) -> u32 {
+        if self.seq_bits < 32 {
+            16
+        } else {
+            32
+        }
+    }
+
+    pub(super) fn credits_len(&self) -> u32 {
+        self.credits.clamp(1, 1 << 15).next_power_of_two()
+    }
+
+    pub(super) fn mtu(&self, ch: Channel) -> usize {
+        let m = match ch {
+            Channel::Priority => self.priority_mtu,
+            Channel::Data => self.data_mtu,
+        };
+        m.clamp(
+            HEADER_LEN + PIGGYBACK_RESERVE + 1,
+            HEADER_LEN + PIGGYBACK_RESERVE + 65535,
+        )
+    }
+
+    /// Payload bytes per segment on `ch`.
+    pub fn chunk_len(&self, ch: Channel) -> usize {
+        self.mtu(ch) - HEADER_LEN - PIGGYBACK_RESERVE
+    }
+}

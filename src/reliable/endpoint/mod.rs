@@ -1,0 +1,342 @@
+//! The sans-IO reliable endpoint.
+//!
+//! One [`Endpoint`] talks to one peer over any unreliable datagram path. It
+//! owns two channels, each with its own sequence space, send window, RTT
+//! estimator, receive bitmap and reassembler: **priority** (small MTU, for
+//! tiny messages; standalone ACKs travel here too) and **data**.
+//!
+//! # Calling order
+//!
+//! The endpoint never reads a clock, touches a socket or spawns a thread. The
+//! driver (a test harness, a pipeline stage) does, in a loop:
+//!
+//! 1. feed every received datagram to [`Endpoint::on_packet`];
+//! 2. when the time returned by [`Endpoint::poll_timeout`] has come (or once
+//!    per poll-loop pass, which is what refills the per-pass resend budget),
+//!    call [`Endpoint::handle_timeout`];
+//! 3. call [`Endpoint::poll_transmit`] until it returns `None` (or the port's
+//!    TX queue is full) and send each datagram;
+//! 4. call [`Endpoint::poll_event`] until it returns `None`;
+//! 5. ask [`Endpoint::poll_timeout`] when to wake up next.
+//!
+//! [`Endpoint::send`] and [`Endpoint::put`] may be called at any time; what
+//! they queue goes out on the next `poll_transmit`.
+//!
+//! ```
+//! use linerate::reliable::{Channel, Config, Endpoint, Event};
+//! use linerate::time::Instant;
+//!
+//! let mut a = Endpoint::new(Config::default());
+//! let mut b = Endpoint::new(Config::default());
+//! a.send(Channel::Data, &[42u8; 3000]).unwrap(); // three segments
+//! let (mut buf, mut wire) = (vec![0u8; 2048], Vec::new());
+//! let now = Instant::from_micros(1);
+//! while let Some(n) = a.poll_transmit(now, &mut buf) {
+//!     wire.push(buf[..n].to_vec());
+//! }
+//! for d in &wire {
+//!     b.on_packet(d, now);
+//! }
+//! assert_eq!(
+//!     b.poll_event(),
+//!     Some(Event::Message { channel: Channel::Data, data: vec![42u8; 3000] })
+//! );
+//! // b owes a an ACK; it goes out at once after 8 segments, or when the
+//! // delayed-ACK timer (poll_timeout) fires.
+//! let t = b.poll_timeout().unwrap();
+//! b.handle_timeout(t);
+//! let n = b.poll_transmit(t, &mut buf).unwrap();
+//! a.on_packet(&buf[..n], t);
+//! assert_eq!(a.unacked(Channel::Data), 0);
+//! ```
+//!
+//! # Mechanisms (usnic's, and ours)
+//!
+//! Every segment gets a 32-bit sequence number (16 bits on the wire with
+//! `seq_bits = 16`, as in usnic mode) and is checked into the
+//! retransmit [`Hotel`] until it is acknowledged. ACKs are piggy-backed on data
+//! when one is pending and sent standalone when the delayed-ACK timer fires,
+//! after `ack_every` segments, at once on a duplicate (the sign of a lost ACK),
+//! and (our default) at once when a gap appears. The receiver reports the
+//! cumulative point plus, unless disabled, SACK ranges; the sender declares a
+//! segment lost when a segment sent after it was acknowledged and either
+//! `reorder_threshold` later segments were SACKed or it was sent a quarter RTT
+//! before that one (RACK's rules; one loss costs one resend, not a window), or
+//! on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Every
+//! segment has its timer in the hotel, but (with `tail_probe`, our default) a
+//! channel times out as RFC 6298's single timer does: only after an RTO with
+//! no ACK of new data, and then at most once per backed-off RTO. A timeout
+//! backs the RTO off and resends the newest expired segment (a tail-loss
+//! probe) and the oldest (the hole that holds delivery back) rather than the
+//! whole flight; a segment that times out more than `retry_limit` times kills
+//! the peer ([`Event::PeerDead`]). Resends per pass
+//! are capped. The sender starts at most `credits` fragments beyond its oldest
+//! unacknowledged one, which is exactly the receiver's reassembly capacity.
+//! With `flight_gain` (our default 2; usnic 0, unbounded) it also starts a new
+//! segment only while the segments in flight (sent, neither acknowledged nor
+//! declared lost) are below `flight_gain` x the largest recent delivery rate x
+//! the minimum RTT (BBR's inflight cap), at least `flight_floor`: on a path
+//! that never pushes back no standing queue builds, so the RTT, and with it
+//! the RTO, stay near the path's own.
+
+mod ack;
+mod config;
+mod event;
+mod rx;
+mod timeout;
+mod tx;
+
+pub use config::{Config, PIGGYBACK_RESERVE};
+pub use event::{Event, SendError, Stats};
+
+use super::hotel::Hotel;
+use super::reassembly::{Reassembly, Regions};
+use super::rtt::RttEstimator;
+use super::seq;
+use super::wire::{Channel, PutRepr};
+use super::RegionId;
+use crate::time::Instant;
+use core::time::Duration;
+use rx::RxChannel;
+use std::collections::VecDeque;
+use tx::{OutMsg, Pending, TxChannel, TxSeg};
+
+/// A sans-IO reliable endpoint; see the [module docs](self) for the calling order.
+#[derive(Debug)]
+pub struct Endpoint {
+    cfg: Config,
+    tx: [TxChannel; 2],
+    rx: [RxChannel; 2],
+    hotel: Hotel,
+    resend: VecDeque<(Channel, u32)>,
+    budget: usize,
+    expired: Vec<u64>,
+    events: VecDeque<Event>,
+    regions: Regions,
+    stats: Stats,
+    dead: bool,
+    now: Instant,
+}
+
+fn key(ch: Channel, s: u32) -> u64 {
+    (ch.index() as u64) << 32 | u64::from(s)
+}
+
+fn channel_of(key: u64) -> Channel {
+    if key >> 32 == 0 {
+        Channel::Priority
+    } else {
+        Channel::Data
+    }
+}
+
+trait SeqOpt {
+    fn is_none_or_before(&self, s: u32) -> bool;
+}
+
+impl SeqOpt for Option<u32> {
+    fn is_none_or_before(&self, s: u32) -> bool {
+        self.is_none_or(|p| seq::lt(p, s))
+    }
+}
+
+impl Endpoint {
+    /// A new endpoint.
+    pub fn new(cfg: Config) -> Endpoint {
+        let w = cfg.window_len();
+        let c = cfg.credits_len();
+        let tx = Channel::ALL.map(|ch| TxChannel {
+            chunk: cfg.chunk_len(ch),
+            wmask: w - 1,
+            cmask: c - 1,
+            next_seq: cfg.initial_seq,
+            snd_una: cfg.initial_seq,
+            largest_acked: cfg.initial_seq,
+            any_acked: false,
+            rack_time: Instant::ZERO,
+            last_cum: cfg.initial_seq,
+            dup_acks: 0,
+            segs: vec![TxSeg::default(); w as usize],
+            msgs: (0..c).map(|_| OutMsg::default()).collect(),
+            next_frag: cfg.initial_seq,
+            msg_una: cfg.initial_seq,
+            current: None,
+            queue: VecDeque::new(),
+            next_handle: 0,
+            pool: Vec::new(),
+            rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto)
+                .with_slack(cfg.ack_delay, cfg.hotel_tick),
+            probe_after: Instant::ZERO,
+            pipe: 0,
+            delivered: 0,
+            delivered_time: Instant::ZERO,
+            first_sent: Instant::ZERO,
+            bw: [0.0; 2],
+            bw_period: Instant::ZERO,
+            min_rtt: None,
+            flight_cap: u32::MAX,
+        });
+        let rx = Channel::ALL.map(|ch| RxChannel {
+            wmask: w - 1,
+            rcv_next: cfg.initial_seq,
+            highest: cfg.initial_seq,
+            bits: vec![0; (w as usize).div_ceil(64)],
+            ack_pending: false,
+            ack_now: false,
+            ack_due: None,
+            unacked: 0,
+            reasm: Reassembly::new(c, cfg.initial_seq, cfg.ordered[ch.index()], cfg.max_message),
+        });
+        Endpoint {
+            hotel: Hotel::new(2 * w as usize, cfg.hotel_slots, cfg.hotel_tick),
+            budget: cfg.resend_cap,
+            tx,
+            rx,
+            resend: VecDeque::new(),
+            expired: Vec::new(),
+            events: VecDeque::new(),
+            regions: Regions::default(),
+            stats: Stats::default(),
+            dead: false,
+            now: Instant::ZERO,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The peer was declared dead.
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
+    /// The current retransmit timeout of a channel.
+    pub fn rto(&self, ch: Channel) -> Duration {
+        self.tx[ch.index()].rtt.rto()
+    }
+
+    /// The smoothed RTT of a channel, once measured.
+    pub fn srtt(&self, ch: Channel) -> Option<Duration> {
+        self.tx[ch.index()].rtt.srtt()
+    }
+
+    /// Segments of a channel in flight: sent, neither acknowledged nor declared lost.
+    pub fn in_flight(&self, ch: Channel) -> u32 {
+        self.tx[ch.index()].pipe
+    }
+
+    /// The current bound on [`Endpoint::in_flight`] from the measured
+    /// bandwidth-delay product (`flight_gain`), once measured; `window` and
+    /// `credits` bound it too.
+    pub fn flight_bound(&self, ch: Channel) -> Option<u32> {
+        let t = &self.tx[ch.index()];
+        (self.cfg.flight_gain > 0 && t.flight_cap != u32::MAX).then_some(t.flight_cap)
+    }
+
+    /// Messages and PUTs accepted by `send`/`put` of which nothing was sent yet.
+    pub fn queued(&self, ch: Channel) -> usize {
+        self.tx[ch.index()].queue.len()
+    }
+
+    /// Messages and PUTs accepted by `send`/`put` but not yet fully acknowledged.
+    pub fn unacked(&self, ch: Channel) -> usize {
+        let t = &self.tx[ch.index()];
+        t.queue.len() + t.next_frag.wrapping_sub(t.msg_una) as usize
+    }
+
+    /// Registers a zeroed region of `len` bytes the peer may PUT into.
+    pub fn register_region(&mut self, len: usize) -> Option<RegionId> {
+        self.regions.register(len)
+    }
+
+    /// A registered region's bytes.
+    pub fn region(&self, id: RegionId) -> Option<&[u8]> {
+        self.regions.get(id)
+    }
+
+    /// A registered region's bytes, writable.
+    pub fn region_mut(&mut self, id: RegionId) -> Option<&mut [u8]> {
+        self.regions.get_mut(id)
+    }
+
+    /// Removes a region; later PUTs into it are rejected.
+    pub fn unregister_region(&mut self, id: RegionId) -> Option<Vec<u8>> {
+        self.regions.unregister(id)
+    }
+
+    /// Gives a delivered message buffer back for reuse.
+    pub fn recycle(&mut self, buf: Vec<u8>) {
+        self.rx[Channel::Data.index()].reasm.recycle(buf);
+    }
+
+    /// Queues a message on `channel`; returns its handle (per channel, from 0).
+    pub fn send(&mut self, channel: Channel, message: &[u8]) -> Result<u64, SendError> {
+        self.enqueue(channel, message, None)
+    }
+
+    /// Queues a PUT of `bytes` at `offset` of the peer's region `region`, on
+    /// the data channel. The peer checks the bounds; completion is
+    /// [`Event::PutDone`] here and [`Event::PutReceived`] there.
+    pub fn put(&mut self, region: RegionId, offset: u64, bytes: &[u8]) -> Result<u64, SendError> {
+        self.enqueue(Channel::Data, bytes, Some(PutRepr { region, offset }))
+    }
+
+    fn enqueue(
+        &mut self,
+        ch: Channel,
+        bytes: &[u8],
+        put: Option<PutRepr>,
+    ) -> Result<u64, SendError> {
+        if self.dead {
+            return Err(SendError::PeerDead);
+        }
+        if bytes.len() > self.cfg.max_message as usize {
+            return Err(SendError::TooLarge);
+        }
+        let t = &mut self.tx[ch.index()];
+        if t.queue.len() >= self.cfg.send_queue_limit {
+            return Err(SendError::QueueFull);
+        }
+        let mut data = t.pool.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(bytes);
+        let handle = t.next_handle;
+        t.next_handle += 1;
+        t.queue.push_back(Pending { data, put, handle });
+        self.stats.submitted += 1;
+        Ok(handle)
+    }
+
+    /// The next application event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Endpoint::handle_timeout`] should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.dead {
+            return None;
+        }
+        let mut t = self.hotel.next_deadline();
+        let mut consider = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
+        for rx in &self.rx {
+            if let Some(d) = rx.ack_due {
+                consider(d);
+            }
+        }
+        if !self.resend.is_empty() && self.budget == 0 {
+            consider(self.now + self.cfg.pass_interval);
+        }
+        t
+    }
+}

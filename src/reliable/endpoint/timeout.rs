@@ -1,0 +1,106 @@
+//! Retransmit timers firing: timeouts, backoff, tail-loss probes, and the
+//! retry limit.
+
+use super::super::seq;
+use super::super::wire::Channel;
+use super::{channel_of, Endpoint, Event, SeqOpt};
+use crate::time::Instant;
+
+impl Endpoint {
+    /// Starts a pass: refills the resend budget and fires due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.budget = self.cfg.resend_cap;
+        if self.dead {
+            return;
+        }
+        self.expired.clear();
+        self.hotel.expire(now, &mut self.expired);
+        // First pass: account the expiry of every live segment; keep only those.
+        // With `tail_probe`, the channel's timers behave as RFC 6298's single
+        // timer: a timeout is an RTO without an ACK of new data (while ACKs
+        // progress, SACK and RACK find the losses), and after one, the next
+        // comes no sooner than the backed-off RTO. Per-segment timers alone
+        // fire falsely when a standing queue makes later segments' RTTs longer
+        // than the RTO, and a silence (a lost flight, a peer descheduled for a
+        // few ms) expires the flight over many passes: firing at each would
+        // send a probe per pass and take the RTO to its maximum at once.
+        let mut timed_out = [false; 2];
+        let mut probe: [Option<u32>; 2] = [None, None];
+        let mut oldest: [Option<u32>; 2] = [None, None];
+        let mut kept = 0;
+        for i in 0..self.expired.len() {
+            let k = self.expired[i];
+            let ch = channel_of(k);
+            let s = k as u32;
+            let t = &mut self.tx[ch.index()];
+            let seg = &mut t.segs[(s & t.wmask) as usize];
+            if !seg.live || seg.acked {
+                continue;
+            }
+            seg.room = None;
+            if self.cfg.tail_probe && now < t.probe_after {
+                seg.room = self.hotel.check_in(k, t.probe_after);
+                continue;
+            }
+            seg.timeouts = seg.timeouts.saturating_add(1);
+            self.stats.timeouts += 1;
+            if self
+                .cfg
+                .retry_limit
+                .is_some_and(|lim| u32::from(seg.timeouts) > lim)
+            {
+                self.dead = true;
+                self.resend.clear();
+                self.events.push_back(Event::PeerDead);
+                return;
+            }
+            timed_out[ch.index()] = true;
+            let p = &mut probe[ch.index()];
+            if p.is_none_or_before(s) {
+                *p = Some(s);
+            }
+            let o = &mut oldest[ch.index()];
+            if o.is_none_or(|o| seq::lt(s, o)) {
+                *o = Some(s);
+            }
+            self.expired[kept] = k;
+            kept += 1;
+        }
+        self.expired.truncate(kept);
+        let mut rearm_at = [now; 2];
+        for ch in Channel::ALL {
+            let t = &mut self.tx[ch.index()];
+            if timed_out[ch.index()] {
+                t.rtt.backoff();
+                rearm_at[ch.index()] = now + t.rtt.rto();
+                t.probe_after = rearm_at[ch.index()];
+            }
+        }
+        // Second pass: resend. With `tail_probe`, only the newest expired
+        // segment of each channel goes out; its ACK (or the SACK it brings
+        // back) settles the others, which wait one more backed-off RTO. When
+        // only an ACK was lost this costs one resend instead of a flight. The
+        // oldest expired segment goes out too (RFC 6298's retransmission of
+        // the first unacknowledged one): it is the hole that holds delivery
+        // back, and with two resends per RTO one lost probe (or its lost ACK)
+        // no longer costs a whole backed-off RTO.
+        for i in 0..self.expired.len() {
+            let k = self.expired[i];
+            let ch = channel_of(k);
+            let s = k as u32;
+            let rearm = self.cfg.tail_probe
+                && probe[ch.index()] != Some(s)
+                && oldest[ch.index()] != Some(s);
+            let t = &mut self.tx[ch.index()];
+            let seg = &mut t.segs[(s & t.wmask) as usize];
+            if rearm {
+                seg.room = self.hotel.check_in(k, rearm_at[ch.index()]);
+            } else if !seg.queued {
+                seg.queued = true;
+                t.leave_pipe(s);
+                self.resend.push_back((ch, s));
+            }
+        }
+    }
+}
