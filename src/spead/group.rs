@@ -383,6 +383,11 @@ impl<P: Place> Member<P> {
         &self.stats
     }
 
+    /// The placement (to change it between stretches of input).
+    pub fn place_mut(&mut self) -> &mut P {
+        &mut self.place
+    }
+
     /// Chunks this member holds.
     pub fn held(&self) -> usize {
         self.held.len()
