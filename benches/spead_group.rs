@@ -118,14 +118,10 @@ fn round(n: usize, packets: &[Packets], passes: usize) -> (f64, u64) {
                     for &e in &ends {
                         let p = &buf[start..e];
                         start = e;
-                        loop {
-                            match m.push(0, p) {
-                                Push::Stall => {
-                                    m.sync();
-                                    std::hint::spin_loop();
-                                }
-                                _ => break,
-                            }
+                        while let Push::Stall = m.push(0, p) {
+                            m.sync();
+                            std::hint::spin_loop();
+                        }
                         }
                     }
                     m.sync();
