@@ -122,7 +122,6 @@ fn round(n: usize, packets: &[Packets], passes: usize) -> (f64, u64) {
                             m.sync();
                             std::hint::spin_loop();
                         }
-                        }
                     }
                     m.sync();
                 }
