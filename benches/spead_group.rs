@@ -89,7 +89,7 @@ impl Place for Shifted {
 /// One round with `n` members; returns packets per second over all members.
 fn round(n: usize, packets: &[Packets], passes: usize) -> (f64, u64) {
     let inner = KatgpucbfPlace::for_fsim(&cfg(), HEAPS_PER_CHUNK);
-    let group = ChunkGroup::new(inner.chunk_config(4, 16), Eviction::Lossless).expect("group");
+    let group = ChunkGroup::new(inner.chunk_config(4, 24), Eviction::Lossless).expect("group");
     let place = Shifted { inner, shift: 0 };
     let members: Vec<_> = (0..n)
         .map(|_| group.member(place.clone()).expect("member"))
@@ -110,7 +110,7 @@ fn round(n: usize, packets: &[Packets], passes: usize) -> (f64, u64) {
                 while !go.load(Ordering::Acquire) {
                     std::hint::spin_loop();
                 }
-                let mut accepted = 0u64;
+                let t0 = Instant::now();
                 let chunks_per_pass = (N_TS / HEAPS_PER_CHUNK) as i64;
                 for pass in 0..passes {
                     m.place_mut().shift = pass as i64 * chunks_per_pass;
@@ -119,15 +119,27 @@ fn round(n: usize, packets: &[Packets], passes: usize) -> (f64, u64) {
                         let p = &buf[start..e];
                         start = e;
                         while let Push::Stall = m.push(0, p) {
+                            // Waiting for the other member or the consumer:
+                            // back off instead of hammering the group's lock.
                             m.sync();
-                            std::hint::spin_loop();
+                            for _ in 0..256 {
+                                std::hint::spin_loop();
+                            }
                         }
                     }
                     m.sync();
                 }
                 m.flush();
-                accepted += m.stats().packets_accepted;
-                accepted
+                let st = m.stats();
+                eprintln!(
+                    "member {k}: {:.3} s, {} accepted, {} stalls, {} too old, {} dup",
+                    t0.elapsed().as_secs_f64(),
+                    st.packets_accepted,
+                    st.stalls,
+                    st.packets_too_old,
+                    st.packets_duplicate
+                );
+                st.packets_accepted
             })
         })
         .collect();

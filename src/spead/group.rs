@@ -107,6 +107,9 @@ struct State {
 
 struct Inner {
     cfg: ChunkConfig,
+    /// The group's window: twice a member's (`cfg.max_chunks`), so members
+    /// may be that far apart before eviction (lossy) or waiting (lossless).
+    window: usize,
     eviction: Eviction,
     stride: usize,
     state: Mutex<State>,
@@ -136,8 +139,10 @@ impl std::fmt::Debug for ChunkGroup {
 }
 
 impl ChunkGroup {
-    /// A group with `cfg.n_chunks` chunks allocated up front; `cfg.max_chunks`
-    /// is the group's window and each member's, `cfg.max_heaps` each member's.
+    /// A group with `cfg.n_chunks` chunks allocated up front (at least twice
+    /// `max_chunks` plus what the consumer holds); `cfg.max_chunks` is each
+    /// member's window (the reordering it tolerates), twice that the group's
+    /// (how far apart members may be), `cfg.max_heaps` each member's.
     pub fn new(cfg: ChunkConfig, eviction: Eviction) -> Result<ChunkGroup, GroupError> {
         let mut cfg = cfg;
         cfg.max_chunks = cfg.max_chunks.max(1);
@@ -154,6 +159,7 @@ impl ChunkGroup {
             .collect();
         Ok(ChunkGroup {
             inner: Arc::new(Inner {
+                window: 2 * cfg.max_chunks,
                 stride,
                 eviction,
                 state: Mutex::new(State {
@@ -282,7 +288,7 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
     if chunk_id < s.head {
         return Err(Push::Discarded(ChunkDiscard::TooOld));
     }
-    let max = inner.cfg.max_chunks as i64;
+    let max = inner.window as i64;
     let held_elsewhere = |c: &Shared| Arc::strong_count(c) > 1;
     // Lossless: every member must be done with a chunk before it retires.
     let all_done = s.progress.iter().copied().min().unwrap_or(i64::MAX);
@@ -934,11 +940,12 @@ mod test {
         let g = simple_group(Eviction::Lossy);
         let (mut a, mut b) = (g.member(simple()).unwrap(), g.member(simple()).unwrap());
         assert_eq!(b.push(0, &pkt(1)), Push::Accepted);
-        for n in [0, 4, 8] {
+        for n in [0, 4, 8, 12, 16] {
             assert_eq!(a.push(0, &pkt(n)), Push::Accepted);
         }
-        // Chunk 0 left the window while b held it: not delivered yet.
-        assert_eq!(g.window(), (1, 3));
+        // Chunk 0 left the group's window (4 chunks) while b held it: not
+        // delivered yet.
+        assert_eq!(g.window(), (1, 5));
         assert_eq!(g.stats().evicted_held, 1);
         assert!(g.poll_chunk().is_none());
         b.sync();
@@ -960,13 +967,16 @@ mod test {
         assert_eq!(b.push(0, &pkt(1)), Push::Accepted);
         assert_eq!(a.push(0, &pkt(0)), Push::Accepted);
         assert_eq!(a.push(0, &pkt(4)), Push::Accepted);
-        // Chunk 2 would push chunk 0 out while b holds it: a waits.
-        assert_eq!(a.push(0, &pkt(8)), Push::Stall);
+        assert_eq!(a.push(0, &pkt(8)), Push::Accepted);
+        assert_eq!(a.push(0, &pkt(12)), Push::Accepted);
+        // Chunk 4 would push chunk 0 out of the group's window (4 chunks)
+        // before b is done with it: a waits.
+        assert_eq!(a.push(0, &pkt(16)), Push::Stall);
         assert_eq!(a.stats().stalls, 1);
         assert_eq!(g.stats().waits, 1);
         // b moves on (letting go of chunk 0 as its own window slides), then a.
         assert_eq!(b.push(0, &pkt(9)), Push::Accepted);
-        assert_eq!(a.push(0, &pkt(8)), Push::Accepted);
+        assert_eq!(a.push(0, &pkt(16)), Push::Accepted);
         let c = g.poll_chunk().unwrap();
         assert_eq!((c.chunk_id, &c.present[..]), (0, &[1, 1, 0, 0][..]));
         assert_eq!(g.stats().evicted_held, 0);
@@ -1054,8 +1064,9 @@ mod test {
             .collect();
         let mut got = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while got.len() < want.len() - 2 {
-            assert!(std::time::Instant::now() < deadline, "no chunks");
+        // Consume (and give back) until every member has finished.
+        while !threads.iter().all(|t| t.is_finished()) {
+            assert!(std::time::Instant::now() < deadline, "members stuck");
             match group.poll_chunk() {
                 Some(c) => {
                     let copy = c.clone();
