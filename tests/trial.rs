@@ -118,3 +118,41 @@ fn imix_trial_with_bytes_per_size() {
     let per_cycle = 7 * 60 + 4 * 566 + 1514;
     assert_eq!(t.ports["dut"].rx_bytes, 500 * per_cycle);
 }
+
+#[test]
+fn trial_plot_overlays_every_repeat_per_stream_and_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("plots/lat");
+    let out = util::bin()
+        .args([
+            "trial",
+            "pipelines/trial-bidir.toml",
+            "--rate",
+            "100 kpps",
+            "--duration",
+            "300ms",
+            "--repeat",
+            "2",
+            "--plot",
+        ])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(base.with_extension("svg")).unwrap();
+    for label in [
+        "trial 1 all streams",
+        "trial 2 all streams",
+        "trial 1 stream 0",
+        "trial 2 stream 1",
+        "99.9%",
+    ] {
+        assert!(svg.contains(label), "{label} missing");
+    }
+    let png = std::fs::read(base.with_extension("png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+}

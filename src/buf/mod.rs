@@ -9,11 +9,16 @@
 //! lives in this module (`pool.rs`, `ring.rs`, `copy.rs`, `shared.rs`), each block with its `SAFETY` note.
 
 mod burst;
+#[allow(unsafe_code)]
 pub mod copy;
 pub mod counter;
+#[allow(unsafe_code)]
 mod pool;
+#[allow(unsafe_code)]
 mod region;
+#[allow(unsafe_code)]
 mod ring;
+#[allow(unsafe_code)]
 pub mod shared;
 
 pub use burst::{Burst, BURST_MAX};

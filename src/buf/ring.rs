@@ -141,7 +141,7 @@ impl<T: Send + 'static> Producer<T> {
 
     /// A reader of this ring's counters.
     pub fn stats_handle(&self) -> RingStatsHandle {
-        RingStatsHandle(Box::new(self.shared.clone()))
+        RingStatsHandle(Arc::new(self.shared.clone()))
     }
 }
 
@@ -214,12 +214,13 @@ impl<T: Send + 'static> Consumer<T> {
 
     /// A reader of this ring's counters.
     pub fn stats_handle(&self) -> RingStatsHandle {
-        RingStatsHandle(Box::new(self.shared.clone()))
+        RingStatsHandle(Arc::new(self.shared.clone()))
     }
 }
 
-/// Reads a ring's counters from any thread, without locks.
-pub struct RingStatsHandle(Box<dyn RingCounters>);
+/// Reads a ring's counters from any thread, without locks (clones share the ring).
+#[derive(Clone)]
+pub struct RingStatsHandle(Arc<dyn RingCounters>);
 
 trait RingCounters: Send + Sync {
     fn get(&self) -> RingStats;

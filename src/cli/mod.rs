@@ -2,8 +2,15 @@
 //! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
 
 mod check;
+pub mod doctor;
+#[cfg(feature = "mpi")]
+mod hosts;
 mod latency;
+pub mod reliable;
+pub mod rpc;
 mod run;
+pub mod search;
+pub mod spead;
 mod trial;
 
 use std::process::ExitCode;
@@ -28,18 +35,21 @@ enum Command {
     /// Run one generator trial at a rate for a duration and report exact counts.
     Trial(trial::TrialArgs),
     /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
-    Search(crate::search::cli::SearchArgs),
+    Search(search::SearchArgs),
     /// SPEAD: send heaps (or an F-engine simulator's stream) and receive them into heaps or chunks, like spead2's tools.
-    Spead(crate::spead::cli::SpeadArgs),
+    Spead(spead::SpeadArgs),
     /// Latency stats files: merge them exactly.
     Latency(latency::LatencyArgs),
     /// Reliable channels: compare our endpoint with usnic mode on a simulated link.
-    Reliable(crate::reliable::cli::ReliableArgs),
+    Reliable(reliable::ReliableArgs),
     /// copyrpc-style ring RPC over shared memory: a server and a benchmark client.
-    Rpc(crate::rpc::cli::RpcArgs),
+    Rpc(rpc::RpcArgs),
     /// Check this machine for kernel-bypass work: hugepages, DPDK, devices,
     /// IOMMU/vfio, isolated cores, RDMA; each problem with its fix.
-    Doctor(crate::doctor::cli::DoctorArgs),
+    Doctor(doctor::DoctorArgs),
+    /// Check an MPI job (under mpirun): every rank checks in, rank 0 sums and reports; a dead or hung rank is named.
+    #[cfg(feature = "mpi")]
+    Hosts(hosts::HostsArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -75,6 +85,8 @@ fn exit_code(code: i32) -> Result<(), Failure> {
     match code {
         0 => Ok(()),
         2 => Err(Failure::Silent(2)),
+        // Interrupted by a signal: 128 + its number, as a shell reports it.
+        c @ 129..=255 => Err(Failure::Silent(c as u8)),
         _ => Err(Failure::Silent(1)),
     }
 }
@@ -94,8 +106,8 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
-        Command::Spead(a) => exit_code(crate::spead::cli::run(&a)),
-        Command::Search(a) => exit_code(crate::search::cli::run(&a, &|path| {
+        Command::Spead(a) => exit_code(spead::run(&a)),
+        Command::Search(a) => exit_code(search::run(&a, &|path| {
             let m = crate::search::pipeline::PipelineMeasurer::open(
                 path,
                 std::time::Duration::from_millis(200),
@@ -103,9 +115,11 @@ pub fn main() -> ExitCode {
             )?;
             Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
         })),
-        Command::Reliable(a) => exit_code(crate::reliable::cli::run(&a)),
-        Command::Doctor(a) => exit_code(crate::doctor::cli::run(&a)),
-        Command::Rpc(a) => exit_code(crate::rpc::cli::run(&a)),
+        Command::Reliable(a) => exit_code(reliable::run(&a)),
+        Command::Doctor(a) => exit_code(doctor::run(&a)),
+        Command::Rpc(a) => exit_code(rpc::run(&a)),
+        #[cfg(feature = "mpi")]
+        Command::Hosts(a) => hosts::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

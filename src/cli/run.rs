@@ -2,13 +2,13 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::Failure;
+use crate::metrics::{Live, MetricsArgs, MetricsError, MetricsServer};
 use crate::runtime::build::{build, BuildError};
-use crate::runtime::run::{run as run_pipeline, RunError, RunOptions, RunReport};
+use crate::runtime::run::{run as run_pipeline, Probe, RunError, RunOptions, RunReport};
 use crate::units::{parse_duration, si};
 
 /// Arguments of `linerate run`.
@@ -33,20 +33,13 @@ pub struct RunArgs {
     /// No live stats on stderr.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
-/// Set by Ctrl-C; a second Ctrl-C exits at once.
+/// Set by Ctrl-C or SIGTERM; a second signal exits at once.
 pub(crate) fn interrupt_flag() -> &'static AtomicBool {
-    static FLAG: OnceLock<&'static AtomicBool> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let _ = ctrlc::set_handler(move || {
-            if flag.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-        });
-        flag
-    })
+    crate::sys::signals::interrupt_flag()
 }
 
 fn live_line(r: &RunReport, prev: &mut Option<RunReport>) -> String {
@@ -194,12 +187,27 @@ pub(crate) fn write_json<T: serde::Serialize>(
         .map_err(|e| Failure::Input(format!("cannot write {}: {e}", path.display())))
 }
 
+/// Starts the `--metrics` endpoint, if asked for (a bad address is exit 2).
+pub(crate) fn start_metrics(
+    args: &MetricsArgs,
+    command: &'static str,
+) -> Result<(std::sync::Arc<Live>, Option<MetricsServer>), Failure> {
+    let live = Live::new(command);
+    let server = args.start(&live).map_err(|e| match e {
+        MetricsError::Bind { .. } => Failure::Input(e.to_string()),
+        MetricsError::Start { .. } => Failure::Runtime(e.to_string()),
+    })?;
+    Ok((live, server))
+}
+
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let plan = crate::pipeline::load(&args.pipeline)?;
+    let (live, server) = start_metrics(&args.metrics, "run")?;
     let built = build(&plan).map_err(|e| match e {
         BuildError::Input(m) => Failure::Input(m),
         BuildError::Runtime(m) => Failure::Runtime(m),
     })?;
+    live.set_pipeline(Probe::of(&built));
     for w in &built.warnings {
         eprintln!("warning: {w}");
     }
@@ -231,6 +239,7 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     if let Some(path) = &args.json {
         write_json(path, &report)?;
     }
+    args.metrics.stop(server);
     match failure {
         Some(f) => Err(Failure::Runtime(f)),
         None => Ok(()),

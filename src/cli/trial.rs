@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::{interrupt_flag, write_json};
+use super::run::{interrupt_flag, start_metrics, write_json};
 use super::Failure;
 use crate::latency::{encode, StatsFile};
+use crate::metrics::MetricsArgs;
+use crate::runtime::run::Probe;
 use crate::traffic::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
 use crate::units::{parse_duration, si, Rate};
 
@@ -43,6 +45,12 @@ pub struct TrialArgs {
     /// path is replaced by the process id.
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// Plot the latency distribution here (PATH.svg and PATH.png): percentiles on
+    /// the 1/(1-p) axis, per stream and merged, every trial of a --repeat overlaid.
+    #[arg(long, value_name = "PATH")]
+    plot: Option<PathBuf>,
+    #[command(flatten)]
+    metrics: MetricsArgs,
 }
 
 fn hostname() -> String {
@@ -149,6 +157,9 @@ fn print_result(r: &TrialResult) {
             );
         }
     }
+    if let Some(l) = r.limited_by {
+        let _ = writeln!(out, "  limited by: {}", l.advice());
+    }
 }
 
 pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
@@ -169,6 +180,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         drain: args.drain,
         stats_interval: stats_path.as_ref().map(|_| Duration::from_secs(1)),
     };
+    let (live, server) = start_metrics(&args.metrics, "trial")?;
     let mut runner = TrialRunner::start(&plan, options).map_err(|e| match e {
         TrialError::Input(m) => Failure::Input(m),
         TrialError::Build(crate::runtime::build::BuildError::Input(m)) => Failure::Input(m),
@@ -177,10 +189,14 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
     for w in runner.warnings() {
         eprintln!("warning: {w}");
     }
+    live.set_pipeline(Probe::of(runner.built()));
     let interrupt = interrupt_flag();
     let name = plan.pipeline.name.clone();
     let mut results = Vec::new();
     for _ in 0..args.repeat {
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         let bar = ProgressBar::new(1000);
         bar.set_style(
             ProgressStyle::with_template(
@@ -191,6 +207,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         bar.set_message(format!("{}pps x {:?}", si(rate_pps), args.duration));
         let trial_no = results.len() as u32 + 1;
         let mut stats_err = None;
+        live.progress(|p| p.trial_started(rate_pps, args.duration.as_secs_f64()));
         let r = runner.trial(rate_pps, args.duration, interrupt, &mut |f, hist| {
             bar.set_position((f * 1000.0) as u64);
             if let (Some(path), Some(h)) = (&stats_path, hist) {
@@ -200,7 +217,13 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
             }
         });
         bar.finish_and_clear();
-        let r = r.map_err(|e| Failure::Runtime(e.to_string()))?;
+        let r = match r {
+            // A signal: the trial under way is not a result; stop here and
+            // report what finished.
+            Err(TrialError::Interrupted) => break,
+            r => r.map_err(|e| Failure::Runtime(e.to_string()))?,
+        };
+        live.progress(|p| p.trial_done(r.offered, r.unsent, r.received));
         if let Some(e) = stats_err {
             return Err(e);
         }
@@ -222,12 +245,78 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         results.push(r);
     }
     let _ = runner.finish();
+    if let Some(status) = crate::sys::signals::exit_status() {
+        let signal = crate::sys::signals::name().unwrap_or("a signal");
+        eprintln!(
+            "interrupted by {signal}: {} of {} trial(s) finished",
+            results.len(),
+            args.repeat
+        );
+        if let Some(path) = &args.json {
+            let doc = serde_json::json!({
+                "interrupted": true,
+                "signal": signal,
+                "trials": &results,
+            });
+            write_json(path, &doc)?;
+        }
+        return Err(Failure::Silent(status));
+    }
     if let Some(path) = &args.json {
         if results.len() == 1 {
             write_json(path, &results[0])?;
         } else {
             write_json(path, &results)?;
         }
+    }
+    if let Some(path) = &args.plot {
+        plot_latency(&name, &results, path)?;
+    }
+    args.metrics.stop(server);
+    Ok(())
+}
+
+/// The latency plot of all trials: each trial's merged curve, and its streams'
+/// when it has more than one.
+fn plot_latency(pipeline: &str, results: &[TrialResult], path: &Path) -> Result<(), Failure> {
+    use crate::latency::plot::{plot, Curve};
+    let mut curves = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let tag = if results.len() > 1 {
+            format!("trial {} ", r.trial)
+        } else {
+            String::new()
+        };
+        curves.push(Curve {
+            label: format!("{tag}all streams ({} samples)", r.histogram.len()),
+            trial: i,
+            merged: true,
+            hist: &r.histogram,
+        });
+        if r.streams.len() > 1 {
+            for s in &r.streams {
+                curves.push(Curve {
+                    label: format!("{tag}stream {}", s.stream),
+                    trial: i,
+                    merged: false,
+                    hist: &s.histogram,
+                });
+            }
+        }
+    }
+    let title = format!(
+        "{pipeline}: latency, {} trial{} at {}pps",
+        results.len(),
+        if results.len() == 1 { "" } else { "s" },
+        results.first().map_or("?".into(), |r| si(r.rate_pps))
+    );
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    for ext in ["svg", "png"] {
+        plot(&title, &curves, &path.with_extension(ext))
+            .map_err(|e| Failure::Runtime(e.to_string()))?;
     }
     Ok(())
 }

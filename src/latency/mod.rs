@@ -9,6 +9,8 @@
 //! to a temporary name and renamed, so a reader never sees a partial file, and
 //! each process writes its own file.
 
+pub mod plot;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -37,7 +37,8 @@ pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
     port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, Key, KindDoc,
-    PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec,
+    NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind,
+    StageSpec,
 };
 
 use crate::buf::PoolConfig;

@@ -349,6 +349,33 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
             }
         }
     }
+    // An impair stage forwards packets as they are: both ends must carry the
+    // same kind of packet.
+    for s in &p.stages {
+        if let StageKind::Impair(_) = &s.kind {
+            let layer = |end: &Option<String>| -> Option<(String, &str, &str)> {
+                let name = end.as_deref()?;
+                let base = name.split(':').next().unwrap_or(name);
+                let i = *port_idx.get(base)?;
+                Some((
+                    base.to_string(),
+                    p.ports[i].kind.name(),
+                    super::schema::carries(&p.ports[i].kind)?,
+                ))
+            };
+            if let (Some((rx, rk, rl)), Some((tx, tk, tl))) = (layer(&s.rx), layer(&s.tx)) {
+                if rl != tl {
+                    sink.error(
+                        s.tx_span.clone(),
+                        &format!("stage.{}", s.name),
+                        Some("tx"),
+                        format!("port `{tx}` ({tk}) carries {tl}, but port `{rx}` ({rk}) delivers {rl}: the impair stage passes packets on as they are, so its ports must carry the same kind of packet"),
+                        Some("two udp ports, two frame ports (dpdk, pcap, ibverbs), or a mem port or ring on either side".into()),
+                    );
+                }
+            }
+        }
+    }
     // SPEAD stages: packets fit a buffer; each chunk sink names one receiver.
     let mut sink_of: BTreeMap<&str, &str> = BTreeMap::new();
     for s in &p.stages {
@@ -652,9 +679,13 @@ impl fmt::Display for Plan {
                     .join(", ")
             };
             let (tx, rx) = (users(&u.tx_by), users(&u.rx_by));
+            let owns = spec.neigh.as_ref().map_or(String::new(), |n| {
+                let a: Vec<String> = n.addrs.iter().map(ToString::to_string).collect();
+                format!("; owns {} (answers ARP/NDP)", a.join(", "))
+            });
             writeln!(
                 f,
-                "    {} ({}): {}; tx from {tx}, rx to {rx}",
+                "    {} ({}): {}{owns}; tx from {tx}, rx to {rx}",
                 u.name,
                 u.kind,
                 spec.kind.describe()

@@ -210,6 +210,7 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
             StageKind::SpeadSend(_) => Some("the F-engine simulator sends one ordered stream of heaps"),
             StageKind::ChunkSink(_) => Some("a chunk sink consumes one receiver's chunks"),
             StageKind::Reliable(_) => Some("a reliable channel is one ordered sequence space"),
+            StageKind::Impair(_) => Some("an impairment stage keeps one ordered schedule of delays"),
         };
         if let Some(why) = why_kind {
             sink.error(

@@ -76,9 +76,14 @@ struct Stats {
     kind_rx: Vec<CacheAligned<QueueCounters>>,
     kind_tx: Vec<CacheAligned<QueueCounters>>,
     pool: Arc<PktmbufPool>,
+    mac: Option<[u8; 6]>,
 }
 
 impl PortStats for Stats {
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.mac
+    }
+
     fn report(&self) -> PortReport {
         let sum = |v: &[CacheAligned<QueueCounters>], f: fn(&QueueCounters) -> &Counter| {
             v.iter().map(|q| f(q).get()).sum::<u64>()
@@ -166,7 +171,9 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
     for q in 0..config.tx_queues {
         tx.push(port.tx_queue(q).map_err(input)?);
     }
+    let mac = port.mac_addr().ok();
     let stats = Arc::new(Stats {
+        mac,
         port: Mutex::new(port),
         kind_rx: (0..config.rx_queues)
             .map(|_| CacheAligned::default())
@@ -247,17 +254,14 @@ impl RxQueue for DpdkRx {
     }
 
     #[inline]
-    fn rx_mbufs(&mut self, out: &mut dpdk::Burst, max: usize) -> Option<usize> {
+    fn rx_mbufs(&mut self, out: &mut dpdk::Burst, max: usize) -> Option<(usize, u64)> {
         let start = out.len();
         let got = self.q.rx_burst_upto(out, max);
-        let bytes: u64 = out.as_slice()[start..]
-            .iter()
-            .map(|m| u64::from(m.pkt_len()))
-            .sum();
+        let bytes = dpdk::mbuf::sum_pkt_len(&out.as_slice()[start..]);
         let c = &self.stats.kind_rx[self.i];
         c.packets.add(got as u64);
         c.bytes.add(bytes);
-        Some(got)
+        Some((got, bytes))
     }
 }
 

@@ -2,50 +2,23 @@
 //! reproducible impairments. It is the simulated link and the simulated device
 //! under test of every later test and search.
 //!
-//! What happens to a packet handed to the tx side, in this order:
-//! 1. random loss (`loss`, a probability);
-//! 2. the device model (`capacity`, in pps or bps, with a queue of `queue`
-//!    packets): the packet departs when the device has served everything before
-//!    it; a packet that finds `queue` packets already waiting is tail-dropped;
-//! 3. duplication (`duplicate`): a copy follows the packet;
-//! 4. reordering (`reorder`): the packet (and its copy, if duplicated) is held
-//!    back and sent after the next
-//!    one (or after [`REORDER_HOLD`] if no next one comes);
-//! 5. fixed delay (`delay`): the rx side releases it `delay` after departure.
-//!
-//! Every decision draws from one seeded generator in a fixed order, so a run
-//! with the same seed and packet sequence makes the same decisions; every
-//! packet the wire does not deliver is counted by cause, and the counts
-//! reconcile exactly: `accepted + duplicated = delivered + lost + queue_dropped
-//! + overflow + in_flight`.
+//! What happens to a packet handed to the tx side is the [`super::impair`]
+//! engine's work (loss, the device model, duplication, reordering, delay), the
+//! same engine the `impair` stage applies between real ports. The rx side
+//! releases each packet when it is due. Every packet the wire does not deliver
+//! is counted by cause, and the counts reconcile exactly: `accepted +
+//! duplicated = delivered + lost + queue_dropped + overflow + in_flight`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{ring, Burst, Consumer, Packet, Producer, BURST_MAX};
-use crate::rng::SplitMix64;
-use crate::time::{duration_nanos, Instant};
-use crate::units::ETHERNET_L1_OVERHEAD;
+use crate::time::Instant;
 
+pub use super::impair::{Capacity, REORDER_HOLD};
+use super::impair::{ImpairCounters, Impairer, Impairments};
 use super::{OpenPort, PortCounters, PortReport, PortStats, RxQueue, TxQueue};
-
-/// How long a packet chosen for reordering waits for a successor to overtake it.
-pub const REORDER_HOLD: Duration = Duration::from_micros(50);
-
-/// Bytes of FCS that a packet buffer does not hold but the wire carries.
-const FCS: u64 = 4;
-
-/// The device model's service rate.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Capacity {
-    /// Packets per second, whatever their size.
-    Pps(f64),
-    /// Layer-2 bits per second (frame plus FCS).
-    L2Bps(f64),
-    /// Layer-1 bits per second (plus preamble and inter-frame gap).
-    L1Bps(f64),
-}
 
 /// A mem wire's configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,14 +50,15 @@ pub struct MemConfig {
 
 impl Default for MemConfig {
     fn default() -> Self {
+        let i = Impairments::default();
         MemConfig {
-            capacity: None,
-            queue: 1024,
-            loss: 0.0,
-            duplicate: 0.0,
-            reorder: 0.0,
-            delay: Duration::ZERO,
-            seed: 1,
+            capacity: i.capacity,
+            queue: i.queue,
+            loss: i.loss,
+            duplicate: i.duplicate,
+            reorder: i.reorder,
+            delay: i.delay,
+            seed: i.seed,
             ring: 4096,
             line_rate_bps: None,
             queues: 1,
@@ -92,21 +66,42 @@ impl Default for MemConfig {
     }
 }
 
-/// What the wire did, by cause. Written by the tx side only.
-#[derive(Debug, Default)]
-struct Impairments {
-    lost: Counter,
-    queue_dropped: Counter,
-    overflow: Counter,
-    duplicated: Counter,
-    duplicate_failed: Counter,
-    reordered: Counter,
-    delayed: Counter,
+impl MemConfig {
+    /// The impairments this wire applies.
+    pub fn impairments(&self) -> Impairments {
+        Impairments {
+            capacity: self.capacity,
+            queue: self.queue,
+            loss: self.loss,
+            duplicate: self.duplicate,
+            reorder: self.reorder,
+            delay: self.delay,
+            jitter: None,
+            seed: self.seed,
+        }
+    }
+
+    /// Takes the impairments (all but jitter, which a wire released in
+    /// order cannot reorder by) from `i`.
+    pub fn with_impairments(self, i: &Impairments) -> Self {
+        MemConfig {
+            capacity: i.capacity,
+            queue: i.queue,
+            loss: i.loss,
+            duplicate: i.duplicate,
+            reorder: i.reorder,
+            delay: i.delay,
+            seed: i.seed,
+            ..self
+        }
+    }
 }
 
 struct Stats {
     common: PortCounters,
-    imp: CacheAligned<Impairments>,
+    imp: CacheAligned<ImpairCounters>,
+    /// Packets the ring refused (the receiver did not keep up).
+    overflow: CacheAligned<Counter>,
     ring: crate::buf::RingStatsHandle,
     /// Packets held back for reordering right now (the packet and its copy).
     held: CacheAligned<std::sync::atomic::AtomicU64>,
@@ -116,19 +111,14 @@ impl PortStats for Stats {
     fn report(&self) -> PortReport {
         let mut r = self.common.report("mem");
         let i = &self.imp;
-        r.dropped = i.lost.get() + i.queue_dropped.get() + i.overflow.get();
-        for (k, v) in [
-            ("lost", i.lost.get()),
-            ("queue_dropped", i.queue_dropped.get()),
-            ("overflow", i.overflow.get()),
-            ("duplicated", i.duplicated.get()),
-            ("duplicate_failed", i.duplicate_failed.get()),
-            ("reordered", i.reordered.get()),
-            ("delayed", i.delayed.get()),
-            ("in_flight", self.in_flight()),
-        ] {
-            r.detail.insert(k, v);
+        r.dropped = i.lost.get() + i.queue_dropped.get() + self.overflow.get();
+        for (k, v) in i.pairs() {
+            if k != "jittered" {
+                r.detail.insert(k, v);
+            }
         }
+        r.detail.insert("overflow", self.overflow.get());
+        r.detail.insert("in_flight", self.in_flight());
         r
     }
 
@@ -176,22 +166,20 @@ fn open_one(config: &MemConfig) -> OpenPort {
     let stats = Arc::new(Stats {
         common: PortCounters::default(),
         imp: CacheAligned::default(),
+        overflow: CacheAligned::default(),
         ring: producer.stats_handle(),
         held: CacheAligned::default(),
     });
-    let timed = config.capacity.is_some() || !config.delay.is_zero();
+    let impairments = config.impairments();
     let tx = MemTx {
-        config: config.clone(),
-        rng: SplitMix64::new(config.seed),
+        engine: Impairer::new(&impairments),
         producer,
         staged: Vec::with_capacity(BURST_MAX * 2 + 1),
-        held: None,
-        last_departure: 0,
         stats: stats.clone(),
     };
     let rx = MemRx {
         consumer,
-        timed,
+        timed: impairments.timed(),
         stats: stats.clone(),
     };
     OpenPort {
@@ -203,68 +191,24 @@ fn open_one(config: &MemConfig) -> OpenPort {
 }
 
 struct MemTx {
-    config: MemConfig,
-    rng: SplitMix64,
+    engine: Impairer,
     producer: Producer<(Packet, Instant)>,
     staged: Vec<(Packet, Instant)>,
-    /// A packet held for reordering: (packet, its duplicate, release, held since).
-    held: Option<(Packet, Option<Packet>, Instant, Instant)>,
-    /// Nanoseconds at which the device finishes serving what it has accepted.
-    last_departure: u64,
     stats: Arc<Stats>,
 }
 
 impl MemTx {
-    fn service_nanos(&self, cap: Capacity, len: usize) -> f64 {
-        let bits = |extra: u64| (len as u64 + FCS + extra) as f64 * 8.0;
-        match cap {
-            Capacity::Pps(p) => 1e9 / p,
-            Capacity::L2Bps(b) => bits(0) * 1e9 / b,
-            Capacity::L1Bps(b) => bits(ETHERNET_L1_OVERHEAD) * 1e9 / b,
-        }
-    }
-
-    /// Runs the device model; returns the release time or `None` for a tail drop.
-    fn admit(&mut self, now: Instant, len: usize) -> Option<Instant> {
-        let delay = duration_nanos(self.config.delay);
-        let Some(cap) = self.config.capacity else {
-            return Some(Instant::from_nanos(now.as_nanos() + delay));
-        };
-        let service = self.service_nanos(cap, len);
-        let now_ns = now.as_nanos();
-        let backlog = self.last_departure.saturating_sub(now_ns) as f64;
-        if backlog >= service * f64::from(self.config.queue) {
-            return None;
-        }
-        let departure = self.last_departure.max(now_ns) + service.round() as u64;
-        self.last_departure = departure;
-        Some(Instant::from_nanos(departure + delay))
-    }
-
-    fn stage(&mut self, pkt: Packet, release: Instant) {
-        self.staged.push((pkt, release));
-    }
-
-    fn release_held(&mut self) {
-        if let Some((pkt, copy, release, _)) = self.held.take() {
-            self.staged.push((pkt, release));
-            if let Some(c) = copy {
-                self.staged.push((c, release));
-            }
-            self.stats
-                .held
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-
     fn push_staged(&mut self) {
+        self.stats
+            .held
+            .store(self.engine.held(), std::sync::atomic::Ordering::Relaxed);
         if self.staged.is_empty() {
             return;
         }
         self.producer.push_bulk(&mut self.staged);
         let n = self.staged.len() as u64;
         if n > 0 {
-            self.stats.imp.overflow.add(n);
+            self.stats.overflow.add(n);
             self.producer.count_dropped(n);
             self.staged.clear();
         }
@@ -274,54 +218,9 @@ impl MemTx {
 impl TxQueue for MemTx {
     fn tx_burst(&mut self, now: Instant, pkts: &mut Burst) -> usize {
         let taken = pkts.len();
-        let c = &self.config;
-        let (loss, dup, reorder, delayed) = (c.loss, c.duplicate, c.reorder, !c.delay.is_zero());
-        let mut bytes = 0;
-        for pkt in pkts.drain() {
-            bytes += pkt.len() as u64;
-            if loss > 0.0 && self.rng.chance(loss) {
-                self.stats.imp.lost.add(1);
-                continue;
-            }
-            let Some(release) = self.admit(now, pkt.len()) else {
-                self.stats.imp.queue_dropped.add(1);
-                continue;
-            };
-            if delayed {
-                self.stats.imp.delayed.add(1);
-            }
-            let copy = if dup > 0.0 && self.rng.chance(dup) {
-                match pkt.try_clone() {
-                    Some(c) => {
-                        self.stats.imp.duplicated.add(1);
-                        Some(c)
-                    }
-                    None => {
-                        self.stats.imp.duplicate_failed.add(1);
-                        None
-                    }
-                }
-            } else {
-                None
-            };
-            if reorder > 0.0 && self.held.is_none() && self.rng.chance(reorder) {
-                // Held, with its copy, until the next packet has gone ahead of it.
-                let n = 1 + u64::from(copy.is_some());
-                self.stats
-                    .held
-                    .store(n, std::sync::atomic::Ordering::Relaxed);
-                self.held = Some((pkt, copy, release, now));
-                continue;
-            }
-            self.stage(pkt, release);
-            if let Some(c) = copy {
-                self.stage(c, release);
-            }
-            if self.held.is_some() {
-                self.stats.imp.reordered.add(1);
-                self.release_held();
-            }
-        }
+        let bytes = pkts.bytes();
+        self.engine
+            .apply(now, pkts, &mut self.staged, &self.stats.imp);
         let counters = &self.stats.common.tx;
         counters.packets.add(taken as u64);
         counters.bytes.add(bytes);
@@ -330,11 +229,8 @@ impl TxQueue for MemTx {
     }
 
     fn flush(&mut self, now: Instant) {
-        if let Some((_, _, _, since)) = &self.held {
-            if now.saturating_duration_since(*since) >= REORDER_HOLD {
-                self.release_held();
-                self.push_staged();
-            }
+        if self.engine.flush(now, &mut self.staged) {
+            self.push_staged();
         }
     }
 }

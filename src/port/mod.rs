@@ -6,11 +6,14 @@
 //! [`PortStats`] that any thread reads while the pipeline runs.
 
 #[cfg(feature = "dpdk")]
+#[allow(unsafe_code)]
 pub mod dpdk;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
+pub mod impair;
 pub mod mem;
 pub mod pcap;
+#[allow(unsafe_code)]
 pub mod udp;
 
 use std::collections::BTreeMap;
@@ -38,6 +41,18 @@ pub trait RxQueue: Send {
         false
     }
 
+    /// Called once by a stage that looks at every frame itself (an analyzer)
+    /// and hands those it does not recognise to [`RxQueue::offer`]: a side that
+    /// would otherwise inspect each frame (a port answering ARP/NDP) skips that.
+    fn set_inspected(&mut self) {}
+
+    /// A frame the stage did not recognise as its traffic: the port may take it
+    /// (an ARP request it answers, a non-IP frame it counts). Returns whether it
+    /// did; the stage then leaves it out of its own counts.
+    fn offer(&mut self, _now: Instant, _frame: &[u8]) -> bool {
+        false
+    }
+
     /// Whether [`RxQueue::rx_mbufs`] works: the side is a dpdk queue, so a
     /// stage forwarding to another dpdk queue can move raw mbufs (testpmd's
     /// io path) instead of wrapping each one in a [`crate::buf::Packet`].
@@ -46,10 +61,16 @@ pub trait RxQueue: Send {
         false
     }
 
-    /// Appends up to `max` received mbufs to `out` (dpdk queues only; others
-    /// return `None`). Counted exactly like [`RxQueue::rx_burst`].
+    /// Appends up to `max` received mbufs to `out` and returns (mbufs, bytes)
+    /// received (dpdk queues only; others return `None`). Counted exactly like
+    /// [`RxQueue::rx_burst`]. The bytes come back so the caller need not walk
+    /// the mbufs a second time.
     #[cfg(feature = "dpdk")]
-    fn rx_mbufs(&mut self, _out: &mut crate::sys::dpdk::Burst, _max: usize) -> Option<usize> {
+    fn rx_mbufs(
+        &mut self,
+        _out: &mut crate::sys::dpdk::Burst,
+        _max: usize,
+    ) -> Option<(usize, u64)> {
         None
     }
 }
@@ -225,6 +246,11 @@ pub trait PortStats: Send + Sync {
     /// mem wire's queue); the runtime drains until this is zero.
     fn in_flight(&self) -> u64 {
         0
+    }
+
+    /// The device's own MAC address, when it has one (a dpdk port's).
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
     }
 }
 

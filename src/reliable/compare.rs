@@ -235,6 +235,8 @@ pub fn measure(cfg: &Config, link: &LinkConfig, params: &Params) -> Result<Cell,
 pub struct Row {
     /// Random loss probability.
     pub loss: f64,
+    /// The link's largest per-packet jitter, microseconds.
+    pub jitter_us: f64,
     /// `"ours"` or `"usnic"`.
     pub mode: &'static str,
     /// The measurements.
@@ -271,6 +273,7 @@ pub fn compare(link: &LinkConfig, losses: &[f64], params: &Params) -> Result<Vec
             }
             rows.push(Row {
                 loss,
+                jitter_us: link.jitter.as_secs_f64() * 1e6,
                 mode: name,
                 cell,
                 of_lossless,
@@ -283,13 +286,14 @@ pub fn compare(link: &LinkConfig, losses: &[f64], params: &Params) -> Result<Vec
 /// The rows as a Markdown table.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| loss | mode | goodput Gb/s | of lossless | resends per lost segment | timeouts per run | p50 us | p99 us | p99.9 us | max us |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| loss | jitter us | mode | goodput Gb/s | of lossless | resends per lost segment | timeouts per run | p50 us | p99 us | p99.9 us | max us |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let c = &r.cell;
         s.push_str(&format!(
-            "| {:.0} % | {} | {:.3} | {:.1} % | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+            "| {:.0} % | {:.0} | {} | {:.3} | {:.1} % | {:.2} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
             r.loss * 100.0,
+            r.jitter_us,
             r.mode,
             c.goodput_bps / 1e9,
             r.of_lossless * 100.0,

@@ -7,7 +7,9 @@
 //! segment format, and [`Config::usnic`] for Open MPI's usnic defaults.
 #![forbid(unsafe_code)]
 
-pub mod cli;
+/// The `linerate reliable` subcommand, which lives in [`crate::cli`]; this name keeps
+/// the paths that tests, benches and fuzz targets use.
+pub use crate::cli::reliable as cli;
 pub mod compare;
 pub mod driver;
 pub mod endpoint;
@@ -21,6 +23,6 @@ pub mod sim;
 pub mod stage;
 pub mod wire;
 
-pub use endpoint::{Config, Endpoint, Event, SendError, Stats};
+pub use endpoint::{Config, DeadReason, Endpoint, Event, SendError, Stats};
 pub use reassembly::RegionId;
 pub use wire::Channel;

@@ -1,6 +1,27 @@
 //! RFC 6298 round-trip estimation and retransmit timeout, clamped, with backoff.
+//!
+//! Two departures from RFC 6298, both QUIC's (RFC 9002 6.2) in spirit:
+//!
+//! - **The backoff ends with any progress.** RFC 6298 keeps the doubled RTO
+//!   until a new RTT sample, and Karn's rule takes samples only from segments
+//!   sent once. Under heavy loss most of what a recovery gets acknowledged
+//!   was resent, so no sample comes, and the RTO stayed at its maximum for
+//!   the rest of a run (50 ms against a 2 ms RTT on a jittery path with 20 %
+//!   loss: ours ran 3-4.5x slower than usnic's fixed 5 ms timer). An ACK of
+//!   new data proves the path works, as QUIC resets its PTO count on an ACK:
+//!   the endpoint calls [`RttEstimator::reset_backoff`] then.
+//! - **The backoff is capped relative to the smoothed RTT**: at most
+//!   [`BACKOFF_SRTTS`] x SRTT (or twice the un-backed-off RTO, if more), and
+//!   never above `max`. Backoff protects a path from a sender that resends
+//!   into a congested queue; a few doublings do that, and waiting 25 RTTs for
+//!   a hole that one lost resend left only costs goodput. A dead peer is
+//!   found by silence (`peer_timeout`), not by a long RTO.
 
 use core::time::Duration;
+
+/// The backed-off RTO stays within this many smoothed RTTs (or twice the
+/// base RTO, if that is more).
+pub const BACKOFF_SRTTS: u32 = 8;
 
 /// Smoothed RTT, its variation and the resulting retransmit timeout.
 ///
@@ -74,13 +95,31 @@ impl RttEstimator {
         (srtt + k + self.max_ack_delay).clamp(self.min, self.max)
     }
 
-    /// Doubles the RTO after a timeout (up to the maximum), RFC 6298 5.5.
+    /// Doubles the RTO after a timeout (RFC 6298 5.5), up to the backoff cap:
+    /// [`BACKOFF_SRTTS`] x SRTT or twice the base RTO, whichever is larger,
+    /// and never above the maximum.
     pub fn backoff(&mut self) {
         if !self.adaptive {
             return;
         }
         self.backoff_shift = (self.backoff_shift + 1).min(16);
-        self.rto = (self.rto * 2).min(self.max);
+        let base = self.base_rto();
+        let cap = match self.srtt {
+            Some(srtt) => (srtt * BACKOFF_SRTTS).max(base * 2),
+            None => self.max,
+        };
+        self.rto = (self.rto * 2).min(cap).min(self.max).max(self.rto);
+    }
+
+    /// Ends the backoff: the RTO returns to SRTT + 4 RTTVAR (+ slack). Called
+    /// on any ACK of new data, resent or not (QUIC resets its PTO count on
+    /// an ACK): the path delivers, so a timeout is again one RTO away.
+    pub fn reset_backoff(&mut self) {
+        if !self.adaptive || self.backoff_shift == 0 {
+            return;
+        }
+        self.backoff_shift = 0;
+        self.rto = self.base_rto();
     }
 
     /// The current retransmit timeout.
@@ -135,13 +174,47 @@ mod test {
         for _ in 0..10 {
             r.backoff();
         }
-        assert_eq!(r.rto(), us(10_000));
+        // Capped at twice the base RTO (8 x the 10 us SRTT is less).
+        assert_eq!(r.rto(), us(400));
         assert_eq!(r.backoffs(), 11);
         r.sample(us(10));
         assert_eq!(r.rto(), us(200));
         assert_eq!(r.backoffs(), 0);
         r.sample(Duration::from_secs(5));
         assert_eq!(r.rto(), us(10_000));
+    }
+
+    #[test]
+    fn backoff_capped_by_srtt_and_reset_by_progress() {
+        let mut r = RttEstimator::new(us(5000), us(100), us(50_000), true);
+        for _ in 0..100 {
+            r.sample(us(1000));
+        }
+        let base = r.rto();
+        assert!(base >= us(1000) && base < us(1100), "{base:?}");
+        for _ in 0..10 {
+            r.backoff();
+        }
+        // 8 x SRTT, not rto_max.
+        assert_eq!(r.rto(), us(8000));
+        assert_eq!(r.backoffs(), 10);
+        r.reset_backoff();
+        assert_eq!((r.rto(), r.backoffs()), (base, 0));
+        // Without a sample yet, the maximum bounds the backoff.
+        let mut r = RttEstimator::new(us(5000), us(100), us(50_000), true);
+        for _ in 0..10 {
+            r.backoff();
+        }
+        assert_eq!(r.rto(), us(50_000));
+        // A wide RTTVAR (jitter) keeps two doublings of its base RTO.
+        let mut r = RttEstimator::new(us(5000), us(100), us(50_000), true);
+        r.sample(us(100));
+        r.sample(us(3000));
+        let base = r.rto();
+        for _ in 0..10 {
+            r.backoff();
+        }
+        assert_eq!(r.rto(), (base * 2).max(r.srtt().unwrap() * 8));
     }
 
     #[test]

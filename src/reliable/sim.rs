@@ -79,6 +79,13 @@ pub struct LinkConfig {
     pub reorder: f64,
     /// Largest extra delay of a reordered packet.
     pub reorder_delay: Duration,
+    /// Largest extra delay of every packet, drawn uniformly from
+    /// `[0, jitter]` (0: none): what a busy relay or a descheduled
+    /// forwarding process adds.
+    pub jitter: Duration,
+    /// Jitter keeps the packets in order (a FIFO relay: a packet never
+    /// overtakes the one sent before it) rather than reordering them.
+    pub jitter_ordered: bool,
 }
 
 impl Default for LinkConfig {
@@ -94,6 +101,8 @@ impl Default for LinkConfig {
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_micros(20),
+            jitter: Duration::ZERO,
+            jitter_ordered: true,
         }
     }
 }
@@ -139,6 +148,8 @@ pub struct Link {
     in_flight: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
     order: u64,
     in_burst: bool,
+    /// Latest arrival scheduled so far (ordered jitter never goes below it).
+    last_arrive: Instant,
     filter: Option<Filter>,
     stats: LinkStats,
 }
@@ -164,6 +175,7 @@ impl Link {
             in_flight: BinaryHeap::new(),
             order: 0,
             in_burst: false,
+            last_arrive: Instant::ZERO,
             filter: None,
             stats: LinkStats::default(),
         }
@@ -246,6 +258,14 @@ impl Link {
                 let extra = self.rng.below(duration_nanos(self.cfg.reorder_delay) + 1);
                 arrive += Duration::from_nanos(extra);
             }
+            if !self.cfg.jitter.is_zero() {
+                let extra = self.rng.below(duration_nanos(self.cfg.jitter) + 1);
+                arrive += Duration::from_nanos(extra);
+                if self.cfg.jitter_ordered {
+                    arrive = arrive.max(self.last_arrive);
+                }
+            }
+            self.last_arrive = self.last_arrive.max(arrive);
             self.order += 1;
             self.in_flight
                 .push(Reverse((arrive, self.order, bytes.to_vec())));

@@ -6,7 +6,8 @@
 //!
 //! ```text
 //!  0       version (1)
-//!  1       flags: DATA 0x01, PUT 0x02, ACK_PRIORITY 0x04, ACK_DATA 0x08
+//!  1       flags: DATA 0x01, PUT 0x02, ACK_PRIORITY 0x04, ACK_DATA 0x08,
+//!          ABORT 0x10 (the sender gave up on this peer and stops)
 //!  2       channel (0 priority, 1 data) the DATA part belongs to
 //!  3       SACK range counts: low nibble for the priority ACK block, high nibble for data
 //!  4..8    seq        segment sequence number in the channel's space (DATA)
@@ -52,8 +53,11 @@ pub mod flags {
     pub const ACK_PRIORITY: u8 = 0x04;
     /// An ACK block for the data channel is present.
     pub const ACK_DATA: u8 = 0x08;
+    /// The sender gave up on the channel pair (its retry limit, its peer
+    /// timeout, or its application failed): the receiver stops too.
+    pub const ABORT: u8 = 0x10;
     /// Every defined bit.
-    pub const ALL: u8 = DATA | PUT | ACK_PRIORITY | ACK_DATA;
+    pub const ALL: u8 = DATA | PUT | ACK_PRIORITY | ACK_DATA | ABORT;
 }
 
 mod field {
@@ -436,6 +440,8 @@ pub struct Repr<'a> {
     pub acks: [Option<AckRepr>; 2],
     /// The chunk bytes.
     pub payload: &'a [u8],
+    /// The sender gave up and stops ([`flags::ABORT`]).
+    pub abort: bool,
 }
 
 impl<'a> Repr<'a> {
@@ -508,7 +514,7 @@ impl<'a> Repr<'a> {
             if !payload.is_empty() {
                 return Err(Error::PayloadWithoutData);
             }
-            if acks[0].is_none() && acks[1].is_none() {
+            if acks[0].is_none() && acks[1].is_none() && fl & flags::ABORT == 0 {
                 return Err(Error::Empty);
             }
             None
@@ -518,6 +524,7 @@ impl<'a> Repr<'a> {
             data,
             acks,
             payload,
+            abort: fl & flags::ABORT != 0,
         })
     }
 
@@ -548,6 +555,9 @@ impl<'a> Repr<'a> {
         }
         if self.acks[1].is_some() {
             fl |= flags::ACK_DATA;
+        }
+        if self.abort {
+            fl |= flags::ABORT;
         }
         packet.set_version(VERSION);
         packet.set_flags(fl);
@@ -624,6 +634,7 @@ mod test {
             }),
             acks: [None, Some(ack)],
             payload: &[0xaa, 0xbb, 0xcc],
+            abort: false,
         }
     }
 
@@ -732,6 +743,7 @@ mod test {
             data: None,
             acks: [Some(AckRepr::cumulative(u32::MAX)), None],
             payload: &[],
+            abort: false,
         };
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut Packet::new_unchecked(&mut buf[..]));
@@ -740,6 +752,21 @@ mod test {
         buf[1] = 0; // no ack, no data
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(Repr::parse(&p), Err(Error::Empty));
+        // An abort alone is not empty; with an ACK block it round-trips too.
+        for acks in [[None, None], [None, Some(AckRepr::cumulative(7))]] {
+            let r = Repr {
+                channel: Channel::Priority,
+                data: None,
+                acks,
+                payload: &[],
+                abort: true,
+            };
+            let mut buf = vec![0u8; r.buffer_len()];
+            r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+            assert_eq!(buf[1] & flags::ABORT, flags::ABORT);
+            let p = Packet::new_checked(&buf[..]).unwrap();
+            assert_eq!(Repr::parse(&p).unwrap(), r);
+        }
     }
 
     #[test]
@@ -756,6 +783,7 @@ mod test {
             data: None,
             acks: [None, Some(ack)],
             payload: &[],
+            abort: false,
         };
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut Packet::new_unchecked(&mut buf[..]));

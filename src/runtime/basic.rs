@@ -28,19 +28,37 @@ impl Input {
         }
     }
 
+    /// The stage inspects every frame itself (see [`RxQueue::set_inspected`]).
+    pub fn set_inspected(&mut self) {
+        if let Input::Port(p) = self {
+            p.set_inspected();
+        }
+    }
+
+    /// Offers a frame the stage did not recognise to the port (see
+    /// [`RxQueue::offer`]); whether the port took it.
+    #[inline]
+    pub fn offer(&mut self, now: Instant, frame: &[u8]) -> bool {
+        match self {
+            Input::Port(p) => p.offer(now, frame),
+            Input::Ring(_) => false,
+        }
+    }
+
     /// Whether [`Input::recv_mbufs`] works (a dpdk queue).
     #[cfg(feature = "dpdk")]
     pub fn mbuf_native(&self) -> bool {
         matches!(self, Input::Port(p) if p.mbuf_native())
     }
 
-    /// Receives raw mbufs (see [`RxQueue::rx_mbufs`]); 0 for other inputs.
+    /// Receives raw mbufs (see [`RxQueue::rx_mbufs`]): (mbufs, bytes), zeros
+    /// for other inputs.
     #[cfg(feature = "dpdk")]
     #[inline]
-    pub fn recv_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, max: usize) -> usize {
+    pub fn recv_mbufs(&mut self, out: &mut crate::sys::dpdk::Burst, max: usize) -> (usize, u64) {
         match self {
-            Input::Port(p) => p.rx_mbufs(out, max).unwrap_or(0),
-            Input::Ring(_) => 0,
+            Input::Port(p) => p.rx_mbufs(out, max).unwrap_or((0, 0)),
+            Input::Ring(_) => (0, 0),
         }
     }
 
@@ -359,11 +377,10 @@ impl Forward {
     #[inline]
     fn poll_mbufs(&mut self) -> Option<(usize, usize, usize, u64, u64)> {
         let mb = self.mbufs.as_deref_mut()?;
-        let n = self.input.recv_mbufs(mb, self.burst_size);
+        let (n, bytes) = self.input.recv_mbufs(mb, self.burst_size);
         if n == 0 {
             return Some((0, 0, 0, 0, 0));
         }
-        let bytes = mb.bytes();
         let (sent, dropped, bytes_out) = self.out.send_mbufs_or_drop(mb, bytes);
         Some((n, sent, dropped, bytes, bytes_out))
     }
@@ -410,6 +427,15 @@ impl Stage for Forward {
         c.bytes_out.add(bytes_out);
         c.dropped.add(dropped as u64);
         Poll::Busy
+    }
+
+    fn needs_clock(&self) -> bool {
+        // The raw-mbuf path hands no time to its dpdk queues.
+        #[cfg(feature = "dpdk")]
+        if self.mbufs.is_some() {
+            return false;
+        }
+        true
     }
 
     fn is_finite(&self) -> bool {

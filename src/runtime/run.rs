@@ -5,12 +5,15 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::buf::{PoolStats, RingStats};
-use crate::port::PortReport;
+use std::sync::Arc;
+
+use crate::buf::{Pool, PoolStats, RingStats, RingStatsHandle};
+use crate::port::{PortReport, PortStats};
 use crate::time::Clock;
 
 use super::build::Built;
-use super::{Runtime, StartError};
+use super::counter::CacheAligned;
+use super::{Runtime, StageCounters, StartError};
 
 /// How to run.
 pub struct RunOptions<'a> {
@@ -143,27 +146,99 @@ pub enum RunError {
 
 /// The counters of a built pipeline now.
 pub fn snapshot(b: &Built, elapsed: f64) -> RunReport {
+    snapshot_of(
+        &b.name,
+        &b.ports,
+        &b.rings,
+        &b.stages,
+        &b.replicas,
+        &b.pool,
+        elapsed,
+    )
+}
+
+fn snapshot_of(
+    name: &str,
+    ports: &[(String, Arc<dyn PortStats>)],
+    rings: &[(String, RingStatsHandle)],
+    stages: &[StageEntry],
+    replicas: &Replicas,
+    pool: &Pool,
+    elapsed: f64,
+) -> RunReport {
     RunReport {
-        pipeline: b.name.clone(),
+        pipeline: name.to_string(),
         duration_s: elapsed,
-        ports: b
-            .ports
-            .iter()
-            .map(|(n, s)| (n.clone(), s.report()))
-            .collect(),
-        stages: stage_reports(b),
-        rings: b.rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
-        pool: b.pool.stats(),
+        ports: ports.iter().map(|(n, s)| (n.clone(), s.report())).collect(),
+        stages: stage_reports(stages, replicas),
+        rings: rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
+        pool: pool.stats(),
         stopped_by: None,
-        left_in_flight: in_flight(b),
+        left_in_flight: rings.iter().map(|(_, h)| h.in_flight()).sum::<u64>()
+            + ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>(),
+    }
+}
+
+/// Instances of replicated stages, by instance name.
+type Replicas = BTreeMap<String, crate::pipeline::replica::Replica>;
+
+type StageEntry = (
+    String,
+    &'static str,
+    usize,
+    Arc<CacheAligned<StageCounters>>,
+);
+
+/// A reader of a built pipeline's counters that any thread may keep and read
+/// at any time, without locks (the counters are atomics with one writer each),
+/// before, during and after the run: what a metrics endpoint scrapes.
+#[derive(Clone)]
+pub struct Probe {
+    name: String,
+    ports: Vec<(String, Arc<dyn PortStats>)>,
+    rings: Vec<(String, RingStatsHandle)>,
+    stages: Vec<StageEntry>,
+    replicas: Replicas,
+    pool: Pool,
+}
+
+impl Probe {
+    /// A probe on a built pipeline's counters.
+    pub fn of(b: &Built) -> Probe {
+        Probe {
+            name: b.name.clone(),
+            ports: b.ports.clone(),
+            rings: b.rings.clone(),
+            stages: b.stages.clone(),
+            replicas: b.replicas.clone(),
+            pool: b.pool.clone(),
+        }
+    }
+
+    /// The pipeline's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The counters now (`duration_s` is zero: a probe has no clock).
+    pub fn snapshot(&self) -> RunReport {
+        snapshot_of(
+            &self.name,
+            &self.ports,
+            &self.rings,
+            &self.stages,
+            &self.replicas,
+            &self.pool,
+            0.0,
+        )
     }
 }
 
 /// Each stage's counters; a replicated stage's are summed over its replicas
 /// (in replica order), each replica kept beside the sum.
-fn stage_reports(b: &Built) -> BTreeMap<String, StageReport> {
+fn stage_reports(stages: &[StageEntry], replicas: &Replicas) -> BTreeMap<String, StageReport> {
     let mut out: BTreeMap<String, StageReport> = BTreeMap::new();
-    for (n, kind, lcore, c) in &b.stages {
+    for (n, kind, lcore, c) in stages {
         let r = StageReport {
             kind,
             lcore: *lcore,
@@ -177,7 +252,7 @@ fn stage_reports(b: &Built) -> BTreeMap<String, StageReport> {
             detail: None,
             replicas: Vec::new(),
         };
-        match b.replicas.get(n) {
+        match replicas.get(n) {
             Some(rep) => {
                 let total = out.entry(rep.of.clone()).or_insert_with(|| StageReport {
                     packets_in: 0,

@@ -35,6 +35,10 @@ impl TrialCounts {
 /// Why a trial could not be measured.
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
+    /// A signal (Ctrl-C, SIGTERM) stopped the trial: its counts are not a
+    /// measurement, and the search stops with what it finished.
+    #[error("interrupted")]
+    Interrupted,
     /// The measurer failed; `output` holds whatever it printed.
     #[error("measurer failed: {message}\n{output}")]
     Failed {
@@ -62,11 +66,21 @@ pub enum MeasureError {
 pub trait Measurer {
     /// Runs one trial.
     fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError>;
+
+    /// A reader of the measuring pipeline's counters, when there is one (for
+    /// the metrics endpoint).
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        None
+    }
 }
 
 impl<M: Measurer + ?Sized> Measurer for Box<M> {
     fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
         (**self).measure(rate_pps, duration_s)
+    }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        (**self).probe()
     }
 }
 

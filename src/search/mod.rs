@@ -15,14 +15,20 @@
 #![forbid(unsafe_code)]
 
 pub mod binary;
-pub mod cli;
+/// The `linerate search` subcommand, which lives in [`crate::cli`]; this name keeps
+/// the paths that tests, benches and fuzz targets use.
+pub use crate::cli::search as cli;
 
+pub mod goal;
 pub mod grid;
+pub mod html;
 pub mod mdr;
 pub mod measurer;
 pub mod pipeline;
 pub mod plot;
+pub mod resume;
 pub mod sim;
+pub mod summary;
 pub mod types;
 
 pub use binary::BinarySearch;
@@ -52,6 +58,21 @@ pub struct Report {
     pub bounds_history: Vec<BoundsSnapshot>,
     /// The per-goal result.
     pub outcome: Outcome,
+    /// What was measured: `sim MODEL`, `pipeline PATH (digest D)` or
+    /// `command CMD`; a search resumes only a report of the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// A signal stopped the search: the trials are those finished, the
+    /// bounds those at that moment.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+    /// The signal, when interrupted (`SIGINT`, `SIGTERM`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// The report this search continued (`--resume`); its trials are marked
+    /// `resumed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<std::path::PathBuf>,
 }
 
 /// The goals' bounds after one trial.
@@ -84,7 +105,8 @@ pub struct PhaseStart {
     pub phase: Phase,
 }
 
-/// A measurer failure during a search, with the trials measured before it.
+/// A measurer failure (or an interruption) during a search, with the trials
+/// measured before it.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
 pub struct DriveError {
@@ -92,6 +114,8 @@ pub struct DriveError {
     pub error: MeasureError,
     /// The trials completed before the failure.
     pub trials: Vec<TrialRecord>,
+    /// The bounds after each completed trial.
+    pub history: Vec<BoundsSnapshot>,
 }
 
 /// Runs a searcher against a measurer until it ends; `progress` sees each trial and the
@@ -119,6 +143,7 @@ pub fn drive_with(
             .map_err(|error| DriveError {
                 error,
                 trials: searcher.trials().to_vec(),
+                history: std::mem::take(&mut history),
             })?;
         searcher.record(counts);
         if let Some(last) = searcher.trials().last() {
@@ -145,6 +170,10 @@ pub fn report_of(searcher: &dyn Searcher) -> Report {
             .collect(),
         bounds_history: Vec::new(),
         outcome: searcher.outcome(),
+        source: None,
+        interrupted: false,
+        signal: None,
+        resumed_from: None,
     }
 }
 

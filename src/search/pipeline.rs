@@ -46,9 +46,12 @@ impl Measurer for PipelineMeasurer {
         let r = self
             .runner
             .trial(rate_pps, duration, self.interrupt, &mut |_, _| {})
-            .map_err(|e| MeasureError::Failed {
-                message: e.to_string(),
-                output: String::new(),
+            .map_err(|e| match e {
+                crate::traffic::trial::TrialError::Interrupted => MeasureError::Interrupted,
+                e => MeasureError::Failed {
+                    message: e.to_string(),
+                    output: String::new(),
+                },
             })?;
         // `offered` is the intended count: unsent packets are offered and not received, so
         // they count as loss; they are reported apart.
@@ -57,5 +60,9 @@ impl Measurer for PipelineMeasurer {
             received: r.received,
             unsent: Some(r.unsent),
         })
+    }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        Some(crate::runtime::run::Probe::of(self.runner.built()))
     }
 }

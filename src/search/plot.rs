@@ -7,16 +7,11 @@
 //! library (fontconfig, freetype) is needed.
 
 use std::path::Path;
-use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 
 use super::{Phase, Report};
-
-static FONT: &[u8] = include_bytes!("fonts/DejaVuSansMono.ttf");
-static REGISTER: Once = Once::new();
 
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +39,7 @@ const GOAL_COLORS: [RGBColor; 6] = [
 ];
 
 fn register_font() {
-    REGISTER.call_once(|| {
-        for style in [FontStyle::Normal, FontStyle::Bold] {
-            // The bundled font is valid; a failure would only lose text, not the plot.
-            let _ = plotters::style::register_font("sans-serif", style, FONT);
-        }
-    });
+    crate::report::register_plot_font();
 }
 
 /// Draws the report to `path` (`.svg` or `.png`, 1200x700).
@@ -80,36 +70,136 @@ pub fn plot(report: &Report, path: &Path) -> Result<(), PlotError> {
     }
 }
 
-/// The y range worth showing: around the final bounds, including the trials near them.
-fn y_range(report: &Report) -> (f64, f64) {
-    let bounds: Vec<f64> = report
-        .outcome
-        .goals
-        .iter()
-        .flat_map(|g| [g.lower_pps, g.upper_pps])
-        .flatten()
-        .collect();
-    let (mut lo, mut hi) = if bounds.is_empty() {
-        (report.config.min_rate, report.config.max_rate)
-    } else {
-        let lo = bounds.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = bounds.iter().copied().fold(0.0, f64::max);
-        (lo * 0.97, hi * 1.03)
-    };
-    lo = lo.max(0.0);
-    if hi <= lo {
-        hi = lo * 1.1 + 1.0;
+/// The report drawn as SVG text (for the HTML report, which inlines it).
+pub fn svg_string(report: &Report) -> Result<String, PlotError> {
+    register_font();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1200, 700)).into_drawing_area();
+        let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+            path: "(inline svg)".into(),
+            message: e.to_string(),
+        };
+        draw(report, &root).map_err(|e| err(&e))?;
+        root.present().map_err(|e| err(&e))?;
     }
-    (lo, hi)
+    Ok(out)
 }
+
+/// The rate axis: every trial and every bound on it, on a log scale when the
+/// rates span more than 10x (a search from 20 kpps to line rate would
+/// otherwise squash all but the top trials into the bottom pixels).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RateAxis {
+    /// Lowest rate shown, packets/s.
+    pub lo: f64,
+    /// Highest rate shown, packets/s.
+    pub hi: f64,
+    /// Logarithmic.
+    pub log: bool,
+}
+
+impl RateAxis {
+    pub(crate) fn of(report: &Report) -> RateAxis {
+        let rates: Vec<f64> = report
+            .trials
+            .iter()
+            .map(|t| t.rate_pps)
+            .chain(
+                report
+                    .outcome
+                    .goals
+                    .iter()
+                    .flat_map(|g| [g.lower_pps, g.upper_pps])
+                    .flatten(),
+            )
+            .chain(report.bounds_history.iter().flat_map(|b| {
+                b.lower_pps
+                    .iter()
+                    .chain(b.upper_pps.iter())
+                    .copied()
+                    .flatten()
+            }))
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .collect();
+        let (lo, hi) = if rates.is_empty() {
+            (report.config.min_rate, report.config.max_rate)
+        } else {
+            (
+                rates.iter().copied().fold(f64::INFINITY, f64::min),
+                rates.iter().copied().fold(0.0, f64::max),
+            )
+        };
+        let (lo, hi) = (lo.max(1.0), hi.max(1.0));
+        if hi / lo > 10.0 {
+            RateAxis {
+                lo: lo / 1.25,
+                hi: hi * 1.25,
+                log: true,
+            }
+        } else {
+            let pad = ((hi - lo) * 0.06).max(hi * 0.005);
+            RateAxis {
+                lo: (lo - pad).max(0.0),
+                hi: hi + pad,
+                log: false,
+            }
+        }
+    }
+
+    /// Packets/s to the chart's y coordinate.
+    fn y(&self, pps: f64) -> f64 {
+        if self.log {
+            pps.max(1.0).log10()
+        } else {
+            pps * 1e-6
+        }
+    }
+
+    /// The chart's y coordinate back to packets/s.
+    fn pps(&self, y: f64) -> f64 {
+        if self.log {
+            10f64.powf(y)
+        } else {
+            y * 1e6
+        }
+    }
+
+    /// Whether a rate is inside the axis.
+    #[cfg(test)]
+    pub(crate) fn shows(&self, pps: f64) -> bool {
+        (self.lo..=self.hi).contains(&pps)
+    }
+}
+
+/// The loss on the way (unsent packets apart), as a ratio of offered.
+fn path_loss_ratio(t: &super::TrialRecord) -> f64 {
+    let unsent = t.unsent.unwrap_or(0);
+    if t.offered == 0 {
+        0.0
+    } else {
+        t.offered.saturating_sub(unsent).saturating_sub(t.received) as f64 / t.offered as f64
+    }
+}
+
+const NO_LOSS: RGBColor = RGBColor(30, 150, 60);
+const SOME_LOSS: RGBColor = RGBColor(230, 150, 20);
+const LOSS: RGBColor = RGBColor(200, 30, 30);
+const UNSENT: RGBColor = RGBColor(130, 40, 200);
+const PHASE: RGBColor = RGBColor(150, 180, 230);
+
+/// Width of the legend panel, right of the chart.
+const LEGEND_W: u32 = 290;
 
 fn draw<DB: DrawingBackend>(
     report: &Report,
     root: &DrawingArea<DB, Shift>,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let (ylo, yhi) = y_range(report);
-    let scale = 1e-6;
+    let (w, _) = root.dim_in_pixel();
+    let (area, legend) = root.split_horizontally(w.saturating_sub(LEGEND_W));
+    let axis = RateAxis::of(report);
+    let (ylo, yhi) = (axis.y(axis.lo), axis.y(axis.hi));
     let t_end = report.trials.last().map_or(1.0, |t| t.end_s).max(1.0);
     let title = format!(
         "{} search: {} trials, {:.1} s of trials",
@@ -117,16 +207,31 @@ fn draw<DB: DrawingBackend>(
         report.outcome.trial_count,
         report.outcome.trial_duration_sum_s
     );
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&area)
         .caption(title, ("sans-serif", 22))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(80)
-        .build_cartesian_2d(0.0..t_end * 1.02, ylo * scale..yhi * scale)?;
+        .build_cartesian_2d(0.0..t_end * 1.02, ylo..yhi)?;
+    let fmt_y = |y: &f64| {
+        let mpps = axis.pps(*y) / 1e6;
+        if mpps >= 10.0 {
+            format!("{mpps:.1}")
+        } else if mpps >= 0.1 {
+            format!("{mpps:.3}")
+        } else {
+            format!("{mpps:.4}")
+        }
+    };
     chart
         .configure_mesh()
-        .x_desc("accounted search time [s]   (bars: trials; green no loss, orange within the largest goal loss ratio, red above)")
-        .y_desc("transmit rate [Mpps]")
+        .x_desc("accounted search time [s]")
+        .y_desc(if axis.log {
+            "transmit rate [Mpps, log scale]"
+        } else {
+            "transmit rate [Mpps]"
+        })
+        .y_label_formatter(&fmt_y)
         .label_style(("sans-serif", 14))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
@@ -135,8 +240,8 @@ fn draw<DB: DrawingBackend>(
     for (i, p) in report.phases.iter().enumerate() {
         let x = p.start_s;
         chart.draw_series(std::iter::once(PathElement::new(
-            vec![(x, ylo * scale), (x, yhi * scale)],
-            RGBColor(150, 180, 230).stroke_width(1),
+            vec![(x, ylo), (x, yhi)],
+            PHASE.stroke_width(1),
         )))?;
         let label = match p.phase {
             Phase::Initial => "init".to_string(),
@@ -151,7 +256,7 @@ fn draw<DB: DrawingBackend>(
                     .map_or("", |g| g.name.as_str())
             ),
         };
-        let y = yhi * scale - (yhi - ylo) * scale * (0.03 + 0.04 * (i % 2) as f64);
+        let y = yhi - (yhi - ylo) * (0.03 + 0.04 * (i % 2) as f64);
         chart.draw_series(std::iter::once(Text::new(
             label,
             (x, y),
@@ -159,11 +264,10 @@ fn draw<DB: DrawingBackend>(
         )))?;
     }
 
-    let clamp = |r: f64| r.clamp(ylo, yhi) * scale;
     // Each goal's bounds over time.
-    for (g, goal) in report.config.goals.iter().enumerate() {
+    for g in 0..report.config.goals.len() {
         let color = GOAL_COLORS[g % GOAL_COLORS.len()];
-        for (upper, name) in [(false, "lower"), (true, "upper")] {
+        for upper in [false, true] {
             let mut pts: Vec<(f64, f64)> = Vec::new();
             let mut prev: Option<(f64, f64)> = None;
             for snap in &report.bounds_history {
@@ -173,7 +277,7 @@ fn draw<DB: DrawingBackend>(
                     snap.lower_pps.get(g).copied().flatten()
                 };
                 if let Some(v) = v {
-                    let y = clamp(v);
+                    let y = axis.y(v);
                     if let Some((_, py)) = prev {
                         pts.push((snap.end_s, py));
                     }
@@ -185,28 +289,16 @@ fn draw<DB: DrawingBackend>(
                 pts.push((t_end, y));
             }
             let style = color.stroke_width(2);
-            let label = format!("{} {name} (loss ratio {})", goal.name, goal.loss_ratio);
             if upper {
-                chart
-                    .draw_series(DashedLineSeries::new(pts, 8, 5, style))?
-                    .label(label)
-                    .legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + PathElement::new(vec![(0, 0), (7, 0)], color.stroke_width(2))
-                            + PathElement::new(vec![(12, 0), (20, 0)], color.stroke_width(2))
-                    });
+                chart.draw_series(DashedLineSeries::new(pts, 8, 5, style))?;
             } else {
-                chart
-                    .draw_series(LineSeries::new(pts, style))?
-                    .label(label)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
+                chart.draw_series(LineSeries::new(pts, style))?;
             }
         }
     }
-    // Trials, on top of the bounds: a bar from start to end at the rate (clamped to the
-    // view), colored by loss.
+    // Trials, on top of the bounds: a bar from start to end at the rate,
+    // colored by the loss on the way; a purple mark where the generator could
+    // not send everything (unsent, counted as loss by the search).
     let max_ratio = report
         .config
         .goals
@@ -215,28 +307,128 @@ fn draw<DB: DrawingBackend>(
         .fold(0.0, f64::max);
     let mut start = 0.0;
     for t in &report.trials {
-        let color = if t.loss_ratio == 0.0 {
-            RGBColor(30, 150, 60)
-        } else if t.loss_ratio <= max_ratio {
-            RGBColor(230, 150, 20)
+        let loss = path_loss_ratio(t);
+        let color = if loss == 0.0 {
+            NO_LOSS
+        } else if loss <= max_ratio {
+            SOME_LOSS
         } else {
-            RGBColor(200, 30, 30)
+            LOSS
         };
-        let y = clamp(t.rate_pps);
+        let y = axis.y(t.rate_pps);
         chart.draw_series(std::iter::once(PathElement::new(
             vec![(start, y), (t.end_s, y)],
             color.stroke_width(4),
         )))?;
+        if t.unsent.unwrap_or(0) > 0 {
+            chart.draw_series(std::iter::once(TriangleMarker::new(
+                ((start + t.end_s) / 2.0, y),
+                6,
+                UNSENT.filled(),
+            )))?;
+        }
         start = t.end_s;
     }
+    draw_legend(report, &legend)
+}
 
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// The legend, in its own panel beside the chart so it never covers a trial.
+fn draw_legend<DB: DrawingBackend>(
+    report: &Report,
+    area: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let font = ("sans-serif", 13).into_font();
+    let mut y = 60;
+    let x = 8;
+    type Sample<'a, DB> = &'a dyn Fn(&DrawingArea<DB, Shift>, i32) -> DrawResult<DB>;
+    let row = |area: &DrawingArea<DB, Shift>,
+               y: &mut i32,
+               sample: Sample<'_, DB>,
+               text: String|
+     -> DrawResult<DB> {
+        sample(area, *y)?;
+        area.draw(&Text::new(text, (x + 30, *y - 7), font.clone()))?;
+        *y += 22;
+        Ok(())
+    };
+    for (g, goal) in report.config.goals.iter().enumerate() {
+        let color = GOAL_COLORS[g % GOAL_COLORS.len()];
+        row(
+            area,
+            &mut y,
+            &|a, y| {
+                a.draw(&PathElement::new(
+                    vec![(x, y), (x + 22, y)],
+                    color.stroke_width(2),
+                ))
+            },
+            format!("{} lower (loss {})", goal.name, goal.loss_ratio),
+        )?;
+        row(
+            area,
+            &mut y,
+            &|a, y| {
+                a.draw(&PathElement::new(
+                    vec![(x, y), (x + 8, y)],
+                    color.stroke_width(2),
+                ))?;
+                a.draw(&PathElement::new(
+                    vec![(x + 13, y), (x + 22, y)],
+                    color.stroke_width(2),
+                ))
+            },
+            format!("{} upper", goal.name),
+        )?;
+    }
+    y += 8;
+    let max_ratio = report
+        .config
+        .goals
+        .iter()
+        .map(|g| g.loss_ratio)
+        .fold(0.0, f64::max);
+    for (color, text) in [
+        (NO_LOSS, "trial: no loss".to_string()),
+        (SOME_LOSS, format!("trial: loss <= {max_ratio}")),
+        (LOSS, format!("trial: loss > {max_ratio}")),
+    ] {
+        row(
+            area,
+            &mut y,
+            &|a, y| {
+                a.draw(&PathElement::new(
+                    vec![(x, y), (x + 22, y)],
+                    color.stroke_width(4),
+                ))
+            },
+            text,
+        )?;
+    }
+    row(
+        area,
+        &mut y,
+        &|a, y| a.draw(&TriangleMarker::new((x + 11, y), 6, UNSENT.filled())),
+        "unsent > 0 (not sent in time;".to_string(),
+    )?;
+    area.draw(&Text::new(
+        "counted as loss, shown apart)",
+        (x + 30, y - 11),
+        font.clone(),
+    ))?;
+    y += 18;
+    row(
+        area,
+        &mut y,
+        &|a, y| {
+            a.draw(&PathElement::new(
+                vec![(x + 11, y - 8), (x + 11, y + 8)],
+                PHASE.stroke_width(1),
+            ))
+        },
+        "phase start".to_string(),
+    )?;
     Ok(())
 }
 
@@ -244,6 +436,68 @@ fn draw<DB: DrawingBackend>(
 mod test {
     use super::*;
     use crate::search::{drive, MdrSearch, SearchConfig, SimDut, SimModel};
+
+    fn search(model: &str, min: f64, max: f64) -> Report {
+        let model: SimModel = model.parse().unwrap();
+        let cfg = SearchConfig {
+            min_rate: min,
+            max_rate: max,
+            ..SearchConfig::csit()
+        };
+        let mut s = MdrSearch::new(cfg).unwrap();
+        drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap()
+    }
+
+    /// Every trial is drawn, at its rate, on the axis: one bar each.
+    fn check_every_trial_drawn(report: &Report, name: &str) -> RateAxis {
+        let axis = RateAxis::of(report);
+        for t in &report.trials {
+            assert!(
+                axis.shows(t.rate_pps),
+                "{name}: trial at {} off {axis:?}",
+                t.rate_pps
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("s.svg");
+        plot(report, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        // Bars are the only 4-wide strokes, plus three legend samples.
+        let bars = text.matches("stroke-width=\"4\"").count();
+        assert_eq!(bars, report.trials.len() + 3, "{name}");
+        axis
+    }
+
+    #[test]
+    fn irregular_searches_show_every_trial() {
+        // The maximum rate passes: its bound is the top of the search.
+        let r = search("ndr=50e6,pdr=50e6,plr=0.005", 20e3, 14.88e6);
+        assert!(r.outcome.goals[0].lower_pps.is_some());
+        let axis = check_every_trial_drawn(&r, "max rate is a lower bound");
+        assert!(axis.shows(14.88e6));
+        // The minimum rate fails.
+        let r = search("ndr=1e3,pdr=1e3,plr=0.005", 20e3, 14.88e6);
+        assert!(r.outcome.goals.iter().any(|g| g.min_rate_fails));
+        let axis = check_every_trial_drawn(&r, "min rate fails");
+        assert!(axis.shows(20e3));
+        assert!(axis.log, "20 kpps .. 14.88 Mpps needs a log axis");
+        // A narrow search stays linear.
+        let r = search("ndr=12e6,pdr=12.2e6,plr=0.005", 11e6, 14e6);
+        assert!(!check_every_trial_drawn(&r, "narrow").log);
+    }
+
+    #[test]
+    fn unsent_is_apart_from_loss() {
+        let mut r = search("ndr=12e6,pdr=12.2e6,plr=0.005", 11e6, 14e6);
+        let t = &mut r.trials[0];
+        t.unsent = Some(t.offered - t.received);
+        assert_eq!(path_loss_ratio(t), 0.0);
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("s.svg");
+        plot(&r, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("unsent &gt; 0") || text.contains("unsent > 0"));
+    }
 
     #[test]
     fn draws_svg_and_png() {

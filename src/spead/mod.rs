@@ -15,6 +15,7 @@
 //! - [`group`]: receive groups (spead2's `ChunkStreamGroup`): members on several lcores
 //!   fill the same chunks, with lossy or lossless eviction.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
+//! - [`plot`]: a receive's rate and fraction present over time.
 //! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
 //!   binding these cores to ports, rings and chunk links.
 #![forbid(unsafe_code)]
@@ -22,9 +23,12 @@
 pub mod assemble;
 pub mod check;
 pub mod chunk;
-pub mod cli;
+/// The `linerate spead` subcommand, which lives in [`crate::cli`]; this name keeps
+/// the paths that tests, benches and fuzz targets use.
+pub use crate::cli::spead as cli;
 pub mod fsim;
 pub mod group;
+pub mod plot;
 pub mod send;
 pub mod stage;
 pub mod wire;

@@ -8,7 +8,7 @@
 //! length; the heap's other item pointers go in the first packet (as spead2 does
 //! when they fit), so the first packet's payload is shorter.
 
-use super::wire::{self, ctrl, emit_packet, id, Error, Flavour, ItemPointer, WORD};
+use super::wire::{self, ctrl, emit_packet, id, Descriptor, Error, Flavour, ItemPointer, WORD};
 use crate::time::Instant;
 
 /// An item to send: immediate or addressed bytes.
@@ -201,6 +201,29 @@ impl Pacer {
         self.next += bytes as f64 * self.nanos_per_byte;
         Ok(())
     }
+}
+
+/// The descriptors of generic heaps (`spead send`, `spead_send` with
+/// `source = "heaps"`): a heap index (0x1000) and the data bytes (0x1001).
+pub fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
+    [
+        Descriptor {
+            id: 0x1000,
+            name: "heap_index".into(),
+            description: "index of the heap in this run".into(),
+            shape: vec![],
+            format: vec![(b'u', u64::from(flavour.heap_address_bits()))],
+            dtype: String::new(),
+        },
+        Descriptor {
+            id: 0x1001,
+            name: "data".into(),
+            description: "payload bytes".into(),
+            shape: vec![None],
+            format: vec![(b'u', 8)],
+            dtype: String::new(),
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@
 //! panics, and [`Packet::header`] describes a packet whose payload lies inside the
 //! buffer and inside the heap length (when one is given). Every malformed packet is
 //! an [`Error`], never a panic: a fuzz target holds the decoder to that.
+//!
+//! Long on purpose: the codec for every flavour and its byte-fixture tests (a
+//! fifth of the file) are one concern, read together.
 
 use core::ops::Range;
 
@@ -478,9 +481,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         let n = self.n_items();
+        // The last payload-length item counts, as in `decode`, which checked
+        // that one against the buffer (an earlier duplicate may claim more:
+        // found by the spead_packet fuzz target).
         let len = self
             .items()
-            .find(|p| p.is_immediate() && p.id(self.flavour()) == id::PAYLOAD_LENGTH)
+            .filter(|p| p.is_immediate() && p.id(self.flavour()) == id::PAYLOAD_LENGTH)
+            .last()
             .map_or(0, |p| p.value(self.flavour()) as usize);
         &b[PAYLOAD(n, len)]
     }
@@ -858,6 +865,19 @@ mod test {
             payload_length: 4,
             items: vec![ItemPointer(0x8010_0000_0000_1234)],
         }
+    }
+
+    #[test]
+    fn duplicate_payload_length_the_last_counts() {
+        // The fuzzer's case: a first payload-length item claiming 0x800 bytes,
+        // a second one the 4 that are there. `check` takes the last; so must
+        // `payload`, without panicking.
+        let mut p = PACKET.to_vec();
+        p[7] = 6;
+        let dup = [0x80, 0x00, 0x04, 0x00, 0x00, 0x00, 0x08, 0x00];
+        p.splice(8..8, dup);
+        let pkt = Packet::new_checked(&p[..]).unwrap();
+        assert_eq!(pkt.payload(), &[0xde, 0xad, 0xbe, 0xef]);
     }
 
     #[test]

@@ -45,6 +45,8 @@ int lr_rte_errno(void);
 /* rte_lcore_id() reads a thread-local; LCORE_ID_ANY for unregistered threads. */
 unsigned lr_rte_lcore_id(void);
 
+/* The runtime calls rte_eth_rx_burst/tx_burst written out in Rust (ethdev.rs);
+ * these two remain for benches/dpdk_shim.rs, which compares both. */
 uint16_t lr_eth_rx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 uint16_t lr_eth_tx_burst(uint16_t port, uint16_t queue, struct rte_mbuf **pkts, uint16_t n);
 

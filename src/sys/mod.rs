@@ -1,9 +1,11 @@
-//! Kernel-bypass system bindings: DPDK (feature `dpdk`) and rdma-core
-//! ibverbs (feature `ibverbs`), generated in `build.rs`, with thin safe-ish
-//! wrappers. This is the only place in linerate with `unsafe`; each block says
-//! why it holds in a `// SAFETY:` comment. The default build compiles it out.
+//! System bindings: DPDK (feature `dpdk`) and rdma-core ibverbs (feature
+//! `ibverbs`), generated in `build.rs`, with thin safe-ish wrappers, and the
+//! signal handler (always). This is the only place in linerate with `unsafe`
+//! besides ports and buffers; each block says why it holds in a `// SAFETY:`
+//! comment. The default build has only the signal handler.
 
 pub mod ffi;
+pub mod signals;
 
 #[cfg(feature = "dpdk")]
 pub mod dpdk;

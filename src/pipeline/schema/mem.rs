@@ -4,11 +4,11 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ring_size, KIND};
-use super::{Key, KindDoc, PortConfig, PortDef, PortKind};
+use super::{Key, PortConfig, PortDef, PortKind};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::{OpenPort, PortError};
 use crate::runtime::build::PortCtx;
-use crate::units::{si, Rate};
+use crate::units::si;
 
 const KEYS: &[Key] = &[
     KIND,
@@ -56,6 +56,8 @@ const KEYS: &[Key] = &[
         "none",
         "the wire's line rate, for rates given in percent",
     ),
+    super::neigh::IP,
+    super::neigh::MAC,
     Key::new(
         "queues",
         "integer 1..=256",
@@ -64,61 +66,22 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "mem",
-        what: "a mem port",
-        doc: "an in-process wire with capacity, queue and impairments",
-        keys: KEYS,
-        more_keys: &[],
-    },
+pub(super) const DEF: PortDef = PortDef::new(
+    "mem",
+    "a mem port",
+    "an in-process wire with capacity, queue and impairments",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
+    // The impairment keys, read by the same code as the impair stage's.
+    let (imp, line_rate_bps) = super::impair::impairments(t, sink);
     let mut c = MemConfig {
-        line_rate_bps: t.line_rate_bps(sink, "line_rate", "\"10 Gbps\""),
+        line_rate_bps,
         ..MemConfig::default()
-    };
-    if let Some((r, s)) = t.rate(sink, "capacity") {
-        c.capacity = match r {
-            Rate::Pps(p) => Some(Capacity::Pps(p)),
-            Rate::L2Bps(b) => Some(Capacity::L2Bps(b)),
-            Rate::L1Bps(b) => Some(Capacity::L1Bps(b)),
-            Rate::Percent(p) => match c.line_rate_bps {
-                Some(l) => Some(Capacity::L1Bps(l * p / 100.0)),
-                None => {
-                    sink.error(
-                        s,
-                        &t.path,
-                        Some("capacity"),
-                        "a capacity in percent needs `line_rate` on this port",
-                        None,
-                    );
-                    None
-                }
-            },
-        };
-        if matches!(r, Rate::Pps(x) | Rate::L2Bps(x) | Rate::L1Bps(x) if x <= 0.0) {
-            sink.error(
-                t.span_of("capacity"),
-                &t.path,
-                Some("capacity"),
-                "a capacity must be above zero",
-                None,
-            );
-        }
     }
-    if let Some((q, _)) = t.int(sink, "queue", 1..1 << 24) {
-        c.queue = q as u32;
-    }
-    c.loss = t.float(sink, "loss", 0.0, 1.0).unwrap_or(0.0);
-    c.duplicate = t.float(sink, "duplicate", 0.0, 1.0).unwrap_or(0.0);
-    c.reorder = t.float(sink, "reorder", 0.0, 1.0).unwrap_or(0.0);
-    c.delay = t.duration(sink, "delay").unwrap_or_default();
-    if let Some((s, _)) = t.int(sink, "seed", 0..i64::MAX) {
-        c.seed = s as u64;
-    }
+    .with_impairments(&imp);
     if let Some(r) = ring_size(t, sink, "ring") {
         c.ring = r;
     }

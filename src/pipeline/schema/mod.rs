@@ -17,7 +17,9 @@ mod dpdk;
 mod forward;
 mod generator;
 mod ibverbs;
+mod impair;
 mod mem;
+mod neigh;
 mod pcap;
 mod reliable;
 mod sink;
@@ -26,6 +28,8 @@ mod spead;
 mod spead_recv;
 mod spead_send;
 mod udp;
+
+pub(crate) use impair::carries;
 
 use std::path::Path;
 
@@ -43,6 +47,7 @@ use crate::units::parse_core_list;
 pub use analyzer::AnalyzerSpec;
 pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
+pub use neigh::NeighSpec;
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
 
@@ -103,6 +108,29 @@ pub(crate) struct PortDef {
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
 }
 
+impl PortDef {
+    /// A port kind named `name` ("mem"), `what` in messages ("a mem port"),
+    /// with its one-line `doc`, its keys and its reader.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
+    ) -> PortDef {
+        PortDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            parse,
+        }
+    }
+}
+
 /// What a stage reader returns: the kind, its rx and its tx.
 pub(crate) type ParsedStage = (StageKind, Option<String>, Option<String>);
 
@@ -112,6 +140,50 @@ pub(crate) struct StageDef {
     pub(crate) doc: KindDoc,
     pub(crate) rx_key: &'static str,
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+}
+
+impl StageDef {
+    /// A stage kind named `name` ("source"), `what` in messages ("a source
+    /// stage"), with its one-line `doc`, its keys and its reader; its input's
+    /// key is `rx`.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+    ) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            rx_key: "rx",
+            parse,
+        }
+    }
+
+    /// The same, with `key` standing for its input in the plan's messages.
+    pub(crate) const fn rx_key(self, key: &'static str) -> StageDef {
+        StageDef {
+            rx_key: key,
+            ..self
+        }
+    }
+
+    /// The same, with keys passed on to a reader of their own.
+    pub(crate) const fn more_keys(self, keys: &'static [Key]) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                more_keys: keys,
+                ..self.doc
+            },
+            ..self
+        }
+    }
 }
 
 /// What each port kind's settings do beyond parsing (implemented in the
@@ -155,6 +227,13 @@ pub(crate) trait StageConfig {
     }
     /// Builds the running stage.
     fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
+
+    /// The next hop whose MAC address the builder resolves on the stage's
+    /// `tx` port before any stage runs (a generator's `gateway`); the result
+    /// reaches [`StageConfig::build`] as `StageCtx::next_hop`.
+    fn gateway(&self) -> Option<std::net::IpAddr> {
+        None
+    }
 }
 
 /// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
@@ -217,6 +296,8 @@ stage_kinds! {
     Source(SourceConfig) = source [DEF],
         "Emits a fixed template packet, as fast as possible or at a rate.";
     Forward(ForwardConfig) = forward [DEF], "Moves packets from rx to tx.";
+    Impair(crate::runtime::impair::ImpairSpec) = impair [DEF],
+        "Moves packets from rx to tx through seeded impairments and jitter.";
     Sink(SinkConfig) = sink [DEF], "Counts and frees packets.";
     Generator(GeneratorSpec) = generator [DEF], "Stamped traffic for trials.";
     Analyzer(AnalyzerSpec) = analyzer [DEF], "Per-stream counts and latency of stamped traffic.";
@@ -349,6 +430,9 @@ pub struct PortSpec {
     pub name: String,
     /// Its kind and configuration.
     pub kind: PortKind,
+    /// The addresses it owns and answers ARP/NDP for (`ip = [...]`), on the
+    /// kinds that declare the key.
+    pub neigh: Option<NeighSpec>,
 }
 
 impl PortKind {
@@ -496,10 +580,19 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         return None;
     };
     let kind = (def.parse)(&mut t, sink)?;
+    // A kind whose ports can own addresses declares `ip` among its keys.
+    let neigh = def
+        .doc
+        .keys
+        .iter()
+        .any(|k| k.name == neigh::IP.name)
+        .then(|| neigh::parse(&mut t, sink))
+        .flatten();
     t.finish(sink, def.doc.what, def.doc.keys);
     Some(PortSpec {
         name: name.to_string(),
         kind,
+        neigh,
     })
 }
 

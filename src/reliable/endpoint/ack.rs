@@ -22,6 +22,8 @@ impl Endpoint {
         }
         let mut newly = 0u32;
         let mut sample: Option<Instant> = None;
+        // This ACK covers a resent segment: it filled a hole.
+        let mut resent = false;
         // The newest-sent segment acknowledged: its send time and rate snapshot.
         let mut newest: Option<(Instant, RateSnap)> = None;
         let mut ack_one =
@@ -45,6 +47,8 @@ impl Endpoint {
                 }
                 if seg.xmits == 1 {
                     sample = Some(sample.map_or(seg.sent_at, |x| x.max(seg.sent_at)));
+                } else {
+                    resent = true;
                 }
                 if seg.sent_at > t.rack_time {
                     t.rack_time = seg.sent_at;
@@ -92,6 +96,16 @@ impl Endpoint {
         while t.msg_una != t.next_frag && !t.msgs[(t.msg_una & t.cmask) as usize].live {
             t.msg_una = t.msg_una.wrapping_add(1);
         }
+        // Karn's rule, extended: an ACK that fills a hole also covers
+        // segments that waited behind it at the receiver, some sent once but
+        // long ago; without SACK (which acknowledged them on arrival) their
+        // "RTT" is the hole's recovery time (165 ms samples on a 20 us path
+        // took the RTO to its maximum).
+        let sample = if resent && !self.cfg.sack {
+            None
+        } else {
+            sample
+        };
         if let Some(sent) = sample {
             let rtt = now - sent;
             t.rtt.sample(rtt);
@@ -103,17 +117,31 @@ impl Endpoint {
         if let Some((sent, snap)) = newest {
             t.delivered_time = now;
             if self.cfg.flight_gain > 0 {
+                t.note_acked(newly, now);
                 t.update_flight_cap(snap, sent, now, self.cfg.flight_gain, self.cfg.flight_floor);
             }
         }
         if newly > 0 {
-            // New data acknowledged: restart the channel's timer (RFC 6298 5.3).
+            // New data acknowledged, resent or not: the path delivers, so the
+            // backoff ends (as QUIC resets its PTO count on an ACK) and the
+            // channel's timer restarts (RFC 6298 5.3).
+            t.rtt.reset_backoff();
             t.probe_after = now + t.rtt.rto();
         }
         // Duplicate cumulative ACKs (usnic: one is enough to resend).
         if ack.cum == t.last_cum && newly == 0 && t.snd_una != t.next_seq {
             t.dup_acks += 1;
-            if self.cfg.dup_ack_threshold > 0 && t.dup_acks >= self.cfg.dup_ack_threshold {
+            // Without SACK and without a threshold of its own (our mode with
+            // `sack = false`), `reorder_threshold` duplicates resend the hole
+            // once per cumulative point, as TCP NewReno does: one hole per
+            // round trip instead of one per RTO (a 1 % loss took the goodput
+            // to 4 % of lossless).
+            let fire = if self.cfg.dup_ack_threshold > 0 {
+                t.dup_acks >= self.cfg.dup_ack_threshold
+            } else {
+                !self.cfg.sack && t.dup_acks == self.cfg.reorder_threshold.max(1)
+            };
+            if fire {
                 let s = t.snd_una;
                 let seg = &mut t.segs[(s & t.wmask) as usize];
                 // Only if not already pending a resend.

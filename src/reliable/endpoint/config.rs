@@ -7,6 +7,10 @@ use core::time::Duration;
 /// blocks with two SACK ranges each. Standalone ACKs may carry more ranges.
 pub const PIGGYBACK_RESERVE: usize = 2 * (ACK_BLOCK_LEN + 2 * SACK_RANGE_LEN);
 
+/// The default `peer_timeout`: long enough for a peer descheduled or
+/// swapping for a few seconds, short enough that a dead one ends a run soon.
+pub const DEFAULT_PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Endpoint configuration. Both peers must use the same `window`, `credits`
 /// and `initial_seq` (there is no handshake).
 #[derive(Debug, Clone, PartialEq)]
@@ -75,11 +79,16 @@ pub struct Config {
     pub flight_gain: u32,
     /// Smallest flight bound, segments.
     pub flight_floor: u32,
+    /// Silence after which the peer is declared dead while something of
+    /// ours is unacknowledged (`None`: never). The application applies it
+    /// while it waits for messages, too (the stages do).
+    pub peer_timeout: Option<Duration>,
 }
 
 impl Default for Config {
     /// Our defaults: SACK, adaptive RTO with backoff, 50 us delayed ACK,
-    /// immediate ACK on a gap, window 4096, peer dead after 16 timeouts.
+    /// immediate ACK on a gap, window 4096, peer dead after 16 timeouts of
+    /// one segment without a word from it, or 10 s of silence.
     fn default() -> Config {
         Config {
             window: 4096,
@@ -109,6 +118,7 @@ impl Default for Config {
             hotel_slots: 4096,
             flight_gain: 2,
             flight_floor: 16,
+            peer_timeout: Some(DEFAULT_PEER_TIMEOUT),
         }
     }
 }
@@ -118,7 +128,8 @@ impl Config {
     /// timer, cumulative ACKs only, one duplicate ACK triggers a resend, resends
     /// capped at 16 per progress pass, delayed ACK after about 1 ms or 4
     /// segments (usnic counts progress passes), window 4096, no ACK on a gap,
-    /// no retry limit, 16-bit sequence numbers on the wire.
+    /// no retry limit, 16-bit sequence numbers on the wire. (The
+    /// `peer_timeout` stays: a dead peer ends the run in either mode.)
     pub fn usnic() -> Config {
         Config {
             sack: false,

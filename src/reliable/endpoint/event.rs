@@ -53,8 +53,35 @@ pub enum Event {
         /// Handle returned by [`Endpoint::put`](super::Endpoint::put).
         handle: u64,
     },
-    /// A segment exhausted the retry limit; the endpoint is shut.
+    /// The peer was declared dead ([`DeadReason`] says why); the endpoint
+    /// is shut.
     PeerDead,
+}
+
+/// Why the peer was declared dead ([`super::Endpoint::dead_reason`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeadReason {
+    /// A segment was resent `retry_limit` times by timeout and nothing came
+    /// from the peer since.
+    RetryLimit,
+    /// Nothing came from the peer for `peer_timeout` while we waited for it.
+    Silent,
+    /// The peer sent an abort: it gave up.
+    PeerAborted,
+    /// Our application gave up ([`super::Endpoint::abort`]).
+    Aborted,
+}
+
+impl core::fmt::Display for DeadReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            DeadReason::RetryLimit => "retry limit reached with no answer from the peer",
+            DeadReason::Silent => "nothing heard from the peer for peer_timeout",
+            DeadReason::PeerAborted => "the peer gave up (it sent an abort)",
+            DeadReason::Aborted => "aborted by the application",
+        })
+    }
 }
 
 /// Counters; every dropped input lands in one of them.

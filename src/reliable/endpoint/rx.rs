@@ -6,7 +6,7 @@ use super::super::seq;
 use super::super::wire::{
     self, AckRepr, Channel, DataRepr, Packet, Repr, SackRange, MAX_SACK_RANGES,
 };
-use super::{Endpoint, Event};
+use super::{DeadReason, Endpoint, Event};
 use crate::time::Instant;
 
 #[derive(Debug)]
@@ -106,6 +106,11 @@ impl Endpoint {
                 return;
             }
         };
+        self.last_heard = Some(self.last_heard.map_or(now, |h| h.max(now)));
+        if repr.abort {
+            self.die(DeadReason::PeerAborted);
+            return;
+        }
         let bits = self.cfg.wire_bits();
         for ch in Channel::ALL {
             if let Some(mut ack) = repr.acks[ch.index()] {

@@ -1,9 +1,9 @@
-//! Retransmit timers firing: timeouts, backoff, tail-loss probes, and the
-//! retry limit.
+//! Retransmit timers firing: timeouts, backoff, tail-loss probes, the retry
+//! limit and the peer timeout.
 
 use super::super::seq;
 use super::super::wire::Channel;
-use super::{channel_of, Endpoint, Event, SeqOpt};
+use super::{channel_of, DeadReason, Endpoint, Event, SeqOpt, ABORT_REPEATS};
 use crate::time::Instant;
 
 impl Endpoint {
@@ -13,6 +13,16 @@ impl Endpoint {
         self.budget = self.cfg.resend_cap;
         if self.dead {
             return;
+        }
+        let heard = *self.last_heard.get_or_insert(now);
+        if let Some(limit) = self.cfg.peer_timeout {
+            // Silence only counts while we wait for the peer: something of
+            // ours is unacknowledged (an idle channel may be quiet).
+            let waiting = self.tx.iter().any(|t| t.snd_una != t.next_seq);
+            if waiting && now - heard > limit {
+                self.die(DeadReason::Silent);
+                return;
+            }
         }
         self.expired.clear();
         self.hotel.expire(now, &mut self.expired);
@@ -43,18 +53,7 @@ impl Endpoint {
                 seg.room = self.hotel.check_in(k, t.probe_after);
                 continue;
             }
-            seg.timeouts = seg.timeouts.saturating_add(1);
             self.stats.timeouts += 1;
-            if self
-                .cfg
-                .retry_limit
-                .is_some_and(|lim| u32::from(seg.timeouts) > lim)
-            {
-                self.dead = true;
-                self.resend.clear();
-                self.events.push_back(Event::PeerDead);
-                return;
-            }
             timed_out[ch.index()] = true;
             let p = &mut probe[ch.index()];
             if p.is_none_or_before(s) {
@@ -96,11 +95,56 @@ impl Endpoint {
             let seg = &mut t.segs[(s & t.wmask) as usize];
             if rearm {
                 seg.room = self.hotel.check_in(k, rearm_at[ch.index()]);
-            } else if !seg.queued {
-                seg.queued = true;
-                t.leave_pipe(s);
-                self.resend.push_back((ch, s));
+                continue;
             }
+            if seg.queued {
+                continue;
+            }
+            // A retry is a resend on a timeout, and the limit counts retries
+            // in a row with no word from the peer in between: segments
+            // re-armed behind the probe do not count (with a 4096-segment
+            // window and no SACK they wait many RTOs for their turn, and
+            // counting each wait declared a live peer dead at 5 % loss), and
+            // a peer heard since the last transmission restarts the count,
+            // so a live peer is never declared dead while its packets arrive
+            // (`peer_timeout` ends a run whose peer answers but never
+            // acknowledges).
+            let heard = self.last_heard.is_some_and(|h| h > seg.sent_at);
+            seg.timeouts = if heard {
+                1
+            } else {
+                seg.timeouts.saturating_add(1)
+            };
+            if self
+                .cfg
+                .retry_limit
+                .is_some_and(|lim| u32::from(seg.timeouts) > lim)
+            {
+                self.die(DeadReason::RetryLimit);
+                return;
+            }
+            seg.queued = true;
+            t.leave_pipe(s);
+            self.resend.push_back((ch, s));
         }
+    }
+
+    /// Declares the peer dead: stops every timer and resend, tells the
+    /// application ([`Event::PeerDead`]), and queues [`ABORT_REPEATS`]
+    /// abort datagrams so the peer ends too instead of waiting out its
+    /// `peer_timeout`.
+    pub(super) fn die(&mut self, reason: DeadReason) {
+        if self.dead {
+            return;
+        }
+        self.dead = true;
+        self.dead_reason = Some(reason);
+        self.resend.clear();
+        self.aborts_due = if reason == DeadReason::PeerAborted {
+            0
+        } else {
+            ABORT_REPEATS
+        };
+        self.events.push_back(Event::PeerDead);
     }
 }

@@ -20,6 +20,7 @@
 
 pub mod mem;
 pub mod reliable;
+#[allow(unsafe_code)] // the shared-memory region: raw, atomic accesses into the mapping
 pub mod shm;
 pub mod verbs;
 

@@ -1,6 +1,6 @@
 //! `linerate doctor [--json] [--strict]`.
 
-use super::{diagnose, render, Roots};
+use crate::doctor::{diagnose, render, Roots};
 
 /// Check this machine for kernel-bypass I/O: hugepages, DPDK and its PMDs,
 /// NICs and drivers, IOMMU/vfio, isolated cores, RDMA devices.

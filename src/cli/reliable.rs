@@ -1,8 +1,8 @@
 //! `linerate reliable compare`: our defaults against usnic mode over the
 //! simulated link, printed as a table (and optionally written as JSON).
 
-use super::compare::{compare, table, Params};
-use super::sim::LinkConfig;
+use crate::reliable::compare::{compare, table, Params};
+use crate::reliable::sim::LinkConfig;
 use crate::units::{parse_duration, parse_size, Rate};
 use clap::{Args, Subcommand};
 
@@ -47,6 +47,14 @@ pub struct CompareArgs {
     /// and a standing queue builds in front of the slower side.
     #[arg(long, default_value_t = 64)]
     pub queue: usize,
+    /// Extra delay per packet, drawn uniformly from 0 to this (e.g. "1ms"),
+    /// as a busy relay or a descheduled forwarding process adds (0: none).
+    #[arg(long, default_value = "0")]
+    pub jitter: String,
+    /// Whether jitter keeps packets in order (`keep`, as a FIFO relay does)
+    /// or lets a packet overtake an earlier one (`any`).
+    #[arg(long, default_value = "keep", value_parser = ["keep", "any"])]
+    pub jitter_order: String,
     /// Offered load of the latency run, percent of the link rate.
     #[arg(long, default_value_t = 50.0)]
     pub load: f64,
@@ -66,6 +74,10 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
             ))
         }
     };
+    let jitter = parse_duration(&a.jitter).map_err(|e| format!("--jitter: {e}"))?;
+    if jitter > core::time::Duration::from_secs(1) {
+        return Err(format!("--jitter {}: at most 1s", a.jitter));
+    }
     let size = parse_size(&a.size).map_err(|e| e.to_string())?;
     if !(8..=1 << 20).contains(&size) {
         return Err(format!("--size {}: must be 8 B .. 1 MiB", a.size));
@@ -90,6 +102,8 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
         latency,
         bandwidth_bps,
         queue: a.queue,
+        jitter,
+        jitter_ordered: a.jitter_order == "keep",
         ..LinkConfig::default()
     };
     let params = Params {
@@ -162,6 +176,8 @@ mod test {
             vec!["--size", "4"],
             vec!["--messages", "0"],
             vec!["--queue", "0"],
+            vec!["--jitter", "soon"],
+            vec!["--jitter", "5s"],
         ] {
             let t = parse(&bad);
             assert_eq!(run(&t.a), 2, "{bad:?}");

@@ -1,24 +1,19 @@
-//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
-//! or (`bench --transport reliable-mem`) one process whose server thread talks to
-//! it over the reliable channel's PUT on two mem wires.
-//!
-//! `serve` creates the region and answers calls; `bench` opens it, measures a
-//! cache-line ping-pong between the two processes first (the physical floor of a
-//! round trip between those cores), then drives RPCs at each queue depth and
-//! prints RPC/s, bytes/s and latency percentiles (JSON with `--json`).
+//! The RPC benchmark: `serve` answers calls over a shared-memory region,
+//! `bench` opens it, measures a cache-line ping-pong between the two processes
+//! first (the physical floor of a round trip between those cores), then drives
+//! RPCs at each queue depth and reports RPC/s, bytes/s and latency
+//! percentiles. With [`BenchTransport::ReliableMem`] one process measures the
+//! reliable channel's PUT on two mem wires, its server in a second thread.
+//! `linerate rpc` (in `cli/rpc.rs`) parses arguments into these and prints.
 //!
 //! Control words in the region's header coordinate the phases: word 0 is the
 //! phase, word 1 the response size, word 2 a phase sequence number.
-
-#![forbid(unsafe_code)]
 
 use super::endpoint::{Config, Endpoint, Handler, Request};
 use super::transport::reliable::{PortLink, ReliableTransport};
 use super::transport::shm::{default_path, ShmError, ShmTransport};
 use super::transport::Transport;
 use crate::time::Clock;
-use crate::units::{parse_duration, parse_size};
-use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -33,58 +28,27 @@ const PHASE_FLAGS: u64 = 4;
 const CTL_PHASE: usize = 0;
 const CTL_RESP_SIZE: usize = 1;
 
-/// `linerate rpc ...`
-#[derive(Debug, Clone, Args)]
-pub struct RpcArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: RpcCommand,
-}
-
-/// The `rpc` subcommands.
-#[derive(Debug, Clone, Subcommand)]
-pub enum RpcCommand {
-    /// Create the shared region and answer calls until the bench finishes.
-    Serve(ServeArgs),
-    /// Connect to a server, measure a ping-pong, then RPC/s and latency.
-    Bench(BenchArgs),
-}
-
-fn size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
-}
-
-fn duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
-/// Arguments of `rpc serve`.
-#[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
+/// What `rpc serve` does (`linerate rpc serve`'s arguments).
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
     /// Region file (default: linerate-rpc on the hugetlbfs mount if there is one
     /// and the mapping succeeds there, else /dev/shm/linerate-rpc).
-    #[arg(long)]
     pub shm: Option<PathBuf>,
     /// Ring size (a power of two).
-    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
     pub ring: u64,
     /// Completion slots per side of the shared-memory region (a power of two).
-    #[arg(long, default_value_t = crate::rpc::transport::shm::COMP_SLOTS)]
     pub comp_slots: u64,
     /// Core to pin to.
-    #[arg(long)]
     pub core: Option<usize>,
     /// Give up when no client connects, or it goes quiet, for this long.
-    #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub timeout: Duration,
     /// Answer requests after `poll` returns (`reply` for each, then `flush`)
     /// instead of during it (`Handler::answer`, the default).
-    #[arg(long)]
     pub reply_later: bool,
 }
 
 /// The medium `rpc bench` measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BenchTransport {
     /// Shared memory with a separate `rpc serve` process (the default).
@@ -94,48 +58,33 @@ pub enum BenchTransport {
     ReliableMem,
 }
 
-/// Arguments of `rpc bench`.
-#[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+/// What `rpc bench` measures (`linerate rpc bench`'s arguments, less `--json`).
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
     /// Transport to measure.
-    #[arg(long, value_enum, default_value = "shm")]
     pub transport: BenchTransport,
     /// Ring size for `--transport reliable-mem` (with shm the server chooses).
-    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
     pub ring: u64,
     /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
-    #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
     /// Core of the server thread (`--transport reliable-mem`).
-    #[arg(long)]
     pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).
-    #[arg(long)]
     pub shm: Option<PathBuf>,
     /// Queue depths to measure, in order (comma-separated).
-    #[arg(long, default_value = "1,256", value_delimiter = ',')]
     pub depth: Vec<u32>,
     /// Request payload size in bytes.
-    #[arg(long, default_value = "32", value_parser = size_arg)]
     pub msg_size: u64,
     /// Response payload size in bytes.
-    #[arg(long, default_value = "32", value_parser = size_arg)]
     pub resp_size: u64,
     /// Duration of each RPC measurement.
-    #[arg(long, default_value = "2s", value_parser = duration_arg)]
     pub duration: Duration,
     /// Duration of the ping-pong baseline (0 to skip it).
-    #[arg(long, default_value = "1s", value_parser = duration_arg)]
     pub pingpong: Duration,
     /// Core to pin to.
-    #[arg(long)]
     pub core: Option<usize>,
     /// Wait this long for the server.
-    #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub timeout: Duration,
-    /// Write the report as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -296,34 +245,11 @@ pub struct BenchReport {
     pub depths: Vec<DepthReport>,
 }
 
-/// Runs `linerate rpc ...`; returns the exit status (0, 1 runtime failure, 2 bad input).
-pub fn run(args: &RpcArgs) -> i32 {
-    let r = match &args.command {
-        RpcCommand::Serve(a) => serve(a).map(|n| {
-            eprintln!("rpc serve: answered {n} calls");
-        }),
-        RpcCommand::Bench(a) => bench(a).and_then(|rep| {
-            print_report(&rep);
-            if let Some(p) = &a.json {
-                let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
-                crate::report::write_text(p, &text)
-                    .map_err(|e| (1, format!("{}: {e}", p.display())))?;
-            }
-            Ok(())
-        }),
-    };
-    match r {
-        Ok(()) => 0,
-        Err((code, msg)) => {
-            eprintln!("linerate rpc: {msg}");
-            code
-        }
-    }
-}
+/// A result whose error carries the exit status (1 runtime failure, 2 bad
+/// input) and the message.
+pub type BenchResult<T> = Result<T, (i32, String)>;
 
-type CliResult<T> = Result<T, (i32, String)>;
-
-fn pin(core: Option<usize>) -> CliResult<()> {
+fn pin(core: Option<usize>) -> BenchResult<()> {
     if let Some(c) = core {
         let ok = core_affinity::get_core_ids()
             .unwrap_or_default()
@@ -390,7 +316,7 @@ impl ServerHandler {
         &mut self,
         ep: &mut Endpoint<U>,
         t: &mut T,
-    ) -> CliResult<()> {
+    ) -> BenchResult<()> {
         if self.requests.is_empty() {
             return Ok(());
         }
@@ -420,7 +346,7 @@ impl Handler<()> for ServerHandler {
 }
 
 /// Runs the server side until the bench says it is done. Returns calls answered.
-pub fn serve(args: &ServeArgs) -> CliResult<u64> {
+pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
     pin(args.core)?;
     let config = Config::new(args.ring);
     let mut created = Err((1, "no region path".to_string()));
@@ -526,7 +452,7 @@ impl Handler<u64> for ClientHandler {
     }
 }
 
-fn open_region(paths: &[PathBuf], timeout: Duration) -> CliResult<(ShmTransport, PathBuf)> {
+fn open_region(paths: &[PathBuf], timeout: Duration) -> BenchResult<(ShmTransport, PathBuf)> {
     let clock = Clock::new();
     loop {
         for path in paths {
@@ -541,7 +467,7 @@ fn open_region(paths: &[PathBuf], timeout: Duration) -> CliResult<(ShmTransport,
     }
 }
 
-fn new_hist() -> CliResult<Histogram<u64>> {
+fn new_hist() -> BenchResult<Histogram<u64>> {
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| (1, e.to_string()))
 }
 
@@ -550,7 +476,7 @@ fn new_hist() -> CliResult<Histogram<u64>> {
 /// each side writes a line of its own and spins on the peer's (the floor of
 /// any transport that writes into the peer's memory, as write-with-immediate
 /// does).
-fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> CliResult<PingPongReport> {
+fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> BenchResult<PingPongReport> {
     let clock = Clock::new();
     let mut hist = new_hist()?;
     let (ping, pong, phase) = if two_lines {
@@ -610,7 +536,7 @@ fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> CliResult<PingP
 }
 
 /// Runs the bench side against a running server.
-pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
+pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
     if args.depth.is_empty() || args.depth.contains(&0) {
         return Err((2, "queue depths must be at least 1".into()));
     }
@@ -670,7 +596,7 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
     t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
     let payload = vec![0xa5u8; msg_size];
     let mut depths = Vec::new();
-    let result = (|| -> CliResult<()> {
+    let result = (|| -> BenchResult<()> {
         for &depth in &args.depth {
             depths.push(run_depth(
                 &mut ep,
@@ -710,7 +636,11 @@ pub fn bench(args: &BenchArgs) -> CliResult<BenchReport> {
 /// `rpc bench --transport reliable-mem`: both ends in this process, the
 /// server in a thread, each over a [`ReliableTransport`] bound to two mem wires
 /// (one per direction, with `--loss`).
-fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliResult<BenchReport> {
+fn bench_reliable_mem(
+    args: &BenchConfig,
+    msg_size: usize,
+    resp_size: u32,
+) -> BenchResult<BenchReport> {
     use crate::buf::{Pool, PoolConfig};
     use crate::port::mem::{self, MemConfig};
     use std::sync::atomic::AtomicBool;
@@ -765,7 +695,7 @@ fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliR
     let stop = Arc::new(AtomicBool::new(false));
     let server_stop = stop.clone();
     let server_core = args.server_core;
-    let server = std::thread::spawn(move || -> CliResult<u64> {
+    let server = std::thread::spawn(move || -> BenchResult<u64> {
         pin(server_core)?;
         let clock = Clock::new();
         let mut ep: Endpoint<()> =
@@ -783,7 +713,7 @@ fn bench_reliable_mem(args: &BenchArgs, msg_size: usize, resp_size: u32) -> CliR
     let clock = Clock::new();
     let payload = vec![0xa5u8; msg_size];
     let mut depths = Vec::new();
-    let result = (|| -> CliResult<()> {
+    let result = (|| -> BenchResult<()> {
         for &depth in &args.depth {
             depths.push(run_depth(
                 &mut ep,
@@ -835,7 +765,7 @@ fn run_depth<T: Transport>(
     depth: u32,
     duration: Duration,
     pp: Option<&PingPongReport>,
-) -> CliResult<DepthReport> {
+) -> BenchResult<DepthReport> {
     let mut h = ClientHandler {
         issued: Vec::with_capacity(config_pending(ep)),
         requests: 0,
@@ -936,45 +866,4 @@ fn run_depth<T: Transport>(
         writes: ep.stats().writes - writes0,
         retries,
     })
-}
-
-fn print_report(r: &BenchReport) {
-    println!(
-        "rpc bench over {} (ring {} B, request {} B, response {} B)",
-        r.shm, r.ring_size, r.msg_size, r.resp_size
-    );
-    for (name, p) in [
-        ("ping-pong", &r.pingpong),
-        ("2-line p-p", &r.pingpong_two_lines),
-    ] {
-        let Some(p) = p else { continue };
-        println!(
-            "  {name:<10}  {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
-            p.round_trips_per_sec,
-            p.windows.median_per_sec,
-            p.windows.max_per_sec,
-            p.rtt.p50_ns,
-            p.rtt.p99_ns
-        );
-    }
-    for d in &r.depths {
-        println!(
-            "  depth {:>4}  {:>11.0} RPC/s         (1 ms windows: median {:>11.0}, best {:>11.0})   {:>8.1} MB/s   latency p50 {:>6} ns   p90 {:>6} ns   p99 {:>8} ns   p99.9 {:>9} ns{}",
-            d.depth,
-            d.rpc_per_sec,
-            d.windows.median_per_sec,
-            d.windows.max_per_sec,
-            d.bytes_per_sec / 1e6,
-            d.latency.p50_ns,
-            d.latency.p90_ns,
-            d.latency.p99_ns,
-            d.latency.p999_ns,
-            d.p50_vs_pingpong_p50
-                .map(|x| format!("   p50 {x:.2}x ping-pong p50"))
-                .unwrap_or_default()
-                + &d.p50_vs_two_line_pingpong_p50
-                    .map(|x| format!(", {x:.2}x 2-line"))
-                    .unwrap_or_default()
-        );
-    }
 }

@@ -12,16 +12,18 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
-use super::assemble::{AssembleConfig, AssembleStats, Assembler};
-use super::check::{write_chunk, CheckReport, Checker};
-use super::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
-use super::fsim::{Fsim, FsimConfig};
-use super::send::{Pacer, Packetizer, SendHeap};
-use super::wire::{Descriptor, Flavour, ItemValue};
 use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
+use crate::metrics::SpeadCounters;
 use crate::port::udp::UdpConfig;
 use crate::port::{RxQueue, TxQueue};
+use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
+use crate::spead::check::{write_chunk, CheckReport, Checker};
+use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
+use crate::spead::fsim::{Fsim, FsimConfig};
+use crate::spead::plot::Sample;
+use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
+use crate::spead::wire::{Flavour, ItemValue};
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size, Rate};
 
@@ -243,6 +245,13 @@ pub struct RecvArgs {
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Plot the receive here (PATH.svg and PATH.png): Gb/s and the fraction
+    /// present (chunks) or complete (heaps) over time.
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 /// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).
@@ -447,27 +456,6 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-pub(crate) fn generic_descriptors(flavour: Flavour) -> [Descriptor; 2] {
-    [
-        Descriptor {
-            id: 0x1000,
-            name: "heap_index".into(),
-            description: "index of the heap in this run".into(),
-            shape: vec![],
-            format: vec![(b'u', u64::from(flavour.heap_address_bits()))],
-            dtype: String::new(),
-        },
-        Descriptor {
-            id: 0x1001,
-            name: "data".into(),
-            description: "payload bytes".into(),
-            shape: vec![None],
-            format: vec![(b'u', 8)],
-            dtype: String::new(),
-        },
-    ]
-}
-
 fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
     if let Some(p) = path {
         let text = serde_json::to_string_pretty(v).map_err(runtime)?;
@@ -491,9 +479,56 @@ struct RecvReport {
 }
 
 fn recv(a: &RecvArgs) -> Result<i32, Failure> {
+    let live = crate::metrics::Live::new("spead_recv");
+    let server = a.metrics.start(&live).map_err(|e| match e {
+        crate::metrics::MetricsError::Bind { .. } => Failure::Input(e.to_string()),
+        crate::metrics::MetricsError::Start { .. } => Failure::Runtime(e.to_string()),
+    })?;
     let pool = pool()?;
     let rx = recv_port(a, &pool)?;
-    recv_on(rx, &pool, a)
+    let r = recv_on(rx, &pool, a, &live);
+    a.metrics.stop(server);
+    r
+}
+
+/// How often the receive loop publishes its counters for `--metrics`.
+const PUBLISH_EVERY_S: f64 = 0.25;
+
+/// How often the receive loop samples its counters for `--plot`.
+const SAMPLE_EVERY_S: f64 = 0.5;
+
+fn heap_sample(t: f64, s: &AssembleStats) -> Sample {
+    Sample {
+        t,
+        bytes: s.bytes,
+        good: s.heaps_complete,
+        total: s.heaps_complete + s.heaps_evicted + s.heaps_flushed + s.heaps_unsized,
+    }
+}
+
+fn chunk_sample(t: f64, s: &ChunkStats) -> Sample {
+    Sample {
+        t,
+        bytes: s.bytes,
+        good: s.present,
+        total: s.present_slots,
+    }
+}
+
+fn write_plot(a: &RecvArgs, what: &str, samples: &[Sample]) -> Result<(), Failure> {
+    let Some(path) = &a.plot else {
+        return Ok(());
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let title = format!("spead recv {}: {what}", a.bind);
+    for ext in ["svg", "png"] {
+        crate::spead::plot::plot(&title, what, samples, &path.with_extension(ext))
+            .map_err(runtime)?;
+    }
+    Ok(())
 }
 
 /// Opens the receiving udp port (spead2's default 8 MiB socket buffer).
@@ -520,7 +555,12 @@ fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
 /// Receives on an already bound port (the tests bind first, so no packet
 /// is sent before anybody listens): bursts of datagrams with recvmmsg, each
 /// offered to the assembler or the chunk stream, the buffers freed in bulk.
-fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, Failure> {
+fn recv_on(
+    mut rx: Box<dyn RxQueue>,
+    pool: &Pool,
+    a: &RecvArgs,
+    live: &crate::metrics::Live,
+) -> Result<i32, Failure> {
     let limit = match &a.duration {
         Some(d) => Some(parse_duration(d).map_err(input)?),
         None => None,
@@ -540,12 +580,27 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     };
     let clock = Clock::new();
     let mut last_report = 0.0;
-    let done = |secs: f64| limit.is_some_and(|l| secs >= l.as_secs_f64());
+    let mut last_publish = 0.0;
+    let mut last_sample = 0.0;
+    let mut samples = vec![Sample {
+        t: 0.0,
+        bytes: 0,
+        good: 0,
+        total: 0,
+    }];
+    // Ctrl-C and SIGTERM end the receive as `--duration` does: the summary
+    // and the JSON report are still written.
+    let interrupt = crate::sys::signals::interrupt_flag();
+    let done = |secs: f64| {
+        limit.is_some_and(|l| secs >= l.as_secs_f64())
+            || interrupt.load(std::sync::atomic::Ordering::Relaxed)
+    };
     if !a.chunks {
         let mut asm = Assembler::new(AssembleConfig {
             max_heaps: a.max_heaps,
             ..AssembleConfig::default()
         });
+        let published = live.set_spead(SpeadCounters::new("heaps", asm.stats()));
         while !asm.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
             next_burst(&mut burst, &clock);
             for p in burst.iter() {
@@ -559,6 +614,14 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
             }
             cache.free_bulk(&mut burst);
             let now = clock.elapsed().as_secs_f64();
+            if now - last_publish >= PUBLISH_EVERY_S {
+                last_publish = now;
+                published.publish(asm.stats(), None);
+            }
+            if a.plot.is_some() && now - last_sample >= SAMPLE_EVERY_S {
+                last_sample = now;
+                samples.push(heap_sample(now, asm.stats()));
+            }
             if now - last_report >= 1.0 {
                 last_report = now;
                 let s = asm.stats();
@@ -571,6 +634,11 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
         asm.flush();
         let secs = clock.elapsed().as_secs_f64();
         let s = asm.stats().clone();
+        published.publish(&s, None);
+        if a.plot.is_some() {
+            samples.push(heap_sample(secs, &s));
+            write_plot(a, "heaps complete", &samples)?;
+        }
         println!(
             "received {} packets: {} heaps complete, {} unsized, {} evicted, {} flushed incomplete, \
              {} duplicate, {} malformed packets; {:.3} Gb/s",
@@ -604,6 +672,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     ccfg.max_heaps = a.max_heaps.max(cfg.n_ants * 2);
     ccfg.copy = a.copy.mode();
     let mut stream = ChunkStream::new(ccfg, place.clone());
+    let published = live.set_spead(SpeadCounters::new("chunks", stream.stats()));
     let mut checker = Checker::new(place.clone(), 100);
     let mut wrong_total = 0u64;
     let mut sink_err = None;
@@ -640,6 +709,15 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
         }
         cache.free_bulk(&mut burst);
         let now = clock.elapsed().as_secs_f64();
+        if now - last_publish >= PUBLISH_EVERY_S {
+            last_publish = now;
+            let s = stream.stats();
+            published.publish(s, Some(s.fraction_present()));
+        }
+        if a.plot.is_some() && now - last_sample >= SAMPLE_EVERY_S {
+            last_sample = now;
+            samples.push(chunk_sample(now, stream.stats()));
+        }
         if now - last_report >= 1.0 {
             last_report = now;
             let s = stream.stats();
@@ -656,6 +734,11 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     consume(&mut stream, &mut checker);
     let secs = clock.elapsed().as_secs_f64();
     let s = stream.stats().clone();
+    published.publish(&s, Some(s.fraction_present()));
+    if a.plot.is_some() {
+        samples.push(chunk_sample(secs, &s));
+        write_plot(a, "heaps present in chunks", &samples)?;
+    }
     println!(
         "received {} packets: {} heaps complete, {} incomplete (evicted {}, flushed {}), {} too old, \
          {} rejected; {} chunks, {:.6} present; {:.3} Gb/s",
@@ -694,7 +777,7 @@ fn recv_on(mut rx: Box<dyn RxQueue>, pool: &Pool, a: &RecvArgs) -> Result<i32, F
     Ok(if wrong_total > 0 { 1 } else { 0 })
 }
 
-fn print_heap(h: &super::assemble::Heap) {
+fn print_heap(h: &crate::spead::assemble::Heap) {
     println!("heap {} (sender {}):", h.cnt, h.sender);
     for d in h.descriptors() {
         println!(
@@ -722,7 +805,9 @@ mod test {
         };
         let pool = pool().unwrap_or_else(|_| panic!("no pool"));
         let rx = recv_port(&r, &pool).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
-        std::thread::spawn(move || recv_on(rx, &pool, &r).unwrap_or(1))
+        std::thread::spawn(move || {
+            recv_on(rx, &pool, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
+        })
     }
     use clap::Parser;
     use std::net::UdpSocket;
@@ -776,6 +861,9 @@ mod test {
         ]);
         let json_s = json.to_str().unwrap().to_string();
         r.push(&json_s);
+        let plot = dir.path().join("recv");
+        let plot_s = plot.to_str().unwrap().to_string();
+        r.extend_from_slice(&["--plot", &plot_s]);
         let h = spawn_receiver(parse(&r));
         let mut s = vec![
             "x",
@@ -800,6 +888,12 @@ mod test {
         // Loopback at 50 Mb/s loses nothing here; every heap is checked.
         assert_eq!(v["chunks"]["heaps_complete"], 16);
         assert_eq!(v["check"]["heaps_checked"], 16);
+        let svg = std::fs::read_to_string(plot.with_extension("svg")).unwrap();
+        assert!(svg.contains("fraction heaps present in chunks") && svg.contains("Gb/s"));
+        assert_eq!(
+            &std::fs::read(plot.with_extension("png")).unwrap()[1..4],
+            b"PNG"
+        );
     }
 
     #[test]

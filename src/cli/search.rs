@@ -8,11 +8,16 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::measurer::{CommandMeasurer, Measurer};
-use super::sim::{SimDut, SimModel};
-use super::types::{Goal, SearchConfig, Searcher, TrialRequest};
-use super::{drive_with, plot, BinarySearch, MdrSearch, Report};
+use crate::search::measurer::{CommandMeasurer, MeasureError, Measurer};
+use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
+use crate::search::sim::{SimDut, SimModel};
+use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
+use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
 use crate::units::{parse_duration, Rate};
+
+pub use crate::search::goal::{parse_goal, InputError};
+use crate::search::summary::mpps;
+pub use crate::search::summary::print_summary;
 
 /// Arguments of `linerate search` (defaults are CSIT's).
 #[derive(Debug, Clone, clap::Args)]
@@ -74,21 +79,32 @@ pub struct SearchArgs {
     /// Plain binary search, one goal after the other, for comparison.
     #[arg(long)]
     pub binary: bool,
+    /// Continue the search of this JSON report (one interrupted by Ctrl-C or
+    /// SIGTERM): its trials are taken as done. It must come from the same
+    /// goals, parameters and pipeline (or --sim / --measure-cmd).
+    #[arg(long, value_name = "REPORT")]
+    pub resume: Option<PathBuf>,
+    /// With --sim: spend this fraction of each simulated trial's duration in
+    /// real time (0.01: a 30 s trial takes 0.3 s), to watch or interrupt it.
+    #[arg(long, value_name = "FACTOR", default_value_t = 0.0)]
+    pub sim_time_scale: f64,
     /// Write the JSON report here.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
     /// Draw the search here (PATH.svg and PATH.png are both written).
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
+    /// Write one self-contained HTML report here: the configuration, the result table,
+    /// every trial and the plot inline.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
-
-/// Bad input: the message for exit status 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(String);
 
 fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
     if let Ok(v) = s.trim().parse::<f64>() {
@@ -109,41 +125,6 @@ fn parse_secs(s: &str, what: &str) -> Result<f64, InputError> {
     parse_duration(s)
         .map(|d| d.as_secs_f64())
         .map_err(|e| InputError(format!("{what}: {e}")))
-}
-
-/// Parses one `--goal` value.
-pub fn parse_goal(s: &str, default_width: f64, index: usize) -> Result<Goal, InputError> {
-    let bad = |why: String| InputError(format!("bad --goal {s:?}: {why}"));
-    if let Ok(ratio) = s.trim().parse::<f64>() {
-        return Ok(Goal::new(format!("goal{index}"), ratio, default_width));
-    }
-    let mut goal = Goal::new(format!("goal{index}"), f64::NAN, default_width);
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| bad(format!("{part:?} is not key=value")))?;
-        let num = || {
-            v.trim()
-                .parse::<f64>()
-                .map_err(|e| bad(format!("{k}: {e}")))
-        };
-        match k.trim() {
-            "name" => goal.name = v.trim().to_string(),
-            "loss" => goal.loss_ratio = num()?,
-            "width" => goal.width = num()?,
-            "exceed" => goal.exceed_ratio = num()?,
-            "sum" => goal.duration_sum = Some(num()?),
-            other => {
-                return Err(bad(format!(
-                    "unknown key {other:?} (valid: name, loss, width, exceed, sum)"
-                )))
-            }
-        }
-    }
-    if goal.loss_ratio.is_nan() {
-        return Err(bad("loss=R is required".into()));
-    }
-    Ok(goal)
 }
 
 /// Builds the search configuration from the arguments.
@@ -188,73 +169,10 @@ pub fn config_of(args: &SearchArgs) -> Result<SearchConfig, InputError> {
     Ok(cfg)
 }
 
-fn mpps(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
-}
-
-/// Prints the summary table of a report.
-pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
-        "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
-    )?;
-    for g in &report.outcome.goals {
-        let mut notes = Vec::new();
-        if g.max_rate_is_lower_bound {
-            notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
-        }
-        if g.min_rate_fails {
-            notes.push("FAILED: the minimum rate already fails the goal");
-        }
-        if g.incomplete {
-            notes.push("incomplete");
-        }
-        writeln!(
-            out,
-            "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9.1}  {}",
-            g.goal.name,
-            g.goal.loss_ratio,
-            mpps(g.lower_pps),
-            mpps(g.upper_pps),
-            g.width.map_or("-".into(), |w| format!("{:.3}", w * 100.0)),
-            g.trial_count,
-            g.trial_duration_sum_s,
-            notes.join("; ")
-        )?;
-    }
-    writeln!(
-        out,
-        "{} search: {} trials, {:.1} s of trial time{}",
-        report.algorithm,
-        report.outcome.trial_count,
-        report.outcome.trial_duration_sum_s,
-        if report.outcome.timed_out {
-            " (TIME BUDGET EXCEEDED)"
-        } else {
-            ""
-        }
-    )?;
-    // Unsent packets, where the measurer reported them: counted as lost above, shown apart
-    // so a generator that cannot keep up is not mistaken for the device losing packets.
-    let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();
-    let unsent: u64 = known.iter().sum();
-    if unsent > 0 {
-        writeln!(
-            out,
-            "unsent: {unsent} packets in {} of {} trials (the generator did not keep up; \
-             counted as lost)",
-            known.iter().filter(|&&u| u > 0).count(),
-            known.len()
-        )?;
-    }
-    Ok(())
-}
-
 /// Rough estimate of the accounted time still needed: each remaining phase measures every
 /// goal's two bounds at its duration.
 fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
-    use super::Phase;
+    use crate::search::Phase;
     let n = cfg.goals.len() as f64;
     let dur = |p: u32| {
         if p > cfg.phases {
@@ -286,6 +204,17 @@ pub fn run(
             return 2;
         }
     };
+    let live = crate::metrics::Live::new("search");
+    let server = match args.metrics.start(&live) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return match e {
+                crate::metrics::MetricsError::Bind { .. } => 2,
+                crate::metrics::MetricsError::Start { .. } => 1,
+            };
+        }
+    };
     let sources = [
         args.pipeline.is_some(),
         args.sim.is_some(),
@@ -295,14 +224,72 @@ pub fn run(
         eprintln!("error: give exactly one of PIPELINE, --sim MODEL or --measure-cmd CMD");
         return 2;
     }
-    let mut measurer: Box<dyn Measurer> = if let Some(model) = &args.sim {
-        match model.parse::<SimModel>() {
-            Ok(m) => Box::new(SimDut::new(m)),
-            Err(e) => {
-                eprintln!("error: {e}");
+    if !(0.0..=1e3).contains(&args.sim_time_scale) {
+        eprintln!("error: --sim-time-scale must be from 0 to 1000");
+        return 2;
+    }
+    let mut searcher: Box<dyn Searcher> = match if args.binary {
+        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } else {
+        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    // What is measured, so that only a report of the same is resumed.
+    let sim_model = match args.sim.as_deref().map(str::parse::<SimModel>) {
+        Some(Ok(m)) => Some(m),
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+        None => None,
+    };
+    let source = if let Some(m) = &sim_model {
+        format!("sim {m:?}")
+    } else if let Some(cmd) = &args.measure_cmd {
+        format!("command {cmd}")
+    } else {
+        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
+        match std::fs::read(path) {
+            Ok(bytes) => format!("pipeline (digest {})", digest(&bytes)),
+            // The pipeline measurer reports a missing file in its own words.
+            Err(_) => format!("pipeline {}", path.display()),
+        }
+    };
+    let earlier = match &args.resume {
+        None => None,
+        Some(path) => {
+            let read = std::fs::read_to_string(path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()));
+            let earlier = match read {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!(
+                        "error: --resume {}: not a search report: {e}",
+                        path.display()
+                    );
+                    return 2;
+                }
+            };
+            let mut now = report_of(searcher.as_ref());
+            now.source = Some(source.clone());
+            if let Err(why) = check_resumable(&earlier, &now) {
+                eprintln!(
+                    "error: --resume {}: the report is from another configuration: {why}",
+                    path.display()
+                );
                 return 2;
             }
+            Some(earlier.trials)
         }
+    };
+    let inner: Box<dyn Measurer> = if let Some(model) = sim_model {
+        Box::new(SimDut::new(model))
     } else if let Some(cmd) = &args.measure_cmd {
         if !cmd.contains("{rate}") || !cmd.contains("{duration}") {
             eprintln!("error: --measure-cmd needs {{rate}} and {{duration}} placeholders");
@@ -319,17 +306,16 @@ pub fn run(
             }
         }
     };
-    let mut searcher: Box<dyn Searcher> = match if args.binary {
-        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    let interrupt = crate::sys::signals::interrupt_flag();
+    let scale = if args.sim.is_some() {
+        args.sim_time_scale
     } else {
-        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
-    } {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
+        0.0
     };
+    let mut measurer = Replay::new(
+        earlier.unwrap_or_default(),
+        Interruptible::new(inner, interrupt, scale),
+    );
 
     let bar = if args.quiet {
         ProgressBar::hidden()
@@ -343,13 +329,26 @@ pub fn run(
         bar.enable_steady_tick(Duration::from_millis(200));
         bar
     };
+    if let Some(p) = measurer.probe() {
+        live.set_pipeline(p);
+    }
     let bounds_text = std::cell::RefCell::new(String::new());
     let elapsed = std::cell::Cell::new(0.0);
     let result = drive_with(
         searcher.as_mut(),
-        measurer.as_mut(),
+        &mut measurer,
         &mut |trial, outcome| {
             elapsed.set(trial.end_s);
+            live.progress(|p| {
+                p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+                let s = p.search.get_or_insert_with(Default::default);
+                s.elapsed_s = trial.end_s;
+                s.bounds = outcome
+                    .goals
+                    .iter()
+                    .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+                    .collect();
+            });
             let text = outcome
                 .goals
                 .iter()
@@ -396,6 +395,10 @@ pub fn run(
             *bounds_text.borrow_mut() = text;
         },
         &mut |req| {
+            live.progress(|p| {
+                p.trial_started(req.rate_pps, req.duration_s);
+                p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
+            });
             let elapsed = elapsed.get();
             let total = estimate_total(&cfg, elapsed, req);
             bar.set_length((total * 10.0) as u64);
@@ -412,13 +415,31 @@ pub fn run(
         },
     );
     bar.finish_and_clear();
-    let report = match result {
+    live.progress(|p| {
+        p.current = None;
+        p.search.get_or_insert_with(Default::default).done = true;
+    });
+    let mut report = match result {
         Ok(r) => r,
+        Err(e) if matches!(e.error, MeasureError::Interrupted) => {
+            let mut r = report_of(searcher.as_ref());
+            r.bounds_history = e.history;
+            r.interrupted = true;
+            r.signal = crate::sys::signals::name().map(str::to_string);
+            r
+        }
         Err(e) => {
             eprintln!("error: trial {} failed: {}", e.trials.len() + 1, e.error);
             return 1;
         }
     };
+    report.source = Some(source);
+    if let Some(path) = &args.resume {
+        report.resumed_from = Some(path.clone());
+        for t in report.trials.iter_mut().take(measurer.replayed()) {
+            t.resumed = true;
+        }
+    }
     let stdout = std::io::stdout();
     let _ = print_summary(&report, &mut stdout.lock());
     if let Some(path) = &args.json {
@@ -445,7 +466,27 @@ pub fn run(
             }
         }
     }
+    if let Some(path) = &args.html {
+        let source = if let Some(p) = &args.pipeline {
+            format!("pipeline {}", p.display())
+        } else if let Some(m) = &args.sim {
+            format!("simulated device {m}")
+        } else {
+            format!("command {}", args.measure_cmd.as_deref().unwrap_or(""))
+        };
+        let written = crate::search::html::render(&report, &source)
+            .map_err(|e| e.to_string())
+            .and_then(|h| crate::report::write_text(path, &h).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 1;
+        }
+    }
     let _ = std::io::stdout().flush();
+    args.metrics.stop(server);
+    if report.interrupted {
+        return i32::from(crate::sys::signals::exit_status().unwrap_or(130));
+    }
     let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
     i32::from(failed)
 }
@@ -453,6 +494,7 @@ pub fn run(
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::search::Report;
     use clap::Parser;
 
     #[derive(Parser)]

@@ -1,0 +1,236 @@
+//! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
+//! or (`bench --transport reliable-mem`) one process whose server thread talks to
+//! it over the reliable channel's PUT on two mem wires. The benchmark itself is
+//! [`crate::rpc::bench`]; this file parses arguments and prints.
+
+#![forbid(unsafe_code)]
+
+use crate::units::{parse_duration, parse_size};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use crate::rpc::bench::{
+    BenchConfig, BenchReport, BenchResult, BenchTransport, DepthReport, Latency, PingPongReport,
+    ServeConfig, WindowRates,
+};
+
+/// `linerate rpc ...`
+#[derive(Debug, Clone, Args)]
+pub struct RpcArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RpcCommand,
+}
+
+/// The `rpc` subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RpcCommand {
+    /// Create the shared region and answer calls until the bench finishes.
+    Serve(ServeArgs),
+    /// Connect to a server, measure a ping-pong, then RPC/s and latency.
+    Bench(BenchArgs),
+}
+
+fn size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+fn duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Arguments of `rpc serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Region file (default: linerate-rpc on the hugetlbfs mount if there is one
+    /// and the mapping succeeds there, else /dev/shm/linerate-rpc).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Ring size (a power of two).
+    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
+    pub ring: u64,
+    /// Completion slots per side of the shared-memory region (a power of two).
+    #[arg(long, default_value_t = crate::rpc::transport::shm::COMP_SLOTS)]
+    pub comp_slots: u64,
+    /// Core to pin to.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Give up when no client connects, or it goes quiet, for this long.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    pub timeout: Duration,
+    /// Answer requests after `poll` returns (`reply` for each, then `flush`)
+    /// instead of during it (`Handler::answer`, the default).
+    #[arg(long)]
+    pub reply_later: bool,
+}
+
+impl clap::ValueEnum for BenchTransport {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[BenchTransport::Shm, BenchTransport::ReliableMem]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(match self {
+            BenchTransport::Shm => clap::builder::PossibleValue::new("shm")
+                .help("Shared memory with a separate `rpc serve` process (the default)"),
+            BenchTransport::ReliableMem => clap::builder::PossibleValue::new("reliable-mem").help(
+                "The reliable channel's checked PUT over two mem wires, the server in a second thread of this process (no `rpc serve` needed)",
+            ),
+        })
+    }
+}
+
+/// Arguments of `rpc bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Transport to measure.
+    #[arg(long, value_enum, default_value = "shm")]
+    pub transport: BenchTransport,
+    /// Ring size for `--transport reliable-mem` (with shm the server chooses).
+    #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
+    pub ring: u64,
+    /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Core of the server thread (`--transport reliable-mem`).
+    #[arg(long)]
+    pub server_core: Option<usize>,
+    /// Region file the server created (default: the server's default places).
+    #[arg(long)]
+    pub shm: Option<PathBuf>,
+    /// Queue depths to measure, in order (comma-separated).
+    #[arg(long, default_value = "1,256", value_delimiter = ',')]
+    pub depth: Vec<u32>,
+    /// Request payload size in bytes.
+    #[arg(long, default_value = "32", value_parser = size_arg)]
+    pub msg_size: u64,
+    /// Response payload size in bytes.
+    #[arg(long, default_value = "32", value_parser = size_arg)]
+    pub resp_size: u64,
+    /// Duration of each RPC measurement.
+    #[arg(long, default_value = "2s", value_parser = duration_arg)]
+    pub duration: Duration,
+    /// Duration of the ping-pong baseline (0 to skip it).
+    #[arg(long, default_value = "1s", value_parser = duration_arg)]
+    pub pingpong: Duration,
+    /// Core to pin to.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Wait this long for the server.
+    #[arg(long, default_value = "30s", value_parser = duration_arg)]
+    pub timeout: Duration,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The server's configuration.
+    pub fn config(&self) -> ServeConfig {
+        ServeConfig {
+            shm: self.shm.clone(),
+            ring: self.ring,
+            comp_slots: self.comp_slots,
+            core: self.core,
+            timeout: self.timeout,
+            reply_later: self.reply_later,
+        }
+    }
+}
+
+impl BenchArgs {
+    /// The bench's configuration.
+    pub fn config(&self) -> BenchConfig {
+        BenchConfig {
+            transport: self.transport,
+            ring: self.ring,
+            loss: self.loss,
+            server_core: self.server_core,
+            shm: self.shm.clone(),
+            depth: self.depth.clone(),
+            msg_size: self.msg_size,
+            resp_size: self.resp_size,
+            duration: self.duration,
+            pingpong: self.pingpong,
+            core: self.core,
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// Runs the server side until the bench says it is done. Returns calls answered.
+pub fn serve(args: &ServeArgs) -> BenchResult<u64> {
+    crate::rpc::bench::serve(&args.config())
+}
+
+/// Runs the bench side against a running server (or, with reliable-mem, its own).
+pub fn bench(args: &BenchArgs) -> BenchResult<BenchReport> {
+    crate::rpc::bench::bench(&args.config())
+}
+
+/// Runs `linerate rpc ...`; returns the exit status (0, 1 runtime failure, 2 bad input).
+pub fn run(args: &RpcArgs) -> i32 {
+    let r = match &args.command {
+        RpcCommand::Serve(a) => serve(a).map(|n| {
+            eprintln!("rpc serve: answered {n} calls");
+        }),
+        RpcCommand::Bench(a) => bench(a).and_then(|rep| {
+            print_report(&rep);
+            if let Some(p) = &a.json {
+                let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
+                crate::report::write_text(p, &text)
+                    .map_err(|e| (1, format!("{}: {e}", p.display())))?;
+            }
+            Ok(())
+        }),
+    };
+    match r {
+        Ok(()) => 0,
+        Err((code, msg)) => {
+            eprintln!("linerate rpc: {msg}");
+            code
+        }
+    }
+}
+
+fn print_report(r: &BenchReport) {
+    println!(
+        "rpc bench over {} (ring {} B, request {} B, response {} B)",
+        r.shm, r.ring_size, r.msg_size, r.resp_size
+    );
+    for (name, p) in [
+        ("ping-pong", &r.pingpong),
+        ("2-line p-p", &r.pingpong_two_lines),
+    ] {
+        let Some(p) = p else { continue };
+        println!(
+            "  {name:<10}  {:>11.0} round trips/s (1 ms windows: median {:>11.0}, best {:>11.0})   RTT p50 {:>6} ns   p99 {:>7} ns",
+            p.round_trips_per_sec,
+            p.windows.median_per_sec,
+            p.windows.max_per_sec,
+            p.rtt.p50_ns,
+            p.rtt.p99_ns
+        );
+    }
+    for d in &r.depths {
+        println!(
+            "  depth {:>4}  {:>11.0} RPC/s         (1 ms windows: median {:>11.0}, best {:>11.0})   {:>8.1} MB/s   latency p50 {:>6} ns   p90 {:>6} ns   p99 {:>8} ns   p99.9 {:>9} ns{}",
+            d.depth,
+            d.rpc_per_sec,
+            d.windows.median_per_sec,
+            d.windows.max_per_sec,
+            d.bytes_per_sec / 1e6,
+            d.latency.p50_ns,
+            d.latency.p90_ns,
+            d.latency.p99_ns,
+            d.latency.p999_ns,
+            d.p50_vs_pingpong_p50
+                .map(|x| format!("   p50 {x:.2}x ping-pong p50"))
+                .unwrap_or_default()
+                + &d.p50_vs_two_line_pingpong_p50
+                    .map(|x| format!(", {x:.2}x 2-line"))
+                    .unwrap_or_default()
+        );
+    }
+}

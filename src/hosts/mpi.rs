@@ -1,0 +1,255 @@
+//! The MPI glue: one `Ranks` per process, and collectives with a deadline.
+//!
+//! MPI's blocking collectives wait forever for a dead peer, and a started
+//! collective cannot be cancelled. So every step here is nonblocking
+//! point-to-point traffic with rank 0 (each rank checks in, rank 0 answers
+//! everyone), tested in a loop against a deadline: rank 0 knows exactly which
+//! hosts have not checked in and names them. On a timeout the rank prints the
+//! error and aborts the MPI job (`MPI_Abort`), which is the only way to release
+//! requests MPI still owns; mpirun then ends every rank and exits non-zero.
+//! The cost is two messages per rank per step at rank 0: linear in ranks,
+//! which is fine for steps taken once per trial.
+
+use std::time::{Duration, Instant};
+
+use mpi::request::{scope, Request, Scope};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+
+use super::{bind, Host, Timeout};
+
+/// Tag of a rank's message to rank 0.
+const UP: i32 = 16;
+/// Tag of rank 0's answer.
+const DOWN: i32 = 17;
+/// How long the polling loop sleeps between tests: short next to any
+/// timeout, long enough not to spin a shared core.
+const POLL: Duration = Duration::from_micros(200);
+
+/// Why MPI could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// MPI was already initialised in this process.
+    #[error("MPI is already initialised in this process")]
+    Again,
+    /// The hosts do not fit the ranks (bad input, exit 2).
+    #[error("{0}")]
+    Hosts(String),
+}
+
+/// This process's place in the MPI job.
+pub struct Ranks {
+    // Finalises MPI when dropped; kept for that.
+    _universe: mpi::environment::Universe,
+    world: SimpleCommunicator,
+    hosts: Vec<Host>,
+}
+
+impl std::fmt::Debug for Ranks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ranks").field("hosts", &self.hosts).finish()
+    }
+}
+
+impl Ranks {
+    /// Initialises MPI (a lone process outside mpirun is a job of one rank)
+    /// and binds `names` to ranks in order.
+    pub fn init(names: &[String]) -> Result<Ranks, InitError> {
+        let universe = mpi::initialize().ok_or(InitError::Again)?;
+        let world = universe.world();
+        let hosts = bind(names, world.size() as usize).map_err(InitError::Hosts)?;
+        Ok(Ranks {
+            _universe: universe,
+            world,
+            hosts,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.world.rank() as usize
+    }
+
+    /// How many ranks the job has.
+    pub fn size(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Every host, by rank.
+    pub fn hosts(&self) -> &[Host] {
+        &self.hosts
+    }
+
+    /// The host this rank plays.
+    pub fn host(&self) -> &Host {
+        &self.hosts[self.rank()]
+    }
+
+    /// Whether this rank drives the run (rank 0).
+    pub fn is_driver(&self) -> bool {
+        self.rank() == 0
+    }
+
+    /// The name MPI gives this rank's machine.
+    pub fn processor_name(&self) -> String {
+        mpi::environment::processor_name().unwrap_or_else(|_| "?".into())
+    }
+
+    /// Ends the whole job: prints `err` (naming the hosts) and aborts through
+    /// mpirun, which stops every rank and exits non-zero.
+    pub fn abort(&self, err: &dyn std::fmt::Display) -> ! {
+        eprintln!("error: {}: {err}", self.host().label());
+        self.world.abort(1)
+    }
+
+    /// The core step: every rank sends `mine` (all ranks the same length) to
+    /// rank 0; rank 0 computes an answer of `reply_len` words from all of
+    /// them (by rank, its own first) and sends it to every rank. Returns the
+    /// answer everywhere and, on rank 0, what every rank sent.
+    ///
+    /// Rank 0 waits `timeout` for the others; the others wait twice that for
+    /// rank 0, so that when a peer is missing rank 0 names it first.
+    pub fn exchange(
+        &self,
+        step: &str,
+        timeout: Duration,
+        mine: &[u64],
+        reply_len: usize,
+        answer: impl FnOnce(&[Vec<u64>]) -> Vec<u64>,
+    ) -> (Vec<u64>, Option<Vec<Vec<u64>>>) {
+        let start = Instant::now();
+        if self.is_driver() {
+            let mut all = vec![mine.to_vec(); self.size()];
+            scope(|sc| {
+                let reqs = all[1..]
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, buf)| {
+                        let peer = i + 1;
+                        let p = self.world.process_at_rank(peer as i32);
+                        (
+                            peer,
+                            p.immediate_receive_into_with_tag(sc, &mut buf[..], UP),
+                        )
+                    })
+                    .collect();
+                self.settle(step, reqs, start + timeout, start);
+            });
+            let reply = answer(&all);
+            assert_eq!(reply.len(), reply_len, "answer length of step {step:?}");
+            scope(|sc| {
+                let reqs = (1..self.size())
+                    .map(|peer| {
+                        let p = self.world.process_at_rank(peer as i32);
+                        (peer, p.immediate_send_with_tag(sc, &reply[..], DOWN))
+                    })
+                    .collect();
+                self.settle(step, reqs, start + timeout, start);
+            });
+            (reply, Some(all))
+        } else {
+            let deadline = start + 2 * timeout;
+            let root = self.world.process_at_rank(0);
+            let mut reply = vec![0u64; reply_len];
+            scope(|sc| {
+                let reqs = vec![(0, root.immediate_send_with_tag(sc, mine, UP))];
+                self.settle(step, reqs, deadline, start);
+            });
+            scope(|sc| {
+                let reqs = vec![(
+                    0,
+                    root.immediate_receive_into_with_tag(sc, &mut reply[..], DOWN),
+                )];
+                self.settle(step, reqs, deadline, start);
+            });
+            (reply, None)
+        }
+    }
+
+    /// Every rank waits until all have reached `step`.
+    pub fn barrier(&self, step: &str, timeout: Duration) {
+        self.exchange(step, timeout, &[], 0, |_| Vec::new());
+    }
+
+    /// Rank 0's `words` reach every rank (the others' input is ignored but
+    /// must have the same length).
+    pub fn broadcast(&self, step: &str, timeout: Duration, words: &mut [u64]) {
+        let (reply, _) = self.exchange(step, timeout, &[], words.len(), |all| {
+            let _ = all;
+            words.to_vec()
+        });
+        words.copy_from_slice(&reply);
+    }
+
+    /// Rank 0 gets every rank's `words` (by rank); the others get `None`.
+    pub fn gather(&self, step: &str, timeout: Duration, words: &[u64]) -> Option<Vec<Vec<u64>>> {
+        self.exchange(step, timeout, words, 0, |_| Vec::new()).1
+    }
+
+    /// The exact element-wise sum of every rank's `counts`, on every rank, and
+    /// on rank 0 each rank's own (for per-host sections). A sum past `u64`
+    /// saturates; counts of packets and bytes never get there.
+    pub fn sum(
+        &self,
+        step: &str,
+        timeout: Duration,
+        counts: &[u64],
+    ) -> (Vec<u64>, Option<Vec<Vec<u64>>>) {
+        self.exchange(step, timeout, counts, counts.len(), |all| {
+            sum_exact(all, counts.len())
+        })
+    }
+
+    /// Tests `reqs` until all complete; past `deadline`, aborts the job
+    /// naming the hosts whose requests are still open.
+    fn settle<'a, Sc: Scope<'a>>(
+        &self,
+        step: &str,
+        mut reqs: Vec<(usize, Request<'a, [u64], Sc>)>,
+        deadline: Instant,
+        start: Instant,
+    ) {
+        loop {
+            reqs = reqs
+                .into_iter()
+                .filter_map(|(peer, r)| r.test().err().map(|r| (peer, r)))
+                .collect();
+            if reqs.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                let mut missing: Vec<String> = reqs
+                    .iter()
+                    .map(|(peer, _)| self.hosts[*peer].label())
+                    .collect();
+                missing.dedup();
+                self.abort(&Timeout {
+                    step: step.to_string(),
+                    missing,
+                    waited: start.elapsed(),
+                });
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// Element-wise sum of equal-length rows, saturating.
+fn sum_exact(rows: &[Vec<u64>], len: usize) -> Vec<u64> {
+    let mut out = vec![0u64; len];
+    for row in rows {
+        for (o, v) in out.iter_mut().zip(row) {
+            *o = o.saturating_add(*v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod test {
+    #[test]
+    fn sums_are_exact() {
+        let rows = vec![vec![1, u64::MAX - 5], vec![2, 3], vec![4, 0]];
+        assert_eq!(super::sum_exact(&rows, 2), vec![7, u64::MAX - 2]);
+    }
+}

@@ -1,0 +1,220 @@
+//! The latency distribution as an HdrHistogram percentile plot: latency over
+//! percentile on the standard `1/(1-p)` axis (90 %, 99 %, 99.9 %, ... evenly
+//! spaced), one curve per stream and one for all streams merged, several
+//! trials overlaid. SVG or PNG through `plotters`.
+
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// One curve.
+pub struct Curve<'a> {
+    /// Its legend entry.
+    pub label: String,
+    /// Which trial it belongs to (its color).
+    pub trial: usize,
+    /// The merged curve of its trial (drawn thick) rather than one stream's.
+    pub merged: bool,
+    /// The latency samples, nanoseconds.
+    pub hist: &'a Histogram<u64>,
+}
+
+/// Why a plot could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    /// The file name ends neither in `.svg` nor in `.png`.
+    #[error("plot path {0:?} must end in .svg or .png")]
+    Format(String),
+    /// The drawing backend failed (e.g. the file cannot be written).
+    #[error("cannot draw plot {path:?}: {message}")]
+    Draw {
+        /// The file.
+        path: String,
+        /// The backend's message.
+        message: String,
+    },
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(255, 127, 14),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(23, 190, 207),
+];
+
+/// Points per decade of `1/(1-p)`.
+const STEPS_PER_DECADE: u32 = 24;
+
+/// The curve's points: (`1/(1-p)`, latency in microseconds), from the median
+/// side (p = 0) to the last percentile the samples can support (1 - 1/count).
+pub fn points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    let n = h.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let x_max = (n as f64).max(1.0);
+    let mut out = Vec::new();
+    let mut k = 0u32;
+    loop {
+        let x = 10f64.powf(f64::from(k) / f64::from(STEPS_PER_DECADE));
+        let x = x.min(x_max);
+        let p = 1.0 - 1.0 / x;
+        out.push((x, h.value_at_quantile(p) as f64 / 1e3));
+        if x >= x_max {
+            break;
+        }
+        k += 1;
+    }
+    out
+}
+
+/// The percentile a `1/(1-p)` value stands for, as an axis label.
+fn percentile_label(x: f64) -> String {
+    let p = 100.0 * (1.0 - 1.0 / x);
+    if p < 99.0 {
+        format!("{p:.0}%")
+    } else {
+        let digits = (-(1.0 - p / 100.0).log10()).round() as usize;
+        format!("{p:.*}%", digits.saturating_sub(2))
+    }
+}
+
+/// Draws `curves` to `path` (`.svg` or `.png`, 1200x700).
+pub fn plot(title: &str, curves: &[Curve<'_>], path: &Path) -> Result<(), PlotError> {
+    crate::report::register_plot_font();
+    let name = path.display().to_string();
+    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
+        path: name.clone(),
+        message: e.to_string(),
+    };
+    let size = (1200, 700);
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("svg") => {
+            let root = SVGBackend::new(path, size).into_drawing_area();
+            draw(title, curves, &root).map_err(|e| err(&e))?;
+            root.present().map_err(|e| err(&e))
+        }
+        Some("png") => {
+            let root = BitMapBackend::new(path, size).into_drawing_area();
+            draw(title, curves, &root).map_err(|e| err(&e))?;
+            root.present().map_err(|e| err(&e))
+        }
+        _ => Err(PlotError::Format(name)),
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    title: &str,
+    curves: &[Curve<'_>],
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let all: Vec<Vec<(f64, f64)>> = curves.iter().map(|c| points(c.hist)).collect();
+    let x_max = all.iter().flatten().map(|p| p.0).fold(10.0, f64::max);
+    let y_max = all
+        .iter()
+        .flatten()
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        .max(0.001)
+        * 1.08;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(80)
+        .build_cartesian_2d((1.0..x_max * 1.05).log_scale(), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile (axis: 1/(1-p))")
+        .y_desc("latency [us]")
+        .x_label_formatter(&|x| percentile_label(*x))
+        .y_label_formatter(&|y| {
+            if y_max >= 100.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y:.2}")
+            }
+        })
+        .label_style(("sans-serif", 14))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (c, pts) in curves.iter().zip(all) {
+        let color = COLORS[c.trial % COLORS.len()];
+        let (style, legend_w) = if c.merged {
+            (color.stroke_width(3), 3)
+        } else {
+            (color.mix(0.55).stroke_width(1), 1)
+        };
+        chart
+            .draw_series(LineSeries::new(pts, style))?
+            .label(c.label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(
+                    vec![(x, y), (x + 20, y)],
+                    if legend_w == 3 {
+                        color.stroke_width(3)
+                    } else {
+                        color.mix(0.55).stroke_width(1)
+                    },
+                )
+            });
+    }
+    // Latency rises to the right, so the upper left corner is free.
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn percentile_axis_and_files() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in 1..=10_000u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let pts = points(&h);
+        // From p = 0 to 1 - 1/10000, rising.
+        assert_eq!(pts[0].0, 1.0);
+        assert_eq!(pts.last().unwrap().0, 10_000.0);
+        assert!(pts.windows(2).all(|w| w[1].1 >= w[0].1));
+        // p99 (x = 100) is about 9,900 us.
+        let p99 = pts.iter().find(|p| (p.0 - 100.0).abs() < 1e-6).unwrap();
+        assert!((p99.1 - 9_900.0).abs() < 20.0, "{p99:?}");
+        assert_eq!(percentile_label(10.0), "90%");
+        assert_eq!(percentile_label(100.0), "99%");
+        assert_eq!(percentile_label(1000.0), "99.9%");
+        assert_eq!(percentile_label(1e5), "99.999%");
+        assert!(points(&Histogram::<u64>::new(3).unwrap()).is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let curves = [Curve {
+            label: "all".into(),
+            trial: 0,
+            merged: true,
+            hist: &h,
+        }];
+        for ext in ["svg", "png"] {
+            let p = dir.path().join(format!("l.{ext}"));
+            plot("latency", &curves, &p).unwrap();
+            assert!(std::fs::metadata(&p).unwrap().len() > 1000);
+        }
+        assert!(matches!(
+            plot("x", &curves, &dir.path().join("l.gif")),
+            Err(PlotError::Format(_))
+        ));
+    }
+}

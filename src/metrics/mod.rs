@@ -1,0 +1,260 @@
+//! Prometheus metrics: `--metrics ADDR` on `run`, `trial`, `search` and
+//! `spead recv` serves every counter of the running job in the OpenMetrics
+//! text format at `http://ADDR/metrics`.
+//!
+//! What is served, and who writes it:
+//! - a pipeline's stage, port, ring and pool counters, read at scrape time
+//!   through a [`Probe`] (the same lock-free atomics the live stderr line reads;
+//!   the lcores never see the server);
+//! - the SPEAD receiver's heap and chunk counters, published as atomics by the
+//!   receive loop a few times a second ([`SpeadCounters`]);
+//! - trial and search progress (phase, rate, bounds, totals), written by the
+//!   controlling thread ([`Progress`]) under a mutex that only that thread and
+//!   the server thread take, never an lcore.
+//!
+//! The model and the encoding are `prometheus-client`'s ([`encode`]); the HTTP
+//! side is `tiny_http` on its own thread ([`server`]).
+
+mod encode;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+pub use encode::{encode, Format};
+pub use server::{MetricsError, MetricsServer};
+
+use crate::runtime::run::Probe;
+
+/// The `--metrics` options, flattened into each command that serves metrics.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics while
+    /// running, e.g. "127.0.0.1:9464" (port 0 picks a free port, printed on stderr).
+    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
+    pub metrics: Option<SocketAddr>,
+    /// Keep serving the final counters this long after the job ends, so a
+    /// scraper sees the last values of a short run ("5s").
+    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "0s")]
+    pub metrics_hold: Duration,
+}
+
+/// `host:port` with a numeric host (a name would need a lookup that may hang).
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>().map_err(|_| {
+        format!("`{s}` is not an address: give IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464")
+    })
+}
+
+impl MetricsArgs {
+    /// Starts serving when `--metrics` was given. A bad or busy address is
+    /// the user's input error (exit status 2).
+    pub fn start(&self, live: &Arc<Live>) -> Result<Option<MetricsServer>, MetricsError> {
+        match self.metrics {
+            None => Ok(None),
+            Some(addr) => {
+                let s = MetricsServer::start(addr, live.clone())?;
+                eprintln!("metrics: http://{}/metrics", s.addr());
+                Ok(Some(s))
+            }
+        }
+    }
+
+    /// Ends serving after `--metrics-hold` (cut short by SIGINT or SIGTERM).
+    pub fn stop(&self, server: Option<MetricsServer>) {
+        if let Some(s) = server {
+            let end = Instant::now() + self.metrics_hold;
+            while Instant::now() < end && crate::sys::signals::received().is_none() {
+                std::thread::sleep(
+                    Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
+                );
+            }
+            s.stop();
+        }
+    }
+}
+
+/// Everything a scrape reads.
+pub struct Live {
+    started: Instant,
+    command: &'static str,
+    pipeline: OnceLock<Probe>,
+    spead: OnceLock<SpeadCounters>,
+    progress: Mutex<Progress>,
+}
+
+impl Live {
+    /// Nothing to serve yet but the process itself; `command` is the
+    /// subcommand (`run`, `trial`, `search`, `spead_recv`).
+    pub fn new(command: &'static str) -> Arc<Live> {
+        Arc::new(Live {
+            started: Instant::now(),
+            command,
+            pipeline: OnceLock::new(),
+            spead: OnceLock::new(),
+            progress: Mutex::new(Progress::default()),
+        })
+    }
+
+    /// Serves this pipeline's counters from now on (the first one set stays).
+    pub fn set_pipeline(&self, probe: Probe) {
+        let _ = self.pipeline.set(probe);
+    }
+
+    /// Serves these SPEAD counters from now on (the first set stays).
+    pub fn set_spead(&self, counters: SpeadCounters) -> &SpeadCounters {
+        let _ = self.spead.set(counters);
+        self.spead.get().expect("set just above")
+    }
+
+    /// Changes the trial and search progress (only the controlling thread
+    /// calls this; a poisoned lock still holds usable numbers).
+    pub fn progress(&self, f: impl FnOnce(&mut Progress)) {
+        let mut p = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut p);
+    }
+
+    fn progress_now(&self) -> Progress {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// Trial and search progress.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// The trial running now, if one is.
+    pub current: Option<TrialNow>,
+    /// Trials completed.
+    pub trials: u64,
+    /// Totals over completed trials.
+    pub totals: TrialTotals,
+    /// The loss ratio of the last completed trial.
+    pub last_loss_ratio: Option<f64>,
+    /// The search, when one runs.
+    pub search: Option<SearchNow>,
+}
+
+/// The trial running now.
+#[derive(Debug, Clone, Default)]
+pub struct TrialNow {
+    /// Its number (1, 2, ...).
+    pub number: u64,
+    /// Its aggregate rate, packets/s.
+    pub rate_pps: f64,
+    /// Its duration, seconds.
+    pub duration_s: f64,
+}
+
+/// Packet counts summed over completed trials.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TrialTotals {
+    /// Offered.
+    pub offered: u64,
+    /// Sent.
+    pub sent: u64,
+    /// Could not be sent in time.
+    pub unsent: u64,
+    /// Received.
+    pub received: u64,
+}
+
+impl Progress {
+    /// A trial starts.
+    pub fn trial_started(&mut self, rate_pps: f64, duration_s: f64) {
+        self.current = Some(TrialNow {
+            number: self.trials + 1,
+            rate_pps,
+            duration_s,
+        });
+    }
+
+    /// A trial ended with these counts (`sent` = offered - unsent when the
+    /// measurer does not know it).
+    pub fn trial_done(&mut self, offered: u64, unsent: u64, received: u64) {
+        self.current = None;
+        self.trials += 1;
+        self.totals.offered += offered;
+        self.totals.unsent += unsent;
+        self.totals.sent += offered.saturating_sub(unsent);
+        self.totals.received += received;
+        self.last_loss_ratio = Some(if offered == 0 {
+            0.0
+        } else {
+            offered.saturating_sub(received) as f64 / offered as f64
+        });
+    }
+}
+
+/// A search's state.
+#[derive(Debug, Clone, Default)]
+pub struct SearchNow {
+    /// The phase of the current (or last) trial: "initial", "intermediate 1", ...
+    pub phase: String,
+    /// Accounted search time so far, seconds.
+    pub elapsed_s: f64,
+    /// Per goal: (name, lower bound, upper bound), packets/s.
+    pub bounds: Vec<(String, Option<f64>, Option<f64>)>,
+    /// Whether the search has ended.
+    pub done: bool,
+}
+
+/// Named counters a receive loop publishes (plain atomic stores, no lock),
+/// for a scrape to read.
+#[derive(Debug)]
+pub struct SpeadCounters {
+    mode: &'static str,
+    names: Vec<String>,
+    values: Vec<AtomicU64>,
+    fraction_present_ppm: AtomicU64,
+}
+
+impl SpeadCounters {
+    /// Counters named after the integer fields of `stats` (a serializable
+    /// struct such as the assembler's or the chunk stream's statistics);
+    /// `mode` is `heaps` or `chunks`.
+    pub fn new<T: serde::Serialize>(mode: &'static str, stats: &T) -> SpeadCounters {
+        let names: Vec<String> = match serde_json::to_value(stats) {
+            Ok(serde_json::Value::Object(m)) => m
+                .into_iter()
+                .filter(|(_, v)| v.is_u64())
+                .map(|(k, _)| k)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let values = names.iter().map(|_| AtomicU64::new(0)).collect();
+        SpeadCounters {
+            mode,
+            names,
+            values,
+            fraction_present_ppm: AtomicU64::new(0),
+        }
+    }
+
+    /// Publishes the current values (called a few times a second, and at the
+    /// end: it serializes `stats`, so never per packet).
+    pub fn publish<T: serde::Serialize>(&self, stats: &T, fraction_present: Option<f64>) {
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(stats) {
+            for (name, slot) in self.names.iter().zip(&self.values) {
+                if let Some(v) = m.get(name).and_then(|v| v.as_u64()) {
+                    slot.store(v, Ordering::Relaxed);
+                }
+            }
+        }
+        if let Some(f) = fraction_present {
+            self.fraction_present_ppm
+                .store((f * 1e6).round() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn read(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.names
+            .iter()
+            .zip(&self.values)
+            .map(|(n, v)| (n.as_str(), v.load(Ordering::Relaxed)))
+    }
+}

@@ -1,0 +1,113 @@
+//! The summary table of a search report, as `linerate search` prints it.
+
+use super::Report;
+
+pub(crate) fn mpps(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
+}
+
+/// Prints the summary table of a report.
+pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
+        "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
+    )?;
+    // A bound measured where the generator, not the device, lost most packets
+    // is the tool's limit: marked with `*`.
+    let generator_limited = |rate: Option<f64>| {
+        rate.is_some_and(|r| {
+            report.trials.iter().any(|t| {
+                t.rate_pps == r && t.limited_by == Some(crate::traffic::trial::LimitedBy::Generator)
+            })
+        })
+    };
+    let mark = |rate: Option<f64>| {
+        let m = mpps(rate);
+        if generator_limited(rate) {
+            format!("{m}*")
+        } else {
+            m
+        }
+    };
+    let mut any_limited = false;
+    for g in &report.outcome.goals {
+        let mut notes = Vec::new();
+        if generator_limited(g.lower_pps) || generator_limited(g.upper_pps) {
+            any_limited = true;
+            notes.push("* generator-limited");
+        }
+        if g.max_rate_is_lower_bound {
+            notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
+        }
+        if g.min_rate_fails {
+            notes.push("FAILED: the minimum rate already fails the goal");
+        }
+        if g.incomplete {
+            notes.push("incomplete");
+        }
+        writeln!(
+            out,
+            "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9.1}  {}",
+            g.goal.name,
+            g.goal.loss_ratio,
+            mark(g.lower_pps),
+            mark(g.upper_pps),
+            g.width.map_or("-".into(), |w| format!("{:.3}", w * 100.0)),
+            g.trial_count,
+            g.trial_duration_sum_s,
+            notes.join("; ")
+        )?;
+    }
+    writeln!(
+        out,
+        "{} search: {} trials, {:.1} s of trial time{}",
+        report.algorithm,
+        report.outcome.trial_count,
+        report.outcome.trial_duration_sum_s,
+        if report.outcome.timed_out {
+            " (TIME BUDGET EXCEEDED)"
+        } else {
+            ""
+        }
+    )?;
+    if report.interrupted {
+        writeln!(
+            out,
+            "INTERRUPTED by {} after {} trials: the bounds are those at that moment \
+             (continue with --resume REPORT.json)",
+            report.signal.as_deref().unwrap_or("a signal"),
+            report.trials.len()
+        )?;
+    }
+    if let Some(from) = &report.resumed_from {
+        writeln!(
+            out,
+            "resumed from {}: {} trials from the earlier run, {} new",
+            from.display(),
+            report.trials.iter().filter(|t| t.resumed).count(),
+            report.trials.iter().filter(|t| !t.resumed).count()
+        )?;
+    }
+    // Unsent packets, where the measurer reported them: counted as lost above, shown apart
+    // so a generator that cannot keep up is not mistaken for the device losing packets.
+    let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();
+    let unsent: u64 = known.iter().sum();
+    if unsent > 0 {
+        writeln!(
+            out,
+            "unsent: {unsent} packets in {} of {} trials (the generator did not keep up; \
+             counted as lost)",
+            known.iter().filter(|&&u| u > 0).count(),
+            known.len()
+        )?;
+    }
+    if any_limited {
+        writeln!(
+            out,
+            "* at the marked bounds {}; the device itself was not measured there",
+            crate::traffic::trial::LimitedBy::Generator.advice()
+        )?;
+    }
+    Ok(())
+}
