@@ -7,7 +7,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 // `unsafe` only where memory or FFI needs it, each block with a SAFETY note,
-// allowed module by module: buf::{pool, ring, copy, region}, port::{udp, dpdk}
+// allowed module by module: buf::{pool, ring, copy, region, shared}, port::{udp, dpdk}
 // (socket options and device calls), sys (the DPDK and ibverbs bindings),
 // time (clock_gettime) and rpc::transport::shm (the shared-memory region).
 #![deny(unsafe_code)]

@@ -85,7 +85,7 @@ fn unknown_key_suggests() {
             "keys.toml:8:1",
             "[stage.src] `rat`",
             "did you mean `rate`",
-            "valid: kind, lcore, tx, rate",
+            "valid: kind, lcore, lcores, tx, rate",
         ],
     );
 }

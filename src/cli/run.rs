@@ -87,7 +87,21 @@ pub(crate) fn print_summary(r: &RunReport) {
         "{:<16} {:<8} {:>5} {:>14} {:>14} {:>12} {:>11} {:>6}",
         "stage", "kind", "lcore", "packets in", "packets out", "dropped", "rate", "busy%"
     );
-    for (name, s) in &r.stages {
+    // A replicated stage: its sum, then each replica indented under it.
+    let rows = r.stages.iter().flat_map(|(name, s)| {
+        let lcore = if s.replicas.is_empty() {
+            s.lcore.to_string()
+        } else {
+            format!("x{}", s.replicas.len())
+        };
+        std::iter::once((name.clone(), lcore, s)).chain(
+            s.replicas
+                .iter()
+                .enumerate()
+                .map(move |(k, x)| (format!("  {name}[{k}]"), x.lcore.to_string(), x)),
+        )
+    });
+    for (name, lcore, s) in rows.clone() {
         let moved = s.packets_in.max(s.packets_out);
         let polls = (s.busy_polls + s.idle_polls).max(1);
         let _ = writeln!(
@@ -95,7 +109,7 @@ pub(crate) fn print_summary(r: &RunReport) {
             "{:<16} {:<8} {:>5} {:>14} {:>14} {:>12} {:>8}pps {:>5.1}%",
             name,
             s.kind,
-            s.lcore,
+            lcore,
             s.packets_in,
             s.packets_out,
             s.dropped,
@@ -105,12 +119,12 @@ pub(crate) fn print_summary(r: &RunReport) {
     }
     // What each stage knows beyond packet counts (a generator's offered and
     // unsent, a SPEAD receiver's heaps, a checker's wrong bytes), one line each.
-    for (name, s) in &r.stages {
+    for (name, _, s) in rows {
         if let Some(d) = &s.detail {
             let mut fields = Vec::new();
             flatten("", d, &mut fields);
             if !fields.is_empty() {
-                let _ = writeln!(out, "  {name}: {}", fields.join(" "));
+                let _ = writeln!(out, "  {}: {}", name.trim(), fields.join(" "));
             }
         }
     }

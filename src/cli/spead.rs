@@ -330,6 +330,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
             interface: Ipv4Addr::UNSPECIFIED,
             rcvbuf: None,
             sndbuf: Some(4 << 20),
+            queues: 1,
         },
         &pool,
     )?;
@@ -541,6 +542,7 @@ fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
             interface: Ipv4Addr::UNSPECIFIED,
             rcvbuf: Some(8 << 20),
             sndbuf: None,
+            queues: 1,
         },
         pool,
     )?;

@@ -140,6 +140,23 @@ fn print_result(r: &TrialResult) {
         "  gaps between bursts ns: min {}  p50 {}  p99 {}  max {}",
         g.min, g.p50, g.p99, g.max
     );
+    // Replicas (and several generators or analyzers): each one's part.
+    if r.generators.len() > 1 || r.analyzers.len() > 1 {
+        for (name, g) in &r.generators {
+            let _ = writeln!(
+                out,
+                "  {name}: offered {}  sent {}  unsent {}",
+                g.offered, g.sent, g.unsent
+            );
+        }
+        for (name, a) in &r.analyzers {
+            let _ = writeln!(
+                out,
+                "  {name}: received {}  duplicates {}  reordered {}",
+                a.received, a.duplicates, a.reordered
+            );
+        }
+    }
     if let Some(l) = r.limited_by {
         let _ = writeln!(out, "  limited by: {}", l.advice());
     }

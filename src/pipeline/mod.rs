@@ -28,6 +28,7 @@
 mod diag;
 mod plan;
 pub mod reference;
+pub mod replica;
 mod schema;
 mod table;
 

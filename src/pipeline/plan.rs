@@ -62,6 +62,7 @@ pub struct PortUse {
 pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan, Diagnostics> {
     let file = p.file.clone();
     let mut sink = Sink::new(&file, src);
+    super::replica::expand(&mut p, &mut sink);
     let port_idx: BTreeMap<&str, usize> = p
         .ports
         .iter()
@@ -298,6 +299,7 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     g.frames.sizes.average(),
                     line,
                 );
+                g.rate_pps = super::replica::rate_share(&s.replica, g.rate_pps);
             }
             check_frame_fits(
                 &mut sink,
@@ -334,6 +336,7 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     c.frame as f64,
                     line,
                 );
+                c.rate_pps = super::replica::rate_share(&s.replica, c.rate_pps);
             }
             check_frame_fits(&mut sink, s.span.clone(), &section, c.frame, room);
         }
@@ -649,7 +652,10 @@ impl fmt::Display for Plan {
                     s.tx.as_deref()
                         .map(|t| format!(" tx={t}"))
                         .unwrap_or_default();
-                writeln!(f, "      {name}:{rx}{tx}  ({})", s.kind.describe())?;
+                let replica = s.replica.as_ref().map_or(String::new(), |r| {
+                    format!(", replica {} of {} of `{}`", r.index + 1, r.count, r.of)
+                });
+                writeln!(f, "      {name}:{rx}{tx}  ({}{replica})", s.kind.describe())?;
             }
         }
         writeln!(f, "  ports:")?;
@@ -706,16 +712,20 @@ impl Plan {
     /// aggregate line rate.
     pub fn trial_rate_pps(&self, rate: crate::units::Rate) -> Result<f64, String> {
         let p = &self.pipeline;
+        // Replicas share their port's line: each port's line counts once.
+        let mut lines_seen = std::collections::BTreeSet::new();
         let gens: Vec<(&super::GeneratorSpec, Option<f64>)> = p
             .stages
             .iter()
             .filter_map(|s| match &s.kind {
                 StageKind::Generator(g) => {
-                    let line =
+                    let port =
                         s.tx.as_deref()
-                            .and_then(|t| p.ports.iter().find(|x| x.name == t))
-                            .and_then(|x| x.kind.line_rate_bps());
-                    Some((g, line))
+                            .map(|t| t.split(':').next().unwrap_or(t))
+                            .and_then(|t| p.ports.iter().find(|x| x.name == t));
+                    let line = port.and_then(|x| x.kind.line_rate_bps());
+                    let first = port.is_some_and(|x| lines_seen.insert(x.name.clone()));
+                    Some((g, if first { line } else { line.map(|_| 0.0) }))
                 }
                 _ => None,
             })

@@ -42,6 +42,10 @@ pub struct MemConfig {
     pub ring: usize,
     /// The wire's line rate in L1 bits/s, for rates given in percent.
     pub line_rate_bps: Option<f64>,
+    /// Queue pairs: each is a wire of its own from tx queue `k` to rx queue
+    /// `k` (seed `seed + k`, `capacity / queues`), as an N-queue device that
+    /// keeps each flow on its queue. The port's counters add them up.
+    pub queues: u16,
 }
 
 impl Default for MemConfig {
@@ -57,6 +61,7 @@ impl Default for MemConfig {
             seed: i.seed,
             ring: 4096,
             line_rate_bps: None,
+            queues: 1,
         }
     }
 }
@@ -122,8 +127,41 @@ impl PortStats for Stats {
     }
 }
 
-/// Opens a mem wire: its tx side, its rx side and its counters.
+/// Opens a mem wire: its tx sides, its rx sides (one per queue pair) and its
+/// counters.
 pub fn open(config: &MemConfig) -> OpenPort {
+    let n = config.queues.max(1);
+    if n == 1 {
+        return open_one(config);
+    }
+    let mut port = OpenPort {
+        rx: Vec::new(),
+        tx: Vec::new(),
+        stats: Arc::new(()),
+        warnings: Vec::new(),
+    };
+    let mut parts = Vec::new();
+    for k in 0..n {
+        let scale = |c: Capacity| match c {
+            Capacity::Pps(x) => Capacity::Pps(x / f64::from(n)),
+            Capacity::L2Bps(x) => Capacity::L2Bps(x / f64::from(n)),
+            Capacity::L1Bps(x) => Capacity::L1Bps(x / f64::from(n)),
+        };
+        let one = open_one(&MemConfig {
+            capacity: config.capacity.map(scale),
+            seed: config.seed.wrapping_add(u64::from(k)),
+            queues: 1,
+            ..config.clone()
+        });
+        port.rx.extend(one.rx);
+        port.tx.extend(one.tx);
+        parts.push(one.stats);
+    }
+    port.stats = Arc::new(super::QueueStats::new("mem", parts));
+    port
+}
+
+fn open_one(config: &MemConfig) -> OpenPort {
     let (producer, consumer) = ring::<(Packet, Instant)>(config.ring);
     let stats = Arc::new(Stats {
         common: PortCounters::default(),

@@ -162,6 +162,63 @@ pub struct PortReport {
     /// Kind-specific counters (the mem wire's impairments by cause, ...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub detail: BTreeMap<&'static str, u64>,
+    /// A port of several queues (mem queue pairs, udp sockets): each queue's
+    /// own counters, which add up to the ones above.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<PortReport>,
+}
+
+impl PortReport {
+    /// Adds another report's counters to this one (the queues of one port).
+    pub fn add(&mut self, other: &PortReport) {
+        self.rx_packets += other.rx_packets;
+        self.rx_bytes += other.rx_bytes;
+        self.tx_packets += other.tx_packets;
+        self.tx_bytes += other.tx_bytes;
+        self.dropped += other.dropped;
+        for (k, v) in &other.detail {
+            *self.detail.entry(k).or_insert(0) += v;
+        }
+    }
+}
+
+/// The counters of a port's queues, each written by its own lcore, added up
+/// when read.
+pub struct QueueStats {
+    kind: &'static str,
+    parts: Vec<Arc<dyn PortStats>>,
+}
+
+impl QueueStats {
+    /// The sum of `parts`, reported as a port of `kind`.
+    pub fn new(kind: &'static str, parts: Vec<Arc<dyn PortStats>>) -> QueueStats {
+        QueueStats { kind, parts }
+    }
+}
+
+impl PortStats for QueueStats {
+    fn report(&self) -> PortReport {
+        let mut total = PortReport {
+            kind: self.kind,
+            ..PortReport::default()
+        };
+        for r in self.parts.iter().map(|s| s.report()) {
+            total.add(&r);
+            total.queues.push(r);
+        }
+        total
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.parts.iter().map(|s| s.in_flight()).sum()
+    }
+}
+
+/// No counters of its own (a placeholder while a port's queues are opened).
+impl PortStats for () {
+    fn report(&self) -> PortReport {
+        PortReport::default()
+    }
 }
 
 impl PortCounters {
@@ -175,6 +232,7 @@ impl PortCounters {
             tx_bytes: self.tx.bytes.get(),
             dropped: self.rx.dropped.get() + self.tx.dropped.get(),
             detail: BTreeMap::new(),
+            queues: Vec::new(),
         }
     }
 }

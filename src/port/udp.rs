@@ -30,6 +30,9 @@ pub struct UdpConfig {
     pub rcvbuf: Option<usize>,
     /// Send buffer size to ask the kernel for.
     pub sndbuf: Option<usize>,
+    /// Sockets (queues): more than one binds them all to `bind` with
+    /// `SO_REUSEPORT`, so the kernel spreads flows over them by hash.
+    pub queues: u16,
 }
 
 impl Default for UdpConfig {
@@ -41,6 +44,7 @@ impl Default for UdpConfig {
             interface: Ipv4Addr::UNSPECIFIED,
             rcvbuf: None,
             sndbuf: None,
+            queues: 1,
         }
     }
 }
@@ -109,12 +113,130 @@ fn size_buffer(
 
 /// Opens a udp port. Errors binding or connecting are the user's to fix.
 pub fn open(config: &UdpConfig, pool: &Pool) -> Result<OpenPort, PortError> {
-    let bind = config.bind.unwrap_or_else(|| match config.connect {
+    let mut bind = config.bind.unwrap_or_else(|| match config.connect {
         Some(SocketAddr::V6(_)) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
         _ => SocketAddr::from(([0, 0, 0, 0], 0)),
     });
-    let sock = UdpSocket::bind(bind)
+    let n = config.queues.max(1);
+    if n == 1 {
+        return open_one(config, pool, bind, false).map(|o| o.open);
+    }
+    let mut port = OpenPort {
+        rx: Vec::new(),
+        tx: Vec::new(),
+        stats: Arc::new(()),
+        warnings: Vec::new(),
+    };
+    let mut parts = Vec::new();
+    for k in 0..n {
+        let one = open_one(config, pool, bind, true)?;
+        if k == 0 {
+            // The others join the port the first one got (an ephemeral port).
+            bind = one.local;
+            port.warnings = one.open.warnings;
+        }
+        port.rx.extend(one.open.rx);
+        port.tx.extend(one.open.tx);
+        parts.push(one.open.stats);
+    }
+    port.stats = Arc::new(super::QueueStats::new("udp", parts));
+    Ok(port)
+}
+
+/// A socket bound to `bind`, with `SO_REUSEPORT` set first when `reuse`.
+fn bind_socket(bind: SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
+    if !reuse {
+        return UdpSocket::bind(bind);
+    }
+    use std::os::fd::FromRawFd;
+    let family = match bind {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: plain socket(2); the descriptor is owned by the UdpSocket below
+    // (closed on every error path by its Drop).
+    let fd = unsafe { libc::socket(family, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket that nothing else owns.
+    let sock = unsafe { UdpSocket::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    // SAFETY: fd is valid; the option value is a c_int on our stack with its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEPORT,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let (addr, len) = sockaddr(bind);
+    // SAFETY: `addr` is a sockaddr_storage holding a sockaddr of `len` bytes.
+    let r = unsafe { libc::bind(fd, (&addr as *const libc::sockaddr_storage).cast(), len) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// `a` as a C socket address.
+fn sockaddr(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: all-zero is a valid sockaddr_storage.
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    match a {
+        SocketAddr::V4(v) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            let sin = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = v.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*v.ip()).to_be();
+            (
+                s,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        }
+        SocketAddr::V6(v) => {
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            let sin = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            sin.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin.sin6_port = v.port().to_be();
+            sin.sin6_addr.s6_addr = v.ip().octets();
+            sin.sin6_flowinfo = v.flowinfo();
+            sin.sin6_scope_id = v.scope_id();
+            (
+                s,
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            )
+        }
+    }
+}
+
+/// One opened socket and the address it got.
+struct OneSocket {
+    open: OpenPort,
+    local: SocketAddr,
+}
+
+fn open_one(
+    config: &UdpConfig,
+    pool: &Pool,
+    bind: SocketAddr,
+    reuse: bool,
+) -> Result<OneSocket, PortError> {
+    let sock = bind_socket(bind, reuse)
         .map_err(|e| PortError::Input(format!("cannot bind UDP address {bind}: {e}")))?;
+    let local = sock
+        .local_addr()
+        .map_err(|e| PortError::Runtime(format!("cannot read the UDP socket's address: {e}")))?;
     if let Some(dest) = config.connect {
         sock.connect(dest)
             .map_err(|e| PortError::Input(format!("cannot connect UDP socket to {dest}: {e}")))?;
@@ -175,15 +297,18 @@ pub fn open(config: &UdpConfig, pool: &Pool) -> Result<OpenPort, PortError> {
         iov: unsafe { zeroed() },
         stats: stats.clone(),
     };
-    Ok(OpenPort {
-        rx: vec![Box::new(rx)],
-        tx: if config.connect.is_some() {
-            vec![Box::new(tx) as Box<dyn TxQueue>]
-        } else {
-            Vec::new()
+    Ok(OneSocket {
+        open: OpenPort {
+            rx: vec![Box::new(rx)],
+            tx: if config.connect.is_some() {
+                vec![Box::new(tx) as Box<dyn TxQueue>]
+            } else {
+                Vec::new()
+            },
+            stats,
+            warnings,
         },
-        stats,
-        warnings,
+        local,
     })
 }
 

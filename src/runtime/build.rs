@@ -46,6 +46,8 @@ pub struct Built {
     pub generators: Vec<(String, Arc<GenControl>, f64)>,
     /// Analyzers: (name, control).
     pub analyzers: Vec<(String, Arc<AnaControl>)>,
+    /// Instances of replicated stages, by instance name.
+    pub replicas: BTreeMap<String, crate::pipeline::replica::Replica>,
 }
 
 /// How generators start.
@@ -320,7 +322,11 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
     let mut stages = Vec::new();
     let mut generators = Vec::new();
     let mut analyzers = Vec::new();
+    let mut replicas = BTreeMap::new();
     for s in &p.stages {
+        if let Some(r) = &s.replica {
+            replicas.insert(s.name.clone(), r.clone());
+        }
         let counters = Arc::new(CacheAligned::<StageCounters>::default());
         let rx = s.rx.as_deref().map(&mut input).transpose()?;
         let tx = s.tx.as_deref().map(&mut output).transpose()?;
@@ -385,6 +391,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         warnings,
         generators,
         analyzers,
+        replicas,
     })
 }
 

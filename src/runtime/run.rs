@@ -68,6 +68,42 @@ pub struct StageReport {
     /// analyzers' per-stream results).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<serde_json::Value>,
+    /// A replicated stage's replicas, in order (the counters above are their
+    /// sums; `lcore` is the first replica's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<StageReport>,
+}
+
+impl StageReport {
+    fn add(&mut self, o: &StageReport) {
+        self.packets_in += o.packets_in;
+        self.packets_out += o.packets_out;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.dropped += o.dropped;
+        self.busy_polls += o.busy_polls;
+        self.idle_polls += o.idle_polls;
+    }
+}
+
+/// Puts a stage's detail on its report, or on its replica's entry.
+pub(crate) fn attach_detail(b: &Built, report: &mut RunReport, name: &str, d: serde_json::Value) {
+    match b.replicas.get(name) {
+        Some(r) => {
+            if let Some(x) = report
+                .stages
+                .get_mut(&r.of)
+                .and_then(|s| s.replicas.get_mut(r.index))
+            {
+                x.detail = Some(d);
+            }
+        }
+        None => {
+            if let Some(s) = report.stages.get_mut(name) {
+                s.detail = Some(d);
+            }
+        }
+    }
 }
 
 /// A run's result (and, while running, a live snapshot).
@@ -110,7 +146,15 @@ pub enum RunError {
 
 /// The counters of a built pipeline now.
 pub fn snapshot(b: &Built, elapsed: f64) -> RunReport {
-    snapshot_of(&b.name, &b.ports, &b.rings, &b.stages, &b.pool, elapsed)
+    snapshot_of(
+        &b.name,
+        &b.ports,
+        &b.rings,
+        &b.stages,
+        &b.replicas,
+        &b.pool,
+        elapsed,
+    )
 }
 
 fn snapshot_of(
@@ -118,6 +162,7 @@ fn snapshot_of(
     ports: &[(String, Arc<dyn PortStats>)],
     rings: &[(String, RingStatsHandle)],
     stages: &[StageEntry],
+    replicas: &Replicas,
     pool: &Pool,
     elapsed: f64,
 ) -> RunReport {
@@ -125,26 +170,7 @@ fn snapshot_of(
         pipeline: name.to_string(),
         duration_s: elapsed,
         ports: ports.iter().map(|(n, s)| (n.clone(), s.report())).collect(),
-        stages: stages
-            .iter()
-            .map(|(n, kind, lcore, c)| {
-                (
-                    n.clone(),
-                    StageReport {
-                        kind,
-                        lcore: *lcore,
-                        packets_in: c.packets_in.get(),
-                        packets_out: c.packets_out.get(),
-                        bytes_in: c.bytes_in.get(),
-                        bytes_out: c.bytes_out.get(),
-                        dropped: c.dropped.get(),
-                        busy_polls: c.busy_polls.get(),
-                        idle_polls: c.idle_polls.get(),
-                        detail: None,
-                    },
-                )
-            })
-            .collect(),
+        stages: stage_reports(stages, replicas),
         rings: rings.iter().map(|(n, h)| (n.clone(), h.get())).collect(),
         pool: pool.stats(),
         stopped_by: None,
@@ -152,6 +178,9 @@ fn snapshot_of(
             + ports.iter().map(|(_, s)| s.in_flight()).sum::<u64>(),
     }
 }
+
+/// Instances of replicated stages, by instance name.
+type Replicas = BTreeMap<String, crate::pipeline::replica::Replica>;
 
 type StageEntry = (
     String,
@@ -169,6 +198,7 @@ pub struct Probe {
     ports: Vec<(String, Arc<dyn PortStats>)>,
     rings: Vec<(String, RingStatsHandle)>,
     stages: Vec<StageEntry>,
+    replicas: Replicas,
     pool: Pool,
 }
 
@@ -180,6 +210,7 @@ impl Probe {
             ports: b.ports.clone(),
             rings: b.rings.clone(),
             stages: b.stages.clone(),
+            replicas: b.replicas.clone(),
             pool: b.pool.clone(),
         }
     }
@@ -196,10 +227,52 @@ impl Probe {
             &self.ports,
             &self.rings,
             &self.stages,
+            &self.replicas,
             &self.pool,
             0.0,
         )
     }
+}
+
+/// Each stage's counters; a replicated stage's are summed over its replicas
+/// (in replica order), each replica kept beside the sum.
+fn stage_reports(stages: &[StageEntry], replicas: &Replicas) -> BTreeMap<String, StageReport> {
+    let mut out: BTreeMap<String, StageReport> = BTreeMap::new();
+    for (n, kind, lcore, c) in stages {
+        let r = StageReport {
+            kind,
+            lcore: *lcore,
+            packets_in: c.packets_in.get(),
+            packets_out: c.packets_out.get(),
+            bytes_in: c.bytes_in.get(),
+            bytes_out: c.bytes_out.get(),
+            dropped: c.dropped.get(),
+            busy_polls: c.busy_polls.get(),
+            idle_polls: c.idle_polls.get(),
+            detail: None,
+            replicas: Vec::new(),
+        };
+        match replicas.get(n) {
+            Some(rep) => {
+                let total = out.entry(rep.of.clone()).or_insert_with(|| StageReport {
+                    packets_in: 0,
+                    packets_out: 0,
+                    bytes_in: 0,
+                    bytes_out: 0,
+                    dropped: 0,
+                    busy_polls: 0,
+                    idle_polls: 0,
+                    ..r.clone()
+                });
+                total.add(&r);
+                total.replicas.push(r);
+            }
+            None => {
+                out.insert(n.clone(), r);
+            }
+        }
+    }
+    out
 }
 
 fn in_flight(b: &Built) -> u64 {
@@ -265,9 +338,7 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
     let mut report = snapshot(&built, active);
     report.stopped_by = Some(reason);
     for (name, d) in details {
-        if let Some(s) = report.stages.get_mut(&name) {
-            s.detail = Some(d);
-        }
+        attach_detail(&built, &mut report, &name, d);
     }
     if failures.is_empty() {
         Ok(report)

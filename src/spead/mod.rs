@@ -12,6 +12,8 @@
 //! - [`assemble`]: heap reassembly (reordering, duplicates, loss, several senders).
 //! - [`chunk`]: heaps placed straight into large chunks with a `present` map, a
 //!   window of chunks and a ring of free chunks.
+//! - [`group`]: receive groups (spead2's `ChunkStreamGroup`): members on several lcores
+//!   fill the same chunks, with lossy or lossless eviction.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
 //! - [`plot`]: a receive's rate and fraction present over time.
 //! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
@@ -25,6 +27,7 @@ pub mod chunk;
 /// the paths that tests, benches and fuzz targets use.
 pub use crate::cli::spead as cli;
 pub mod fsim;
+pub mod group;
 pub mod plot;
 pub mod send;
 pub mod stage;

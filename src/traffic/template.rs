@@ -59,6 +59,18 @@ impl AddrRange {
         }
     }
 
+    /// The `count` addresses from the `skip`-th on (a replica's slice; the
+    /// caller keeps `skip + count` within this range).
+    pub fn slice(&self, skip: u32, count: u32) -> AddrRange {
+        let first = match self.first {
+            IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a).wrapping_add(skip))),
+            IpAddr::V6(a) => {
+                IpAddr::V6(Ipv6Addr::from(u128::from(a).wrapping_add(u128::from(skip))))
+            }
+        };
+        AddrRange { first, count }
+    }
+
     /// Parses `"10.0.0.1"`, `"10.0.0.1-10.0.0.100"`, `"fd00::1"` or
     /// `"fd00::1-fd00::ff"` (both ends of one family).
     pub fn parse(s: &str) -> Result<AddrRange, String> {

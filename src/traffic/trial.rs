@@ -67,8 +67,15 @@ pub struct TrialResult {
     /// Gaps between consecutive transmitted bursts, over all generators: the
     /// rate's precision (a burst of 32 at 1 Mpps is due every 32 us).
     pub burst_gap_ns: Summary,
-    /// Per stream: (stream, sent... ) as received.
+    /// Per stream, as received: a stream that arrived at several analyzers
+    /// (replicas) is one entry, its counts summed and histograms merged.
     pub streams: Vec<StreamResult>,
+    /// Per generator (each replica of a replicated one): what it offered,
+    /// sent and could not send. These add up to the totals above.
+    pub generators: BTreeMap<String, GeneratorShare>,
+    /// Per analyzer (each replica of a replicated one): what it received.
+    /// These add up to the totals above.
+    pub analyzers: BTreeMap<String, AnalyzerShare>,
     /// Port counters over the trial (deltas).
     pub ports: BTreeMap<String, PortReport>,
     /// The pooled latency histogram (not serialized here; see stats files).
@@ -158,6 +165,34 @@ pub struct StreamResult {
     pub histogram: Histogram<u64>,
 }
 
+/// A stream's counts over the analyzers it arrived at: received,
+/// duplicates, reordered, and the histograms to merge.
+type StreamSum<'a> = (u64, u64, u64, Vec<&'a Histogram<u64>>);
+
+/// One generator's (or generator replica's) part of a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GeneratorShare {
+    /// Packets it was to send.
+    pub offered: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets not sent in time.
+    pub unsent: u64,
+}
+
+/// One analyzer's (or analyzer replica's) part of a trial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct AnalyzerShare {
+    /// Distinct packets of this trial received.
+    pub received: u64,
+    /// Duplicates.
+    pub duplicates: u64,
+    /// Packets out of order (within what this analyzer saw).
+    pub reordered: u64,
+    /// Packets of earlier trials.
+    pub stale: u64,
+}
+
 /// A trial could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum TrialError {
@@ -216,22 +251,34 @@ fn ports_delta(
         .iter()
         .map(|(name, a)| {
             let b = before.get(name).cloned().unwrap_or_default();
-            let mut d = a.clone();
-            d.rx_packets -= b.rx_packets;
-            d.rx_bytes -= b.rx_bytes;
-            d.tx_packets -= b.tx_packets;
-            d.tx_bytes -= b.tx_bytes;
-            d.dropped -= b.dropped;
-            for (k, v) in d.detail.iter_mut() {
-                // Gauges stay as they are now; counters become deltas (never
-                // below zero: a device may reset its counters).
-                if !GAUGES.contains(k) {
-                    *v = v.saturating_sub(b.detail.get(k).copied().unwrap_or(0));
-                }
-            }
-            (name.clone(), d)
+            (name.clone(), port_delta(a, &b))
         })
         .collect()
+}
+
+/// `a - b`, counter by counter, queue by queue.
+fn port_delta(a: &PortReport, b: &PortReport) -> PortReport {
+    let mut d = a.clone();
+    d.rx_packets -= b.rx_packets;
+    d.rx_bytes -= b.rx_bytes;
+    d.tx_packets -= b.tx_packets;
+    d.tx_bytes -= b.tx_bytes;
+    d.dropped -= b.dropped;
+    for (k, v) in d.detail.iter_mut() {
+        // Gauges stay as they are now; counters become deltas (never
+        // below zero: a device may reset its counters).
+        if !GAUGES.contains(k) {
+            *v = v.saturating_sub(b.detail.get(k).copied().unwrap_or(0));
+        }
+    }
+    let none = PortReport::default();
+    d.queues = a
+        .queues
+        .iter()
+        .enumerate()
+        .map(|(i, q)| port_delta(q, b.queues.get(i).unwrap_or(&none)))
+        .collect();
+    d
 }
 
 impl TrialRunner {
@@ -353,13 +400,19 @@ impl TrialRunner {
         let mut sent = 0;
         let mut unsent = 0;
         let mut gaps = Vec::new();
-        for (_, g, _) in &self.built.generators {
+        let mut generators = BTreeMap::new();
+        for (name, g, _) in &self.built.generators {
             gaps.extend(g.gaps.pop());
-            offered += g.offered.load(Ordering::Relaxed);
-            sent += g.sent.load(Ordering::Relaxed);
-            unsent += g.unsent.load(Ordering::Relaxed);
+            let share = GeneratorShare {
+                offered: g.offered.load(Ordering::Relaxed),
+                sent: g.sent.load(Ordering::Relaxed),
+                unsent: g.unsent.load(Ordering::Relaxed),
+            };
+            offered += share.offered;
+            sent += share.sent;
+            unsent += share.unsent;
+            generators.insert(name.clone(), share);
         }
-        let mut streams = Vec::new();
         let hist = latency::merge(
             reports
                 .iter()
@@ -367,23 +420,48 @@ impl TrialRunner {
         );
         let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
             (0, 0, 0, 0, 0);
-        for r in &reports {
+        let mut analyzers = BTreeMap::new();
+        // A stream may arrive at several analyzers (replicas on RSS queues):
+        // its counts add up, its histograms merge.
+        let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
+        for ((name, _), r) in self.built.analyzers.iter().zip(&reports) {
             stale += r.stale;
             invalid_latency += r.invalid_latency;
+            let mut share = AnalyzerShare {
+                received: 0,
+                duplicates: 0,
+                reordered: 0,
+                stale: r.stale,
+            };
             for s in &r.streams {
-                received += s.unique;
-                duplicates += s.duplicates;
-                reordered += s.reordered;
-                streams.push(StreamResult {
-                    stream: s.stream,
-                    received: s.unique,
-                    duplicates: s.duplicates,
-                    reordered: s.reordered,
-                    latency_ns: Summary::of(&s.histogram),
-                    histogram: s.histogram.clone(),
-                });
+                share.received += s.unique;
+                share.duplicates += s.duplicates;
+                share.reordered += s.reordered;
+                let e = by_stream.entry(s.stream).or_default();
+                e.0 += s.unique;
+                e.1 += s.duplicates;
+                e.2 += s.reordered;
+                e.3.push(&s.histogram);
             }
+            received += share.received;
+            duplicates += share.duplicates;
+            reordered += share.reordered;
+            analyzers.insert(name.clone(), share);
         }
+        let streams = by_stream
+            .into_iter()
+            .map(|(stream, (received, duplicates, reordered, h))| {
+                let histogram = latency::merge(h);
+                StreamResult {
+                    stream,
+                    received,
+                    duplicates,
+                    reordered,
+                    latency_ns: Summary::of(&histogram),
+                    histogram,
+                }
+            })
+            .collect();
         let secs = duration.as_secs_f64();
         let lost = offered.saturating_sub(received);
         let ports = ports_delta(&after, &before);
@@ -420,6 +498,8 @@ impl TrialRunner {
             latency_ns: Summary::of(&hist),
             burst_gap_ns: Summary::of(&latency::merge(gaps.iter())),
             streams,
+            generators,
+            analyzers,
             ports,
             histogram: hist,
         })
@@ -455,9 +535,7 @@ impl TrialRunner {
             let (_, details) = rt.stop();
             report = snapshot(&self.built, 0.0);
             for (name, d) in details {
-                if let Some(s) = report.stages.get_mut(&name) {
-                    s.detail = Some(d);
-                }
+                crate::runtime::run::attach_detail(&self.built, &mut report, &name, d);
             }
         }
         report

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, BURST, KIND, LCORE, RX};
+use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
@@ -24,6 +24,7 @@ pub struct AnalyzerSpec {
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     RX,
     Key::new(
         "latency",

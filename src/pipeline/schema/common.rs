@@ -19,6 +19,13 @@ pub(super) const LCORE: Key = Key::new(
     "the first of [pipeline] lcores",
     "the core whose lcore polls this stage",
 );
+/// `lcores`, on stages that can run as replicas.
+pub(super) const LCORES: Key = Key::new(
+    "lcores",
+    "core list",
+    "none (one lcore, `lcore`)",
+    "run as one replica per core, replica k on queue k of every port it touches (\"1-4\")",
+);
 /// A stage's `rx`.
 pub(super) const RX: Key = Key::new("rx", "string", "required", HELP_RX);
 /// A stage's `tx`.

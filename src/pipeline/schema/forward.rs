@@ -2,7 +2,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, tx, BURST, KIND, LCORE, RX, TX};
+use super::common::{burst, rx, tx, BURST, KIND, LCORE, LCORES, RX, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::basic::Forward;
 use crate::runtime::build::{BuildError, StageCtx};
@@ -15,7 +15,7 @@ pub struct ForwardConfig {
     pub burst: usize,
 }
 
-const KEYS: &[Key] = &[KIND, LCORE, RX, TX, BURST];
+const KEYS: &[Key] = &[KIND, LCORE, LCORES, RX, TX, BURST];
 
 pub(super) const DEF: StageDef = StageDef::new(
     "forward",

@@ -7,7 +7,7 @@ use toml::de::DeValue;
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, mac, tx, BURST, KIND, LCORE, MAX_LAG, TX};
+use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
@@ -48,6 +48,7 @@ pub struct GeneratorSpec {
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     TX,
     Key::new(
         "rate",

@@ -58,6 +58,12 @@ const KEYS: &[Key] = &[
     ),
     super::neigh::IP,
     super::neigh::MAC,
+    Key::new(
+        "queues",
+        "integer 1..=256",
+        "1",
+        "queue pairs, each a wire of its own (capacity split evenly), one per replica of a stage",
+    ),
 ];
 
 pub(super) const DEF: PortDef = PortDef::new(
@@ -78,6 +84,9 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
     .with_impairments(&imp);
     if let Some(r) = ring_size(t, sink, "ring") {
         c.ring = r;
+    }
+    if let Some((q, _)) = t.int(sink, "queues", 1..257) {
+        c.queues = q as u16;
     }
     Some(PortKind::Mem(c))
 }
@@ -117,7 +126,17 @@ impl PortConfig for MemConfig {
         if c.loss + c.duplicate + c.reorder > 0.0 {
             parts.push(format!("seed {}", c.seed));
         }
+        if c.queues > 1 {
+            parts.push(format!(
+                "{} queue pairs (each a wire of its own, the capacity split evenly)",
+                c.queues
+            ));
+        }
         parts.join(", ")
+    }
+
+    fn queues(&self, _dir: &str) -> u16 {
+        self.queues
     }
 
     fn open(&self, _cx: &PortCtx<'_>) -> Result<OpenPort, PortError> {

@@ -495,7 +495,13 @@ pub struct StageSpec {
     pub tx: Option<String>,
     /// Its kind and configuration.
     pub kind: StageKind,
+    /// `lcores = "1-4"`: the cores of its replicas (empty: one lcore, `lcore`).
+    /// The plan expands a replicated stage into one instance per core.
+    pub replicas: Vec<usize>,
+    /// Set on an instance of a replicated stage.
+    pub replica: Option<super::replica::Replica>,
     pub(crate) span: Span,
+    pub(crate) lcores_span: Span,
     pub(crate) rx_span: Span,
     pub(crate) tx_span: Span,
 }
@@ -616,6 +622,8 @@ fn parse_stage(
         }
         None => lcores.first().copied().unwrap_or(0),
     };
+    let lcores_span = t.span_of("lcores");
+    let replicas = super::replica::parse_stage_lcores(sink, &mut t, lcores);
     let Some(def) = STAGES.iter().find(|d| d.doc.name == kind) else {
         common::unknown_kind(sink, kind_span, &t.path, "stage", &kind, &valid);
         return None;
@@ -630,7 +638,10 @@ fn parse_stage(
         rx,
         tx,
         kind,
+        replicas,
+        replica: None,
         span,
+        lcores_span,
         rx_span,
         tx_span,
     })

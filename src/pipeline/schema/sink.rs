@@ -2,7 +2,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, BURST, KIND, LCORE, RX};
+use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -14,7 +14,7 @@ pub struct SinkConfig {
     pub burst: usize,
 }
 
-const KEYS: &[Key] = &[KIND, LCORE, RX, BURST];
+const KEYS: &[Key] = &[KIND, LCORE, LCORES, RX, BURST];
 
 pub(super) const DEF: StageDef = StageDef::new(
     "sink",

@@ -2,7 +2,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, tx, BURST, KIND, LCORE, MAX_LAG, TX};
+use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::basic::{udp_template, Source, SourcePacing};
 use crate::runtime::build::{BuildError, StageCtx};
@@ -30,6 +30,7 @@ pub struct SourceConfig {
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     TX,
     Key::new(
         "rate",

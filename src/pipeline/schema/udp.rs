@@ -48,6 +48,12 @@ const KEYS: &[Key] = &[
         "the kernel's",
         "send buffer to ask the kernel for",
     ),
+    Key::new(
+        "queues",
+        "integer 1..=256",
+        "1",
+        "sockets bound to one address with SO_REUSEPORT, one per replica of a stage",
+    ),
 ];
 
 pub(super) const DEF: PortDef =
@@ -61,6 +67,7 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
         interface: ipv4(t, sink, "interface").unwrap_or(Ipv4Addr::UNSPECIFIED),
         rcvbuf: t.size(sink, "rcvbuf").map(|(s, _)| s as usize),
         sndbuf: t.size(sink, "sndbuf").map(|(s, _)| s as usize),
+        queues: t.int(sink, "queues", 1..257).map_or(1, |(q, _)| q as u16),
     };
     if c.bind.is_none() && c.connect.is_none() {
         sink.error(
@@ -90,7 +97,14 @@ impl PortConfig for UdpConfig {
         if let Some(g) = self.multicast {
             parts.push(format!("multicast {g}"))
         }
+        if self.queues > 1 {
+            parts.push(format!("{} sockets (SO_REUSEPORT)", self.queues))
+        }
         parts.join(", ")
+    }
+
+    fn queues(&self, _dir: &str) -> u16 {
+        self.queues
     }
 
     fn open(&self, cx: &PortCtx<'_>) -> Result<OpenPort, PortError> {
