@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use linerate::search::cli::parse_goal;
+use linerate::search::goal::parse_goal;
 use linerate::search::measurer::parse_counts;
 use linerate::search::SimModel;
 

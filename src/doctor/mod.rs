@@ -8,10 +8,6 @@
 //! at a fake sysfs tree.
 #![forbid(unsafe_code)]
 
-/// The `linerate doctor` subcommand, which lives in [`crate::cli`]; this name keeps
-/// the paths that tests, benches and fuzz targets use.
-pub use crate::cli::doctor as cli;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -7,9 +7,6 @@
 //! segment format, and [`Config::usnic`] for Open MPI's usnic defaults.
 #![forbid(unsafe_code)]
 
-/// The `linerate reliable` subcommand, which lives in [`crate::cli`]; this name keeps
-/// the paths that tests, benches and fuzz targets use.
-pub use crate::cli::reliable as cli;
 pub mod compare;
 pub mod driver;
 pub mod endpoint;

@@ -18,9 +18,6 @@
 //! The design follows the copyrpc memo (`seeds/002`); see its notes on in-order
 //! intake and out-of-order replies.
 
-/// The `linerate rpc` subcommand, which lives in [`crate::cli`]; this name keeps
-/// the paths that tests, benches and fuzz targets use.
-pub use crate::cli::rpc as cli;
 pub mod bench;
 pub mod endpoint;
 pub mod flow;

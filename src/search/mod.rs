@@ -15,10 +15,6 @@
 #![forbid(unsafe_code)]
 
 pub mod binary;
-/// The `linerate search` subcommand, which lives in [`crate::cli`]; this name keeps
-/// the paths that tests, benches and fuzz targets use.
-pub use crate::cli::search as cli;
-
 pub mod goal;
 pub mod grid;
 pub mod html;

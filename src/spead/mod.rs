@@ -23,9 +23,6 @@
 pub mod assemble;
 pub mod check;
 pub mod chunk;
-/// The `linerate spead` subcommand, which lives in [`crate::cli`]; this name keeps
-/// the paths that tests, benches and fuzz targets use.
-pub use crate::cli::spead as cli;
 pub mod fsim;
 pub mod group;
 pub mod plot;
