@@ -5,7 +5,7 @@
 //! entry. A writer claims a region with one compare-and-swap on its owner byte;
 //! only the owner may copy into the region and mark it present. Whoever holds
 //! the chunk holds an `Arc` of it: when the group gets it back with
-//! [`Arc::try_unwrap`], no writer is left and [`SharedChunk::into_parts`]
+//! [`Arc::try_unwrap`](std::sync::Arc::try_unwrap), no writer is left and [`SharedChunk::into_parts`]
 //! hands out the plain data and `present` map (the writers' stores are
 //! visible then: dropping an `Arc` releases, `try_unwrap` acquires).
 
