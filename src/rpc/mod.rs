@@ -13,7 +13,7 @@
 //! * [`flow`]: the credit accounting and the checks of the peer's claims.
 //! * [`endpoint`]: the sans-IO endpoint (call, reply, poll).
 //! * [`transport`]: "write with immediate" over shared memory or in process.
-//! * [`cli`]: `linerate rpc serve` / `linerate rpc bench`.
+//! * [`crate::cli::rpc`]: `linerate rpc serve` / `linerate rpc bench`.
 //!
 //! The design follows the copyrpc memo (`seeds/002`); see its notes on in-order
 //! intake and out-of-order replies.

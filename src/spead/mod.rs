@@ -3,7 +3,7 @@
 //!
 //! Every core here is sans-IO: bytes and the current [`Instant`](crate::time::Instant)
 //! go in, packets, heaps, chunks and counters come out. The only sockets live in
-//! [`cli`].
+//! [`crate::cli::spead`].
 //!
 //! - [`wire`]: SPEAD version 4 packets (every SPEAD-64-XX flavour), zero-copy views,
 //!   owned representations, item descriptors.
