@@ -19,7 +19,7 @@
 //!   96-byte batch), and the answer written into the line the question came in.
 
 use clap::Parser;
-use linerate::cli::rpc::{self, RpcArgs};
+use linerate::cli::rpc::{self as cli, RpcArgs};
 use std::process::Command;
 
 #[derive(Debug, Parser)]

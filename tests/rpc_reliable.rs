@@ -195,7 +195,7 @@ fn rpc_over_reliable_put_on_an_impaired_wire() {
 
 #[test]
 fn rpc_bench_over_reliable_mem_wires() {
-    use linerate::cli::rpc::{self, BenchArgs, BenchTransport};
+    use linerate::cli::rpc::{self as cli, BenchArgs, BenchTransport};
     for loss in [0.0, 0.02] {
         let args = BenchArgs {
             transport: BenchTransport::ReliableMem,

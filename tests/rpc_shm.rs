@@ -2,7 +2,7 @@
 //! (`std::env::current_exe()`) with `LINERATE_RPC_ROLE` selecting the server
 //! role, so no extra binary is needed (hence `harness = false`).
 
-use linerate::cli::rpc::{self, BenchArgs, ServeArgs};
+use linerate::cli::rpc::{self as cli, BenchArgs, ServeArgs};
 use linerate::rpc::transport::shm::ShmTransport;
 use linerate::rpc::{Config, Endpoint, Handler, Request};
 use std::path::{Path, PathBuf};
