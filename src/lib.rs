@@ -18,6 +18,7 @@ pub mod doctor;
 pub mod hosts;
 pub mod latency;
 pub mod metrics;
+pub mod neigh;
 pub mod pipeline;
 pub mod port;
 pub mod reliable;

@@ -2,10 +2,13 @@
 //! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
 
 mod check;
+mod completions;
 pub mod doctor;
 #[cfg(feature = "mpi")]
 mod hosts;
+mod keys;
 mod latency;
+mod man;
 pub mod reliable;
 pub mod rpc;
 mod run;
@@ -50,6 +53,12 @@ enum Command {
     /// Check an MPI job (under mpirun): every rank checks in, rank 0 sums and reports; a dead or hung rank is named.
     #[cfg(feature = "mpi")]
     Hosts(hosts::HostsArgs),
+    /// Every pipeline key of every section, port kind and stage kind: type, default, meaning.
+    Keys(keys::KeysArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...) on stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page linerate(1), or write every page with --dir.
+    Man(man::ManArgs),
 }
 
 /// A failure, classified for the exit status.
@@ -120,6 +129,9 @@ pub fn main() -> ExitCode {
         Command::Rpc(a) => exit_code(rpc::run(&a)),
         #[cfg(feature = "mpi")]
         Command::Hosts(a) => hosts::run(&a),
+        Command::Keys(a) => keys::run(&a),
+        Command::Completions(a) => completions::run(&a),
+        Command::Man(a) => man::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

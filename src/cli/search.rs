@@ -57,7 +57,8 @@ pub struct SearchArgs {
     #[arg(long, default_value_t = 2)]
     pub phases: u32,
     /// A goal, repeatable, replacing the default NDR and PDR goals:
-    /// "LOSS_RATIO" or "name=X,loss=R[,width=W][,exceed=E][,sum=S]".
+    /// "LOSS_RATIO" or "name=X,loss=R,width=W,exceed=E,sum=S" (width, exceed
+    /// and sum optional).
     #[arg(long = "goal", value_name = "GOAL")]
     pub goals: Vec<String>,
     /// Draft mode for the default goals: share of the duration sum bad trials may take.

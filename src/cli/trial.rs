@@ -140,6 +140,9 @@ fn print_result(r: &TrialResult) {
         "  gaps between bursts ns: min {}  p50 {}  p99 {}  max {}",
         g.min, g.p50, g.p99, g.max
     );
+    if let Some(l) = r.limited_by {
+        let _ = writeln!(out, "  limited by: {}", l.advice());
+    }
 }
 
 pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {

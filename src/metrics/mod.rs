@@ -62,11 +62,14 @@ impl MetricsArgs {
         }
     }
 
-    /// Ends serving after `--metrics-hold`.
+    /// Ends serving after `--metrics-hold` (cut short by SIGINT or SIGTERM).
     pub fn stop(&self, server: Option<MetricsServer>) {
         if let Some(s) = server {
-            if !self.metrics_hold.is_zero() {
-                std::thread::sleep(self.metrics_hold);
+            let end = Instant::now() + self.metrics_hold;
+            while Instant::now() < end && crate::sys::signals::received().is_none() {
+                std::thread::sleep(
+                    Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),
+                );
             }
             s.stop();
         }

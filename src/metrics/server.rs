@@ -87,7 +87,7 @@ impl MetricsServer {
         self.addr
     }
 
-    /// Stops serving: the thread ends within [`POLL`] plus one response, and
+    /// Stops serving: the thread ends within `POLL` plus one response, and
     /// the listening socket closes (a scrape then finds the connection
     /// refused or closed, never a hang).
     pub fn stop(self) {

@@ -27,6 +27,7 @@
 
 mod diag;
 mod plan;
+pub mod reference;
 mod schema;
 mod table;
 
@@ -36,8 +37,8 @@ pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
     port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, HostClock,
-    HostSpec, Key, KindDoc, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig,
-    StageKind, StageSpec,
+    HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig,
+    SourceConfig, StageKind, StageSpec,
 };
 
 use crate::buf::PoolConfig;

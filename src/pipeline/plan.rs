@@ -673,9 +673,13 @@ impl fmt::Display for Plan {
                     .join(", ")
             };
             let (tx, rx) = (users(&u.tx_by), users(&u.rx_by));
+            let owns = spec.neigh.as_ref().map_or(String::new(), |n| {
+                let a: Vec<String> = n.addrs.iter().map(ToString::to_string).collect();
+                format!("; owns {} (answers ARP/NDP)", a.join(", "))
+            });
             writeln!(
                 f,
-                "    {} ({}): {}; tx from {tx}, rx to {rx}",
+                "    {} ({}): {}{owns}; tx from {tx}, rx to {rx}",
                 u.name,
                 u.kind,
                 spec.kind.describe()

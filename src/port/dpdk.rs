@@ -76,9 +76,14 @@ struct Stats {
     kind_rx: Vec<CacheAligned<QueueCounters>>,
     kind_tx: Vec<CacheAligned<QueueCounters>>,
     pool: Arc<PktmbufPool>,
+    mac: Option<[u8; 6]>,
 }
 
 impl PortStats for Stats {
+    fn mac(&self) -> Option<[u8; 6]> {
+        self.mac
+    }
+
     fn report(&self) -> PortReport {
         let sum = |v: &[CacheAligned<QueueCounters>], f: fn(&QueueCounters) -> &Counter| {
             v.iter().map(|q| f(q).get()).sum::<u64>()
@@ -166,7 +171,9 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
     for q in 0..config.tx_queues {
         tx.push(port.tx_queue(q).map_err(input)?);
     }
+    let mac = port.mac_addr().ok();
     let stats = Arc::new(Stats {
+        mac,
         port: Mutex::new(port),
         kind_rx: (0..config.rx_queues)
             .map(|_| CacheAligned::default())

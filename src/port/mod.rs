@@ -41,6 +41,18 @@ pub trait RxQueue: Send {
         false
     }
 
+    /// Called once by a stage that looks at every frame itself (an analyzer)
+    /// and hands those it does not recognise to [`RxQueue::offer`]: a side that
+    /// would otherwise inspect each frame (a port answering ARP/NDP) skips that.
+    fn set_inspected(&mut self) {}
+
+    /// A frame the stage did not recognise as its traffic: the port may take it
+    /// (an ARP request it answers, a non-IP frame it counts). Returns whether it
+    /// did; the stage then leaves it out of its own counts.
+    fn offer(&mut self, _now: Instant, _frame: &[u8]) -> bool {
+        false
+    }
+
     /// Whether [`RxQueue::rx_mbufs`] works: the side is a dpdk queue, so a
     /// stage forwarding to another dpdk queue can move raw mbufs (testpmd's
     /// io path) instead of wrapping each one in a [`crate::buf::Packet`].
@@ -176,6 +188,11 @@ pub trait PortStats: Send + Sync {
     /// mem wire's queue); the runtime drains until this is zero.
     fn in_flight(&self) -> u64 {
         0
+    }
+
+    /// The device's own MAC address, when it has one (a dpdk port's).
+    fn mac(&self) -> Option<[u8; 6]> {
+        None
     }
 }
 

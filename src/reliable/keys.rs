@@ -28,6 +28,7 @@ pub const KEYS: &[&str] = &[
     "seq_bits",
     "flight_gain",
     "flight_floor",
+    "peer_timeout",
 ];
 
 /// A bad key or value.
@@ -160,6 +161,21 @@ pub fn config_from_table(table: &toml::Table, skip: &[&str]) -> Result<Config, K
             "flight_floor" => {
                 cfg.flight_floor = int(key, v, 1, 32768, "an integer 1..=32768")? as u32
             }
+            "peer_timeout" => {
+                cfg.peer_timeout = match v {
+                    toml::Value::String(s) if s == "none" => None,
+                    _ => {
+                        let d = dur(key, v)?;
+                        if d.is_zero() {
+                            return Err(bad(
+                                key,
+                                "a duration above zero, like \"10s\", or \"none\"",
+                            ));
+                        }
+                        Some(d)
+                    }
+                }
+            }
             "initial_seq" => {
                 cfg.initial_seq =
                     int(key, v, 0, i64::from(u32::MAX), "an integer 0..=4294967295")? as u32
@@ -208,6 +224,11 @@ mod test {
         assert_eq!(c.max_message, 65536);
         assert_eq!(c.ordered, [true, false]);
         assert_eq!(c.retry_limit, None);
+        let c = config_from_table(&table("peer_timeout = '2s'"), &[]).unwrap();
+        assert_eq!(c.peer_timeout, Some(core::time::Duration::from_secs(2)));
+        let c = config_from_table(&table("peer_timeout = 'none'"), &[]).unwrap();
+        assert_eq!(c.peer_timeout, None);
+        assert!(config_from_table(&table("peer_timeout = '0s'"), &[]).is_err());
         let c = config_from_table(&table("flight_gain = 0\nflight_floor = 8"), &[]).unwrap();
         assert_eq!((c.flight_gain, c.flight_floor), (0, 8));
         assert_eq!(Config::usnic().flight_gain, 0);

@@ -109,21 +109,68 @@ pub struct SinkStats {
     pub bytes: u64,
 }
 
-/// Checks an ordered stream of messages made by [`fill`] with a fixed length.
+/// Checks a stream of messages made by [`fill`] with a fixed length: in
+/// order ([`Sink::new`]) or in any order, each once ([`Sink::unordered`]).
 #[derive(Debug, Clone, Default)]
 pub struct Sink {
     next: u64,
     len: usize,
     stats: SinkStats,
+    /// Unordered: one bit per index seen (from 0; grows with the highest index).
+    seen: Option<Vec<u64>>,
 }
 
 impl Sink {
-    /// A sink expecting messages `0, 1, 2, ...` of `len` bytes.
+    /// A sink expecting messages `0, 1, 2, ...` of `len` bytes, in that order.
     pub fn new(len: usize) -> Sink {
         Sink {
             len,
             ..Sink::default()
         }
+    }
+
+    /// A sink expecting each of messages `0, 1, 2, ...` of `len` bytes once,
+    /// in any order (an unordered channel); `expect` sizes its bitmap up
+    /// front (it grows past that if need be).
+    pub fn unordered(len: usize, expect: u64) -> Sink {
+        Sink {
+            len,
+            seen: Some(vec![0; usize::try_from(expect.div_ceil(64)).unwrap_or(0)]),
+            ..Sink::default()
+        }
+    }
+
+    fn check_unordered(&mut self, i: u64) -> bool {
+        let Some(seen) = self.seen.as_mut() else {
+            return false;
+        };
+        let Ok(w) = usize::try_from(i / 64) else {
+            self.stats.corrupt += 1;
+            return false;
+        };
+        // An index far beyond anything sent is damage, not a reason to
+        // allocate: at most 2^32 messages.
+        if w >= 1 << 26 {
+            self.stats.corrupt += 1;
+            return false;
+        }
+        if w >= seen.len() {
+            seen.resize((w + 1).next_power_of_two(), 0);
+        }
+        let bit = 1u64 << (i % 64);
+        if seen[w] & bit != 0 {
+            self.stats.duplicate += 1;
+            return false;
+        }
+        seen[w] |= bit;
+        self.stats.ok += 1;
+        while seen
+            .get((self.next / 64) as usize)
+            .is_some_and(|x| x & (1 << (self.next % 64)) != 0)
+        {
+            self.next += 1;
+        }
+        true
     }
 
     /// Checks one delivered message; returns whether it was the expected one, intact.
@@ -140,6 +187,9 @@ impl Sink {
         if data.len() != self.len || !matches(i, data) {
             self.stats.corrupt += 1;
             return false;
+        }
+        if self.seen.is_some() {
+            return self.check_unordered(i);
         }
         match i.cmp(&self.next) {
             core::cmp::Ordering::Equal => {
@@ -164,7 +214,7 @@ impl Sink {
         self.stats
     }
 
-    /// Index of the next expected message.
+    /// Index of the next expected message (unordered: the lowest not seen yet).
     pub fn next(&self) -> u64 {
         self.next
     }
@@ -194,6 +244,22 @@ mod test {
             (1, 1, 1, 2)
         );
         assert_eq!(s.next(), 3);
+    }
+
+    #[test]
+    fn unordered_sink_counts_each_once() {
+        let mut s = Sink::unordered(100, 2);
+        let mut m = Vec::new();
+        for i in [3, 0, 200, 1, 3, 2] {
+            fill(i, 100, &mut m);
+            s.check(&m);
+        }
+        let st = s.stats();
+        assert_eq!((st.ok, st.duplicate, st.out_of_order), (5, 1, 0));
+        assert_eq!(s.next(), 4);
+        fill(u64::MAX, 100, &mut m);
+        assert!(!s.check(&m));
+        assert_eq!(s.stats().corrupt, 1);
     }
 
     #[test]

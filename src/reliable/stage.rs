@@ -1,12 +1,20 @@
 //! The `reliable_tx` and `reliable_rx` stages: one endpoint per side, bound to
 //! a port (or ring) pair by [`driver::pump`]. The sender offers `messages`
-//! messages of `size` bytes made by [`pattern::fill_stamped`] (stamped with
+//! messages of `size` bytes made by [`pattern::fill_stamped`](super::pattern::fill_stamped) (stamped with
 //! the time of `send`), keeping the send credits full but at most
 //! [`SOURCE_QUEUE`] messages queued unsent in the endpoint; the receiver checks
-//! every byte with a [`pattern::Sink`] and records each message's delivery
+//! every byte with a [`pattern::Sink`](super::pattern::Sink) and records each message's delivery
 //! latency (the clock is CLOCK_MONOTONIC, shared by threads and processes).
 //! Both keep polling after they finish, so late ACKs and resends still flow
-//! until the pipeline stops.
+//! until the pipeline stops; the receiver reports itself finished only after
+//! [`LINGER`] without a datagram from the sender, so a sender whose last ACK
+//! was lost still gets it when it resends.
+//!
+//! A dead peer ends the stage with an error naming the stage, its port (with
+//! the peer's address) and why: the endpoint's retry limit or `peer_timeout`
+//! (sender), `peer_timeout` of silence while messages are still expected
+//! (receiver), or the peer's abort. A failing stage aborts its endpoint, so
+//! the peer ends too. The JSON detail says what was delivered either way.
 
 use std::sync::Arc;
 
@@ -26,7 +34,13 @@ use crate::runtime::{Context, Poll, Stage, StageCounters};
 /// the path's, not a queue in front of it.
 pub const SOURCE_QUEUE: usize = 8;
 use crate::time::Instant;
+use core::time::Duration;
 use hdrhistogram::Histogram;
+
+/// How long the receiver stays after its last message while the sender
+/// still talks (a lost final ACK makes it resend): it reports itself
+/// finished after this long without a datagram from the peer.
+pub const LINGER: Duration = Duration::from_millis(250);
 
 /// Which side a stage is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +49,16 @@ pub enum Role {
     Tx,
     /// Receives and checks them.
     Rx,
+}
+
+impl ReliableSpec {
+    /// `reliable_tx` or `reliable_rx`.
+    pub fn role_name(&self) -> &'static str {
+        match self.role {
+            Role::Tx => "reliable_tx",
+            Role::Rx => "reliable_rx",
+        }
+    }
 }
 
 /// A reliable stage's settings.
@@ -104,6 +128,9 @@ impl DatagramTx for PacketTx {
 /// The stage.
 pub struct ReliableStage {
     spec: ReliableSpec,
+    /// The stage's name and its port with the peer's address, for errors.
+    name: String,
+    peer: String,
     ep: Endpoint,
     input: Input,
     out: Output,
@@ -136,9 +163,16 @@ impl ReliableStage {
         counters: Arc<CacheAligned<StageCounters>>,
     ) -> Self {
         let mtu = spec.config.data_mtu.max(spec.config.priority_mtu);
+        let sink = if spec.config.ordered[Channel::Data.index()] {
+            Sink::new(spec.size)
+        } else {
+            Sink::unordered(spec.size, spec.messages.unwrap_or(0).min(1 << 24))
+        };
         ReliableStage {
+            name: String::new(),
+            peer: String::new(),
             ep: Endpoint::new(spec.config.clone()),
-            sink: Sink::new(spec.size),
+            sink,
             input,
             out,
             rx: Burst::new(),
@@ -171,6 +205,37 @@ impl ReliableStage {
     }
 }
 
+impl ReliableStage {
+    /// Names the stage and its peer (the port it transmits to, with the
+    /// peer's address) for its errors.
+    pub fn named(mut self, name: &str, peer: &str) -> Self {
+        self.name = name.to_string();
+        self.peer = peer.to_string();
+        self
+    }
+
+    fn who(&self) -> String {
+        format!(
+            "{} stage `{}` (data channel, peer on {})",
+            self.spec.role_name(),
+            self.name,
+            self.peer
+        )
+    }
+
+    fn dead_message_prefix(&self) -> String {
+        format!("{}: the peer was declared dead", self.who())
+    }
+
+    fn dead_message(&self) -> String {
+        let why = self
+            .ep
+            .dead_reason()
+            .map_or("unknown".to_string(), |r| r.to_string());
+        format!("{}: {why}", self.dead_message_prefix())
+    }
+}
+
 impl Stage for ReliableStage {
     fn poll(&mut self, cx: &Context) -> Poll {
         let now = cx.now;
@@ -191,17 +256,32 @@ impl Stage for ReliableStage {
                         self.next += 1;
                     }
                     Err(SendError::PeerDead) => {
-                        self.failure =
-                            Some("the peer was declared dead (retry limit reached)".into());
+                        self.failure = Some(self.dead_message());
                         break;
                     }
                     Err(_) => break,
                 }
             }
         }
+        // The receiver waits for messages: silence for `peer_timeout` ends
+        // it (the endpoint applies it only while it has data unacknowledged).
+        if self.spec.role == Role::Rx && self.failure.is_none() && !self.done() {
+            if let (Some(limit), Some(heard)) =
+                (self.spec.config.peer_timeout, self.ep.last_heard())
+            {
+                if now - heard > limit {
+                    self.ep.abort();
+                    self.failure = Some(format!(
+                        "{}: nothing heard from the peer for {limit:?} (peer_timeout) while messages were still expected",
+                        self.who()
+                    ));
+                }
+            }
+        }
         let rx_bytes = self.rx.bytes();
+        let dead_message = self.dead_message_prefix();
         let (sink, ep) = (&mut self.sink, &mut self.ep);
-        let mut failure = None;
+        let mut dead = false;
         let delivered = &mut self.delivered;
         let pass = driver::pump(
             ep,
@@ -211,9 +291,7 @@ impl Stage for ReliableStage {
             &mut self.tx,
             |e| match e {
                 Event::Message { data, .. } => delivered.push(data),
-                Event::PeerDead => {
-                    failure = Some("the peer was declared dead (retry limit reached)".to_string())
-                }
+                Event::PeerDead => dead = true,
                 _ => {}
             },
         );
@@ -228,8 +306,12 @@ impl Stage for ReliableStage {
             }
             ep.recycle(data);
         }
-        if failure.is_some() {
-            self.failure = failure;
+        if dead && self.failure.is_none() {
+            let why = self
+                .ep
+                .dead_reason()
+                .map_or("unknown".to_string(), |r| r.to_string());
+            self.failure = Some(format!("{dead_message}: {why}"));
         }
         self.rx_cache.free_bulk(&mut self.rx);
         let tx_bytes = self.tx.burst.bytes();
@@ -246,8 +328,15 @@ impl Stage for ReliableStage {
         if self.finished.is_none() && self.done() {
             self.finished = Some(now);
         }
-        if self.finished.is_some() || self.failure.is_some() {
+        if self.failure.is_some() {
             return Poll::Finished;
+        }
+        if let Some(done_at) = self.finished {
+            // The receiver lingers while the sender still talks.
+            let quiet_since = self.ep.last_heard().map_or(done_at, |h| h.max(done_at));
+            if self.spec.role == Role::Tx || now - quiet_since >= LINGER {
+                return Poll::Finished;
+            }
         }
         if pass.received + pass.sent > 0 {
             Poll::Busy
@@ -263,7 +352,19 @@ impl Stage for ReliableStage {
     fn finish(&mut self) -> Result<(), String> {
         let s = self.sink.stats();
         if let Some(f) = &self.failure {
-            return Err(f.clone());
+            let what = match self.spec.role {
+                Role::Tx => format!(
+                    "{} messages sent, {} of them not acknowledged",
+                    self.next,
+                    self.ep.unacked(Channel::Data)
+                ),
+                Role::Rx => format!("{} messages delivered intact", s.ok),
+            };
+            let of = self
+                .spec
+                .messages
+                .map_or(String::new(), |m| format!(" of {m}"));
+            return Err(format!("{f} ({what}{of})"));
         }
         if s.corrupt > 0 || s.duplicate > 0 || s.out_of_order > 0 {
             return Err(format!(
@@ -295,6 +396,9 @@ impl Stage for ReliableStage {
             "check": self.sink.stats(),
             "latency_ns": Summary::of(&self.latency),
             "failure": self.failure,
+            "dead_reason": self.ep.dead_reason(),
+            "peer": self.peer,
+            "unacked": self.ep.unacked(Channel::Data),
         }))
     }
 }

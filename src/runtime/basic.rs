@@ -28,6 +28,23 @@ impl Input {
         }
     }
 
+    /// The stage inspects every frame itself (see [`RxQueue::set_inspected`]).
+    pub fn set_inspected(&mut self) {
+        if let Input::Port(p) = self {
+            p.set_inspected();
+        }
+    }
+
+    /// Offers a frame the stage did not recognise to the port (see
+    /// [`RxQueue::offer`]); whether the port took it.
+    #[inline]
+    pub fn offer(&mut self, now: Instant, frame: &[u8]) -> bool {
+        match self {
+            Input::Port(p) => p.offer(now, frame),
+            Input::Ring(_) => false,
+        }
+    }
+
     /// Whether [`Input::recv_mbufs`] works (a dpdk queue).
     #[cfg(feature = "dpdk")]
     pub fn mbuf_native(&self) -> bool {

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::buf::{ring, Packet, Pool, PoolError, RingStatsHandle};
+use crate::neigh::bind as neigh_bind;
 use crate::pipeline::{Pipeline, Plan, StageSpec};
 use crate::port::{PortError, PortStats, RxQueue, TxQueue};
 
@@ -142,6 +143,12 @@ pub struct StageCtx<'a> {
     pub generators: &'a mut Vec<(String, Arc<GenControl>, f64)>,
     /// Analyzers, for trials: (name, control).
     pub analyzers: &'a mut Vec<(String, Arc<AnaControl>)>,
+    /// The port the stage transmits to, as `linerate check` describes it
+    /// (`port `u` (udp, bind ..., connect ...)`), for errors that name the peer.
+    pub tx_port: Option<String>,
+    /// The resolved MAC address of the stage's gateway and its port's own
+    /// (a generator's `gateway`, resolved before any stage runs).
+    pub next_hop: Option<Resolved>,
 }
 
 impl StageCtx<'_> {
@@ -211,6 +218,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
     let mut rx_sides: BTreeMap<String, Box<dyn RxQueue>> = BTreeMap::new();
     let mut tx_sides: BTreeMap<String, Box<dyn TxQueue>> = BTreeMap::new();
     let mut ports = Vec::new();
+    let mut neigh_ports = BTreeMap::new();
     for spec in &p.ports {
         let cx = PortCtx {
             name: &spec.name,
@@ -229,6 +237,22 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                 }
             }
         })?;
+        let opened = match &spec.neigh {
+            Some(n) => {
+                let mac = n.mac.or_else(|| opened.stats.mac());
+                let (o, shared) = neigh_bind::wrap(
+                    opened,
+                    crate::neigh::Config {
+                        mac: mac.unwrap_or(DEFAULT_PORT_MAC),
+                        addrs: n.addrs.clone(),
+                    },
+                    pool.clone(),
+                );
+                neigh_ports.insert(spec.name.clone(), shared);
+                o
+            }
+            None => opened,
+        };
         warnings.extend(
             opened
                 .warnings
@@ -242,6 +266,14 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             tx_sides.insert(side_name(&spec.name, q), tx);
         }
         ports.push((spec.name.clone(), opened.stats));
+    }
+    let resolved = resolve_gateways(plan, &neigh_ports, &mut rx_sides, &mut tx_sides)?;
+    let now = crate::time::monotonic_now();
+    for name in neigh_ports.keys() {
+        // The announcements (gratuitous ARP, unsolicited NA) go out now.
+        if let Some(tx) = tx_sides.get_mut(name) {
+            tx.flush(now);
+        }
     }
     let mut producers = BTreeMap::new();
     let mut consumers = BTreeMap::new();
@@ -292,7 +324,14 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         let counters = Arc::new(CacheAligned::<StageCounters>::default());
         let rx = s.rx.as_deref().map(&mut input).transpose()?;
         let tx = s.tx.as_deref().map(&mut output).transpose()?;
+        let tx_port = s.tx.as_deref().and_then(|t| {
+            p.ports
+                .iter()
+                .find(|q| q.name == t)
+                .map(|q| format!("port `{}` ({})", q.name, q.kind.describe()))
+        });
         let stage = s.kind.config().build(StageCtx {
+            tx_port,
             spec: s,
             file: &p.file,
             rx,
@@ -303,6 +342,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             links: &mut links,
             generators: &mut generators,
             analyzers: &mut analyzers,
+            next_hop: resolved.get(&s.name).copied(),
         })?;
         stages.push((s.name.clone(), s.kind.name(), s.lcore, counters.clone()));
         slots.insert(
@@ -313,6 +353,13 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                 counters,
             },
         );
+    }
+    // Transmit queue 0 of a port with addresses that no stage took: its
+    // receive side answers through it.
+    for (name, shared) in &neigh_ports {
+        if let Some(tx) = tx_sides.remove(name) {
+            shared.adopt_tx(tx);
+        }
     }
     #[cfg(feature = "dpdk")]
     let on_start = lcore_hook(eal, p.pin);
@@ -339,6 +386,73 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         generators,
         analyzers,
     })
+}
+
+/// The MAC address a port with addresses answers with when it names none and
+/// its device has none of its own (a mem wire): the generator's default
+/// `dst_mac`.
+pub const DEFAULT_PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+type NeighPorts = BTreeMap<String, Arc<neigh_bind::NeighPort>>;
+
+/// A generator's resolved gateway MAC and its port's own MAC.
+pub type Resolved = ([u8; 6], [u8; 6]);
+
+/// Resolves every generator's `gateway` on its port, before any stage runs;
+/// returns, by generator, the gateway's MAC and the port's own.
+fn resolve_gateways(
+    plan: &Plan,
+    neigh_ports: &NeighPorts,
+    rx_sides: &mut BTreeMap<String, Box<dyn RxQueue>>,
+    tx_sides: &mut BTreeMap<String, Box<dyn TxQueue>>,
+) -> Result<BTreeMap<String, Resolved>, BuildError> {
+    let p = &plan.pipeline;
+    let file = p.file.display();
+    let mut out = BTreeMap::new();
+    for s in &p.stages {
+        let (Some(gw), Some(tx)) = (s.kind.config().gateway(), &s.tx) else {
+            continue;
+        };
+        let tx = tx.strip_suffix(":0").unwrap_or(tx);
+        let port = tx.split(':').next().unwrap_or(tx);
+        let input = |m: String| BuildError::Input(format!("{file}: [stage.{}]: {m}", s.name));
+        let Some(shared) = neigh_ports.get(port) else {
+            return Err(input(format!(
+                "`gateway` needs an address on port `{port}` to ask from: add `ip = [\"ADDRESS/PREFIX\"]` to [port.{port}] (the generator's `src_ip`, on the gateway's subnet)"
+            )));
+        };
+        let config = shared.config();
+        let source = config
+            .addrs
+            .iter()
+            .find(|a| a.ip != gw && a.contains(gw))
+            .or_else(|| {
+                config
+                    .addrs
+                    .iter()
+                    .find(|a| a.ip != gw && a.ip.is_ipv4() == gw.is_ipv4())
+            })
+            .map(|a| a.ip)
+            .ok_or_else(|| {
+                input(format!(
+                    "port `{port}` has no {} address to ask for gateway {gw} from",
+                    if gw.is_ipv4() { "IPv4" } else { "IPv6" }
+                ))
+            })?;
+        let (Some(mut rxq), Some(mut txq)) = (rx_sides.remove(port), tx_sides.remove(tx)) else {
+            return Err(input(format!(
+                "`gateway` needs port `{port}` to receive and transmit on its queue 0"
+            )));
+        };
+        let r = neigh_bind::resolve(shared, rxq.as_mut(), txq.as_mut(), gw, source);
+        rx_sides.insert(port.to_string(), rxq);
+        tx_sides.insert(tx.to_string(), txq);
+        let mac = r.map_err(|e| {
+            BuildError::Runtime(format!("{file}: [stage.{}]: port `{port}`: {e}", s.name))
+        })?;
+        out.insert(s.name.clone(), (mac, config.mac));
+    }
+    Ok(out)
 }
 
 /// Initialises the EAL when the pipeline has dpdk ports: the `[eal]` arguments

@@ -1,7 +1,7 @@
 //! The runtime: lcores (pinned threads) polling their stages run-to-completion,
 //! with start, drain and stop under one controller.
 //!
-//! Each lcore runs the loop in [`lcore_loop`]: read the clock once, poll every
+//! Each lcore runs the loop in `lcore_loop`: read the clock once, poll every
 //! stage once, repeat until told to stop. Stopping is two-phase: on `--duration`,
 //! Ctrl-C or when every finite stage has finished, the controller asks stages to
 //! drain (sources stop producing, everything else keeps moving packets); once

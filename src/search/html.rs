@@ -48,8 +48,18 @@ pub fn render(report: &Report, source: &str) -> Result<String, plot::PlotError> 
          <p>Measured: <code>{src}</code><br>linerate {ver}; {n} trials, {dur:.1} s of trial time.</p>\n",
         alg = esc(&report.algorithm.to_uppercase()),
         src = esc(source),
-        cls = if failed { "bad" } else { "ok" },
-        verdict = if failed { "FAILED" } else { "complete" },
+        cls = if failed || report.interrupted {
+            "bad"
+        } else {
+            "ok"
+        },
+        verdict = if report.interrupted {
+            "INTERRUPTED (the trials finished so far)"
+        } else if failed {
+            "FAILED"
+        } else {
+            "complete"
+        },
         ver = env!("CARGO_PKG_VERSION"),
         n = report.outcome.trial_count,
         dur = report.outcome.trial_duration_sum_s,

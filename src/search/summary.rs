@@ -13,8 +13,30 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
         "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
         "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
     )?;
+    // A bound measured where the generator, not the device, lost most packets
+    // is the tool's limit: marked with `*`.
+    let generator_limited = |rate: Option<f64>| {
+        rate.is_some_and(|r| {
+            report.trials.iter().any(|t| {
+                t.rate_pps == r && t.limited_by == Some(crate::traffic::trial::LimitedBy::Generator)
+            })
+        })
+    };
+    let mark = |rate: Option<f64>| {
+        let m = mpps(rate);
+        if generator_limited(rate) {
+            format!("{m}*")
+        } else {
+            m
+        }
+    };
+    let mut any_limited = false;
     for g in &report.outcome.goals {
         let mut notes = Vec::new();
+        if generator_limited(g.lower_pps) || generator_limited(g.upper_pps) {
+            any_limited = true;
+            notes.push("* generator-limited");
+        }
         if g.max_rate_is_lower_bound {
             notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
         }
@@ -29,8 +51,8 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9.1}  {}",
             g.goal.name,
             g.goal.loss_ratio,
-            mpps(g.lower_pps),
-            mpps(g.upper_pps),
+            mark(g.lower_pps),
+            mark(g.upper_pps),
             g.width.map_or("-".into(), |w| format!("{:.3}", w * 100.0)),
             g.trial_count,
             g.trial_duration_sum_s,
@@ -78,6 +100,13 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
              counted as lost)",
             known.iter().filter(|&&u| u > 0).count(),
             known.len()
+        )?;
+    }
+    if any_limited {
+        writeln!(
+            out,
+            "* at the marked bounds {}; the device itself was not measured there",
+            crate::traffic::trial::LimitedBy::Generator.advice()
         )?;
     }
     Ok(())

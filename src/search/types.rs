@@ -208,6 +208,10 @@ pub struct TrialRecord {
     /// part of the loss ratio; `offered - received - unsent` were lost on the way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsent: Option<u64>,
+    /// Where most of the loss happened, when the measurer reports unsent packets and
+    /// there was loss: `generator` when unsent packets are most of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<crate::traffic::trial::LimitedBy>,
     /// Accounted search time at the end of this trial (s).
     pub end_s: f64,
     /// The trial came from an earlier, interrupted run (`search --resume`).
@@ -227,16 +231,18 @@ impl TrialRecord {
         } else {
             lost as f64 / base as f64
         };
+        let unsent = counts
+            .unsent
+            .map(|u| u + intended.saturating_sub(counts.offered));
         TrialRecord {
+            limited_by: unsent.and_then(|u| crate::traffic::trial::LimitedBy::of(lost, u, 0)),
             phase: req.phase,
             rate_pps: req.rate_pps,
             duration_s: req.duration_s,
             offered: counts.offered,
             received: counts.received,
             loss_ratio,
-            unsent: counts
-                .unsent
-                .map(|u| u + intended.saturating_sub(counts.offered)),
+            unsent,
             end_s,
             resumed: false,
         }

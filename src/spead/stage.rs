@@ -19,6 +19,9 @@
 //! packet (if set), or when the pipeline drains; it then flushes its window,
 //! hands every chunk over and tells its sink, which ends once it has consumed
 //! them all.
+//!
+//! Long on purpose: the three SPEAD stages share their chunk link, counters and
+//! drain protocol; split them into stage/{send,recv,sink}.rs when one grows.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -404,6 +407,22 @@ impl SpeadSend {
     }
 }
 
+impl SpeadSend {
+    /// Sends the burst and counts what left (the output may keep a tail).
+    fn send_counted(&mut self, now: Instant) -> usize {
+        let bytes = self.burst.bytes();
+        let sent = self.out.send(now, &mut self.burst);
+        let kept = if self.burst.is_empty() {
+            0
+        } else {
+            self.burst.bytes()
+        };
+        self.counters.packets_out.add(sent as u64);
+        self.counters.bytes_out.add(bytes - kept);
+        sent
+    }
+}
+
 impl Stage for SpeadSend {
     fn poll(&mut self, cx: &Context) -> Poll {
         let now = cx.now;
@@ -411,17 +430,7 @@ impl Stage for SpeadSend {
         if !self.burst.is_empty() {
             // What the output refused last time goes first (back pressure).
             let before = self.burst.len();
-            let bytes = self.burst.bytes();
-            let sent = self.out.send(now, &mut self.burst);
-            self.counters.packets_out.add(sent as u64);
-            self.counters.bytes_out.add(
-                bytes
-                    - if self.burst.is_empty() {
-                        0
-                    } else {
-                        self.burst.bytes()
-                    },
-            );
+            let sent = self.send_counted(now);
             if !self.burst.is_empty() {
                 return if sent > 0 { Poll::Busy } else { Poll::Idle };
             }
@@ -479,17 +488,7 @@ impl Stage for SpeadSend {
         }
         if !self.burst.is_empty() {
             busy = true;
-            let bytes = self.burst.bytes();
-            let sent = self.out.send(now, &mut self.burst);
-            self.counters.packets_out.add(sent as u64);
-            self.counters.bytes_out.add(
-                bytes
-                    - if self.burst.is_empty() {
-                        0
-                    } else {
-                        self.burst.bytes()
-                    },
-            );
+            self.send_counted(now);
         } else {
             self.out.flush(now);
         }

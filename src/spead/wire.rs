@@ -18,6 +18,9 @@
 //! panics, and [`Packet::header`] describes a packet whose payload lies inside the
 //! buffer and inside the heap length (when one is given). Every malformed packet is
 //! an [`Error`], never a panic: a fuzz target holds the decoder to that.
+//!
+//! Long on purpose: the codec for every flavour and its byte-fixture tests (a
+//! fifth of the file) are one concern, read together.
 
 use core::ops::Range;
 

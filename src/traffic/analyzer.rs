@@ -236,6 +236,10 @@ impl Analyzer {
         control: Arc<AnaControl>,
         counters: Arc<CacheAligned<StageCounters>>,
     ) -> Self {
+        // Every frame is parsed below; the ones that are not ours go to the
+        // port's `offer`, so the port need not look at each one first.
+        let mut input = input;
+        input.set_inspected();
         Analyzer {
             input,
             cache,
@@ -344,7 +348,10 @@ impl Stage for Analyzer {
             let data = pkt.data();
             bytes += data.len() as u64;
             let Some(stamp) = udp_payload(data).and_then(|p| Stamp::new_checked(p).ok()) else {
-                self.foreign += 1;
+                // Not ours: the port may want it (ARP/NDP for its addresses).
+                if !self.input.offer(cx.now, data) {
+                    self.foreign += 1;
+                }
                 continue;
             };
             if stamp.epoch() != self.epoch as u8 {

@@ -11,6 +11,9 @@
 //! (40-byte header, no header checksum, a UDP checksum over the IPv6
 //! pseudo-header, which IPv6 makes mandatory: a computed 0 is sent as
 //! 0xffff). An IPv6 frame needs [`MIN_FRAME_V6`] bytes to carry the stamp.
+//!
+//! Long on purpose: IPv4 and IPv6 frames, flows and sizes are one template, and
+//! its checksum and layout tests (a third of the file) are read with it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -46,6 +46,9 @@ pub struct TrialResult {
     pub lost: u64,
     /// `lost / offered` (unsent counts as loss, as in MLRsearch).
     pub loss_ratio: f64,
+    /// Where most of the loss happened, when there was loss (see
+    /// [`LimitedBy`]); the loss itself is counted the same either way.
+    pub limited_by: Option<LimitedBy>,
     /// Sent packets per second of the trial.
     pub tx_pps: f64,
     /// Received packets per second of the trial.
@@ -79,6 +82,60 @@ impl std::fmt::Debug for TrialResult {
         match serde_json::to_string(self) {
             Ok(s) => f.write_str(&s),
             Err(_) => f.write_str("TrialResult"),
+        }
+    }
+}
+
+/// Where most of a lossy trial's loss happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitedBy {
+    /// The generator: packets unsent (or sent more than `max_lag` late, which
+    /// counts as unsent) make up most of the loss. The device was not measured
+    /// at this rate; the tool was.
+    Generator,
+    /// Our own receive side: drops counted by the receiving ports (missed by
+    /// the device, no mbuf) make up most of the loss.
+    Receiver,
+    /// Lost after leaving: the device under test, or a receive path whose
+    /// drops our port cannot see (net_af_packet's socket ring).
+    Dut,
+}
+
+impl LimitedBy {
+    /// Classifies a trial's loss: `unsent` of the `lost` packets never left,
+    /// `rx_dropped` were dropped by our receiving ports. The larger share wins
+    /// when it is more than half; otherwise the device is to blame.
+    pub fn of(lost: u64, unsent: u64, rx_dropped: u64) -> Option<LimitedBy> {
+        if lost == 0 {
+            None
+        } else if unsent.saturating_mul(2) > lost {
+            Some(LimitedBy::Generator)
+        } else if rx_dropped.saturating_mul(2) > lost {
+            Some(LimitedBy::Receiver)
+        } else {
+            Some(LimitedBy::Dut)
+        }
+    }
+
+    /// What to change so the device, not the tool, is measured.
+    pub fn advice(self) -> &'static str {
+        match self {
+            LimitedBy::Generator => {
+                "the generator did not keep up (unsent/late packets are most of the loss): \
+                 give it more lcores (another generator stage with `share`), a faster port \
+                 kind (net_af_xdp instead of net_af_packet, a NIC), or a larger `max_lag` \
+                 if it was only late"
+            }
+            LimitedBy::Receiver => {
+                "our receiving port dropped most of the lost packets (missed, no mbuf): \
+                 give its analyzer an lcore of its own, more rx descriptors or mbufs"
+            }
+            LimitedBy::Dut => {
+                "the packets were lost after they left: in the device under test, or on \
+                 the way back in a receive ring our port cannot count (net_af_packet reports \
+                 no drops); the device's own counters tell which"
+            }
         }
     }
 }
@@ -148,6 +205,9 @@ pub struct TrialRunner {
     clock: Clock,
 }
 
+/// Port details that are levels, not counts: a trial reports them as they are.
+const GAUGES: &[&str] = &["in_flight", "mbufs_in_use", "link_up", "link_speed_mbps"];
+
 fn ports_delta(
     after: &BTreeMap<String, PortReport>,
     before: &BTreeMap<String, PortReport>,
@@ -163,8 +223,10 @@ fn ports_delta(
             d.tx_bytes -= b.tx_bytes;
             d.dropped -= b.dropped;
             for (k, v) in d.detail.iter_mut() {
-                if *k != "in_flight" {
-                    *v -= b.detail.get(k).copied().unwrap_or(0);
+                // Gauges stay as they are now; counters become deltas (never
+                // below zero: a device may reset its counters).
+                if !GAUGES.contains(k) {
+                    *v = v.saturating_sub(b.detail.get(k).copied().unwrap_or(0));
                 }
             }
             (name.clone(), d)
@@ -324,6 +386,16 @@ impl TrialRunner {
         }
         let secs = duration.as_secs_f64();
         let lost = offered.saturating_sub(received);
+        let ports = ports_delta(&after, &before);
+        let rx_dropped: u64 = ports
+            .values()
+            .map(|p| {
+                ["eth_imissed", "eth_rx_nombuf"]
+                    .iter()
+                    .map(|k| p.detail.get(k).copied().unwrap_or(0))
+                    .sum::<u64>()
+            })
+            .sum();
         Ok(TrialResult {
             trial: epoch,
             rate_pps,
@@ -338,6 +410,7 @@ impl TrialRunner {
             } else {
                 lost as f64 / offered as f64
             },
+            limited_by: LimitedBy::of(lost, unsent, rx_dropped),
             tx_pps: sent as f64 / secs,
             rx_pps: received as f64 / secs,
             duplicates,
@@ -347,7 +420,7 @@ impl TrialRunner {
             latency_ns: Summary::of(&hist),
             burst_gap_ns: Summary::of(&latency::merge(gaps.iter())),
             streams,
-            ports: ports_delta(&after, &before),
+            ports,
             histogram: hist,
         })
     }

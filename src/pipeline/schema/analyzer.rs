@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, RX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::analyzer::{AnaControl, Analyzer, LatencyMode};
@@ -40,17 +40,13 @@ const KEYS: &[Key] = &[
     BURST,
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "analyzer",
-        what: "an analyzer stage",
-        doc: "counts stamped traffic per stream: loss, order, latency",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "analyzer",
+    "an analyzer stage",
+    "counts stamped traffic per stream: loss, order, latency",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let rx = rx(t, sink);

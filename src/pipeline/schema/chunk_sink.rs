@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{KIND, LCORE};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, LinkCtx, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::stage::{
@@ -42,19 +42,16 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "chunk_sink",
-        what: "a chunk_sink stage",
-        doc: "consumes a spead_recv stage's chunks: discards, checks or writes them",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    // A chunk sink has no rx: the span of its `from` (resolved by the plan)
-    // stands in the rx span.
-    rx_key: "from",
+// A chunk sink has no rx: the span of its `from` (resolved by the plan)
+// stands in the rx span.
+pub(super) const DEF: StageDef = StageDef::new(
+    "chunk_sink",
+    "a chunk_sink stage",
+    "consumes a spead_recv stage's chunks: discards, checks or writes them",
+    KEYS,
     parse,
-};
+)
+.rx_key("from");
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let c = parse_chunk_sink(t, sink);

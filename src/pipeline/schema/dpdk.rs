@@ -3,7 +3,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::KIND;
-use super::{Key, KindDoc, PortDef, PortKind};
+use super::{Key, PortDef, PortKind};
 
 const KEYS: &[Key] = &[
     KIND,
@@ -42,18 +42,17 @@ const KEYS: &[Key] = &[
         "none",
         "the port's line rate, for rates given in percent",
     ),
+    super::neigh::IP,
+    super::neigh::MAC,
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "dpdk",
-        what: "a dpdk port",
-        doc: "a DPDK device (needs the `dpdk` cargo feature)",
-        keys: KEYS,
-        more_keys: &[],
-    },
+pub(super) const DEF: PortDef = PortDef::new(
+    "dpdk",
+    "a dpdk port",
+    "a DPDK device (needs the `dpdk` cargo feature)",
+    KEYS,
     parse,
-};
+);
 
 #[cfg(not(feature = "dpdk"))]
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {

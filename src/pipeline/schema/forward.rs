@@ -3,7 +3,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, tx, BURST, KIND, LCORE, RX, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::basic::Forward;
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -17,17 +17,13 @@ pub struct ForwardConfig {
 
 const KEYS: &[Key] = &[KIND, LCORE, RX, TX, BURST];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "forward",
-        what: "a forward stage",
-        doc: "moves packets from rx to tx",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "forward",
+    "a forward stage",
+    "moves packets from rx to tx",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let rx = rx(t, sink);

@@ -8,7 +8,7 @@ use toml::de::DeValue;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, MAX_LAG, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::generator::{GenConfig, GenControl, Generator};
@@ -38,6 +38,11 @@ pub struct GeneratorSpec {
     pub share: f64,
     /// How late a packet may go out before it is counted as unsent.
     pub max_lag: std::time::Duration,
+    /// The next hop whose MAC address becomes `dst_mac`, resolved before the
+    /// first packet (`gateway = "10.1.0.1"`).
+    pub gateway: Option<std::net::IpAddr>,
+    /// `src_mac` was written (else a gateway's port supplies its own).
+    pub src_mac_given: bool,
 }
 
 const KEYS: &[Key] = &[
@@ -121,19 +126,21 @@ const KEYS: &[Key] = &[
         "the addresses' family (IPv4)",
         "the frames' address family",
     ),
+    Key::new(
+        "gateway",
+        "IP address",
+        "none (use dst_mac)",
+        "the device's address on this link: its MAC is resolved (ARP/NDP) before the first packet and becomes dst_mac; the tx port needs `ip`",
+    ),
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "generator",
-        what: "a generator stage",
-        doc: "stamped UDP traffic for trials and searches",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "generator",
+    "a generator stage",
+    "stamped UDP traffic for trials and searches",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let tx = tx(t, sink);
@@ -160,6 +167,54 @@ fn range<T>(
             default
         }
     }
+}
+
+/// `gateway`: an address of the frames' family, instead of `dst_mac`.
+fn generator_gateway(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    frames: &FrameSpec,
+) -> Option<std::net::IpAddr> {
+    let (s, span) = t.string(sink, "gateway")?;
+    let ip: std::net::IpAddr = match s.parse() {
+        Ok(ip) => ip,
+        Err(_) => {
+            sink.error(
+                span,
+                &t.path,
+                Some("gateway"),
+                format!("`{s}` is not an IP address"),
+                Some(
+                    "the device's address on this link, like \"10.1.0.1\" or \"fd00:1::1\"".into(),
+                ),
+            );
+            return None;
+        }
+    };
+    if t.has("dst_mac") {
+        sink.error(
+            t.span_of("dst_mac"),
+            &t.path,
+            Some("dst_mac"),
+            "`dst_mac` and `gateway` both say where the frames go",
+            Some("give one: `gateway` resolves the MAC address before the first packet".into()),
+        );
+    }
+    if ip.is_ipv6() != frames.is_v6() {
+        let fam = |v6: bool| if v6 { "IPv6" } else { "IPv4" };
+        sink.error(
+            span,
+            &t.path,
+            Some("gateway"),
+            format!(
+                "the gateway is {} but the frames are {}",
+                fam(ip.is_ipv6()),
+                fam(frames.is_v6())
+            ),
+            None,
+        );
+    }
+    Some(ip)
 }
 
 fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec {
@@ -239,7 +294,10 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .int(sink, "seed", 0..i64::MAX)
             .map_or(1, |(s, _)| s as u64),
     };
+    let gateway = generator_gateway(t, sink, &frames);
     GeneratorSpec {
+        gateway,
+        src_mac_given: t.has("src_mac"),
         frames,
         stream: t.int(sink, "stream", 0..256).map_or(0, |(s, _)| s as u16),
         rate: t.rate(sink, "rate").map(|x| x.0),
@@ -397,13 +455,20 @@ impl StageConfig for GeneratorSpec {
         let rate = g.rate_pps.map_or("rate set by each trial".into(), |r| {
             format!("{}pps when run", si(r))
         });
+        let gw = g.gateway.map_or(String::new(), |ip| {
+            format!(", gateway {ip} (resolved at start)")
+        });
         format!(
-            "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}",
+            "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}{gw}",
             g.stream,
             if g.frames.is_v6() { "IPv6, " } else { "" },
             g.frames.flows(),
             g.burst
         )
+    }
+
+    fn gateway(&self) -> Option<std::net::IpAddr> {
+        self.gateway
     }
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
@@ -415,8 +480,15 @@ impl StageConfig for GeneratorSpec {
         }
         cx.generators
             .push((cx.spec.name.clone(), control.clone(), g.share));
+        let mut frames = g.frames.clone();
+        if let Some((gateway_mac, port_mac)) = cx.next_hop {
+            frames.dst_mac = gateway_mac;
+            if !g.src_mac_given {
+                frames.src_mac = port_mac;
+            }
+        }
         let config = GenConfig {
-            frames: g.frames.clone(),
+            frames,
             stream: g.stream,
             burst: g.burst,
             max_lag: g.max_lag,

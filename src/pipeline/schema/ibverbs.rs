@@ -4,7 +4,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::KIND;
-use super::{Key, KindDoc, PortDef, PortKind};
+use super::{Key, PortDef, PortKind};
 
 const KEYS: &[Key] = &[
     KIND,
@@ -66,16 +66,13 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "ibverbs",
-        what: "an ibverbs port",
-        doc: "ibverbs raw packet queues (needs the `ibverbs` cargo feature)",
-        keys: KEYS,
-        more_keys: &[],
-    },
+pub(super) const DEF: PortDef = PortDef::new(
+    "ibverbs",
+    "an ibverbs port",
+    "ibverbs raw packet queues (needs the `ibverbs` cargo feature)",
+    KEYS,
     parse,
-};
+);
 
 #[cfg(not(feature = "ibverbs"))]
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {

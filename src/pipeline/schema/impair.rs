@@ -20,7 +20,7 @@ use toml::de::DeValue;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, tx, BURST, KIND, LCORE, RX, TX};
-use super::{Key, KindDoc, ParsedStage, PortKind, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, PortKind, StageConfig, StageDef, StageKind};
 use crate::port::impair::{Capacity, Distribution, Impairments, Jitter};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::impair::{Impair, ImpairSpec, DEFAULT_LIMIT};
@@ -115,17 +115,13 @@ const JITTER_KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "impair",
-        what: "an impair stage",
-        doc: "forwards from rx to tx through seeded loss, duplication, reordering, delay and jitter, in real time",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "impair",
+    "an impair stage",
+    "forwards from rx to tx through seeded loss, duplication, reordering, delay and jitter, in real time",
+    KEYS,
     parse,
-};
+);
 
 const JITTER_EXAMPLE: &str = "jitter = { distribution = \"uniform\", min = \"0ms\", max = \"2ms\" }, { distribution = \"normal\", mean = \"2ms\", stddev = \"500us\" } or { distribution = \"exponential\", mean = \"1ms\" }, each with `order = \"keep\"` (the default) or `\"any\"`";
 

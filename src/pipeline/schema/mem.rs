@@ -4,7 +4,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ring_size, KIND};
-use super::{Key, KindDoc, PortConfig, PortDef, PortKind};
+use super::{Key, PortConfig, PortDef, PortKind};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::{OpenPort, PortError};
 use crate::runtime::build::PortCtx;
@@ -56,18 +56,17 @@ const KEYS: &[Key] = &[
         "none",
         "the wire's line rate, for rates given in percent",
     ),
+    super::neigh::IP,
+    super::neigh::MAC,
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "mem",
-        what: "a mem port",
-        doc: "an in-process wire with capacity, queue and impairments",
-        keys: KEYS,
-        more_keys: &[],
-    },
+pub(super) const DEF: PortDef = PortDef::new(
+    "mem",
+    "a mem port",
+    "an in-process wire with capacity, queue and impairments",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
     // The impairment keys, read by the same code as the impair stage's.

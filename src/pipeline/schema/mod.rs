@@ -20,6 +20,7 @@ mod host;
 mod ibverbs;
 mod impair;
 mod mem;
+mod neigh;
 mod pcap;
 mod reliable;
 mod sink;
@@ -48,6 +49,7 @@ pub use analyzer::AnalyzerSpec;
 pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
 pub use host::{HostClock, HostSpec};
+pub use neigh::NeighSpec;
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
 
@@ -90,7 +92,7 @@ impl Key {
 pub struct KindDoc {
     /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
     pub name: &'static str,
-    /// How messages name it ("a mem port", "[pool]").
+    /// How messages name it (`"a mem port"`, `"[pool]"`).
     pub what: &'static str,
     /// What it is, in one line.
     pub doc: &'static str,
@@ -108,6 +110,29 @@ pub(crate) struct PortDef {
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
 }
 
+impl PortDef {
+    /// A port kind named `name` ("mem"), `what` in messages ("a mem port"),
+    /// with its one-line `doc`, its keys and its reader.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> Option<PortKind>,
+    ) -> PortDef {
+        PortDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            parse,
+        }
+    }
+}
+
 /// What a stage reader returns: the kind, its rx and its tx.
 pub(crate) type ParsedStage = (StageKind, Option<String>, Option<String>);
 
@@ -117,6 +142,50 @@ pub(crate) struct StageDef {
     pub(crate) doc: KindDoc,
     pub(crate) rx_key: &'static str,
     pub(crate) parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+}
+
+impl StageDef {
+    /// A stage kind named `name` ("source"), `what` in messages ("a source
+    /// stage"), with its one-line `doc`, its keys and its reader; its input's
+    /// key is `rx`.
+    pub(crate) const fn new(
+        name: &'static str,
+        what: &'static str,
+        doc: &'static str,
+        keys: &'static [Key],
+        parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
+    ) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                name,
+                what,
+                doc,
+                keys,
+                more_keys: &[],
+            },
+            rx_key: "rx",
+            parse,
+        }
+    }
+
+    /// The same, with `key` standing for its input in the plan's messages.
+    pub(crate) const fn rx_key(self, key: &'static str) -> StageDef {
+        StageDef {
+            rx_key: key,
+            ..self
+        }
+    }
+
+    /// The same, with keys passed on to a reader of their own.
+    pub(crate) const fn more_keys(self, keys: &'static [Key]) -> StageDef {
+        StageDef {
+            doc: KindDoc {
+                more_keys: keys,
+                ..self.doc
+            },
+            ..self
+        }
+    }
 }
 
 /// What each port kind's settings do beyond parsing (implemented in the
@@ -160,6 +229,13 @@ pub(crate) trait StageConfig {
     }
     /// Builds the running stage.
     fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
+
+    /// The next hop whose MAC address the builder resolves on the stage's
+    /// `tx` port before any stage runs (a generator's `gateway`); the result
+    /// reaches [`StageConfig::build`] as `StageCtx::next_hop`.
+    fn gateway(&self) -> Option<std::net::IpAddr> {
+        None
+    }
 }
 
 /// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
@@ -365,6 +441,9 @@ pub struct PortSpec {
     /// The host it is opened on (`host`; the only host when there is one).
     pub host: Option<String>,
     pub(crate) host_span: Span,
+    /// The addresses it owns and answers ARP/NDP for (`ip = [...]`), on the
+    /// kinds that declare the key.
+    pub neigh: Option<NeighSpec>,
 }
 
 impl PortKind {
@@ -516,12 +595,21 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         None
     };
     let kind = (def.parse)(&mut t, sink)?;
+    // A kind whose ports can own addresses declares `ip` among its keys.
+    let neigh = def
+        .doc
+        .keys
+        .iter()
+        .any(|k| k.name == neigh::IP.name)
+        .then(|| neigh::parse(&mut t, sink))
+        .flatten();
     t.finish(sink, def.doc.what, def.doc.keys);
     Some(PortSpec {
         name: name.to_string(),
         kind,
         host,
         host_span,
+        neigh,
     })
 }
 

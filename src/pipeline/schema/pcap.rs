@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::KIND;
-use super::{Key, KindDoc, PortConfig, PortDef, PortKind};
+use super::{Key, PortConfig, PortDef, PortKind};
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::{OpenPort, PortError};
 use crate::runtime::build::PortCtx;
@@ -33,16 +33,13 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "pcap",
-        what: "a pcap port",
-        doc: "a capture file to replay (read) and/or record (write)",
-        keys: KEYS,
-        more_keys: &[],
-    },
+pub(super) const DEF: PortDef = PortDef::new(
+    "pcap",
+    "a pcap port",
+    "a capture file to replay (read) and/or record (write)",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
     let mut c = PcapConfig {

@@ -5,7 +5,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, to_value, tx, BURST, KIND, LCORE, RX, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::reliable::stage::{ReliableSpec, ReliableStage, Role};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -142,6 +142,12 @@ const ENDPOINT_KEYS: &[Key] = &[
         "16",
         "smallest flight bound, segments",
     ),
+    Key::new(
+        "peer_timeout",
+        "duration or \"none\"",
+        "\"10s\"",
+        "silence from the peer after which a side that waits for it ends with an error",
+    ),
 ];
 
 const fn def(
@@ -149,17 +155,7 @@ const fn def(
     doc: &'static str,
     parse: fn(&mut Table<'_, '_>, &mut Sink<'_>) -> ParsedStage,
 ) -> StageDef {
-    StageDef {
-        doc: KindDoc {
-            name,
-            what: "a reliable stage",
-            doc,
-            keys: KEYS,
-            more_keys: ENDPOINT_KEYS,
-        },
-        rx_key: "rx",
-        parse,
-    }
+    StageDef::new(name, "a reliable stage", doc, KEYS, parse).more_keys(ENDPOINT_KEYS)
 }
 
 pub(super) const TX_DEF: StageDef = def(
@@ -259,14 +255,21 @@ impl StageConfig for ReliableSpec {
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let (i, out) = (cx.input()?, cx.output()?);
-        Ok(Box::new(ReliableStage::new(
-            self.clone(),
-            i,
-            out,
-            cx.pool.cache(),
-            cx.pool.cache(),
-            cx.counters,
-        )))
+        let peer = cx
+            .tx_port
+            .clone()
+            .unwrap_or_else(|| format!("ring `{}`", cx.spec.tx.as_deref().unwrap_or("?")));
+        Ok(Box::new(
+            ReliableStage::new(
+                self.clone(),
+                i,
+                out,
+                cx.pool.cache(),
+                cx.pool.cache(),
+                cx.counters,
+            )
+            .named(&cx.spec.name, &peer),
+        ))
     }
 }
 

@@ -3,7 +3,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, RX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 
@@ -16,17 +16,13 @@ pub struct SinkConfig {
 
 const KEYS: &[Key] = &[KIND, LCORE, RX, BURST];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "sink",
-        what: "a sink stage",
-        doc: "counts and frees packets",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "sink",
+    "a sink stage",
+    "counts and frees packets",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let rx = rx(t, sink);

@@ -3,7 +3,7 @@
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, MAX_LAG, TX};
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::basic::{udp_template, Source, SourcePacing};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -53,17 +53,13 @@ const KEYS: &[Key] = &[
     MAX_LAG,
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "source",
-        what: "a source stage",
-        doc: "emits a fixed UDP template packet, as fast as possible or at a rate",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "source",
+    "a source stage",
+    "emits a fixed UDP template packet, as fast as possible or at a rate",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let tx = tx(t, sink);

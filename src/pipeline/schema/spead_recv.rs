@@ -8,7 +8,7 @@ use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
 };
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::buf::copy::CopyMode;
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
@@ -65,17 +65,13 @@ const KEYS: &[Key] = &[
     PACKET_PAYLOAD,
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "spead_recv",
-        what: "a spead_recv stage",
-        doc: "reassembles SPEAD heaps and places them into chunks",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "spead_recv",
+    "a spead_recv stage",
+    "reassembles SPEAD heaps and places them into chunks",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let rx = rx(t, sink);

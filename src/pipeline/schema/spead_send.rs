@@ -8,7 +8,7 @@ use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
 };
-use super::{Key, KindDoc, ParsedStage, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::stage::{SendSource, SpeadSend, SpeadSendSpec};
@@ -71,17 +71,13 @@ const KEYS: &[Key] = &[
     PACKET_PAYLOAD,
 ];
 
-pub(super) const DEF: StageDef = StageDef {
-    doc: KindDoc {
-        name: "spead_send",
-        what: "a spead_send stage",
-        doc: "sends SPEAD heaps: the F-engine simulator's or generic ones",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    rx_key: "rx",
+pub(super) const DEF: StageDef = StageDef::new(
+    "spead_send",
+    "a spead_send stage",
+    "sends SPEAD heaps: the F-engine simulator's or generic ones",
+    KEYS,
     parse,
-};
+);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let tx = tx(t, sink);

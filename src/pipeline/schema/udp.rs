@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ipv4, socket_addr, KIND};
-use super::{Key, KindDoc, PortConfig, PortDef, PortKind};
+use super::{Key, PortConfig, PortDef, PortKind};
 use crate::port::udp::UdpConfig;
 use crate::port::{OpenPort, PortError};
 use crate::runtime::build::PortCtx;
@@ -50,16 +50,8 @@ const KEYS: &[Key] = &[
     ),
 ];
 
-pub(super) const DEF: PortDef = PortDef {
-    doc: KindDoc {
-        name: "udp",
-        what: "a udp port",
-        doc: "a kernel UDP socket",
-        keys: KEYS,
-        more_keys: &[],
-    },
-    parse,
-};
+pub(super) const DEF: PortDef =
+    PortDef::new("udp", "a udp port", "a kernel UDP socket", KEYS, parse);
 
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
     let c = UdpConfig {

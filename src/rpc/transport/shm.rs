@@ -17,6 +17,59 @@
 //! ([`ShmTransport::open`]). Each side publishes its [`PeerInfo`] in the header;
 //! that is the out-of-band exchange.
 //!
+//! Both sides in one process, as `linerate rpc serve` and `linerate rpc bench`
+//! use it from two (the manual's *RPC* chapter shows this example):
+//!
+//! ```
+//! use linerate::rpc::transport::shm::ShmTransport;
+//! use linerate::rpc::{Config, Endpoint, Handler, Request};
+//!
+//! /// Answers every request with its bytes reversed, during the poll that takes it in.
+//! struct Reverse(Vec<u8>);
+//! impl Handler<()> for Reverse {
+//!     fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+//!         self.0 = payload.iter().rev().copied().collect();
+//!         Some(&self.0)
+//!     }
+//!     fn on_request(&mut self, _req: Request, _payload: &[u8]) {}
+//!     fn on_response(&mut self, _call_id: u32, _user: (), _payload: &[u8]) {}
+//! }
+//! /// Keeps the response.
+//! struct Keep(Option<Vec<u8>>);
+//! impl Handler<()> for Keep {
+//!     fn on_request(&mut self, _req: Request, _payload: &[u8]) {}
+//!     fn on_response(&mut self, _call_id: u32, _user: (), payload: &[u8]) {
+//!         self.0 = Some(payload.to_vec());
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let path = std::env::temp_dir().join(format!("linerate-doc-rpc-{}", std::process::id()));
+//! let mut server_t = ShmTransport::create(&path, 64 * 1024)?; // side 0: the server
+//! let mut client_t = ShmTransport::open(&path)?; // side 1, normally another process
+//! for t in [&server_t, &client_t] {
+//!     t.publish_info(&Config::new(t.ring_size()).local_info()); // the out-of-band record
+//! }
+//! let peer = |t: &ShmTransport| t.peer_info().ok_or("no peer info");
+//! let mut server: Endpoint<()> = Endpoint::new(Config::new(server_t.ring_size()), peer(&server_t)?)?;
+//! let mut client: Endpoint<()> = Endpoint::new(Config::new(client_t.ring_size()), peer(&client_t)?)?;
+//!
+//! client.call(b"request", 64, ())?; // writes the local ring only
+//! let (mut reverse, mut keep) = (Reverse(Vec::new()), Keep(None));
+//! for _ in 0..100 {
+//!     client.poll(&mut client_t, &mut keep)?; // sends the call, takes the response in
+//!     server.poll(&mut server_t, &mut reverse)?; // takes the call in, answers, sends
+//!     if keep.0.is_some() {
+//!         break;
+//!     }
+//! }
+//! assert_eq!(keep.0.as_deref(), Some(&b"tseuqer"[..]));
+//! drop((server_t, client_t));
+//! std::fs::remove_file(&path)?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! A write-with-immediate puts the bytes into the peer's receive ring and then
 //! stores `(sequence << 32) | imm` into the peer's next completion slot with
 //! Release ordering; the peer polls that word with Acquire and, seeing the

@@ -43,9 +43,10 @@ pub trait Place {
     fn place(&mut self, input: &PlaceInput<'_>) -> Option<Placement>;
 }
 
-/// katgpucbf's X-engine placement: `chunk_id = timestamp / (heaps_per_fengine_per_chunk
-/// * timestamp_step)`, `heap_index = heap_time_in_chunk * n_ants + feng_id`, chunk
-/// buffer `[heaps_per_fengine_per_chunk][n_ants][channels][samples][pols]`.
+/// katgpucbf's X-engine placement:
+/// `chunk_id = timestamp / (heaps_per_fengine_per_chunk * timestamp_step)`,
+/// `heap_index = heap_time_in_chunk * n_ants + feng_id`, chunk buffer
+/// `[heaps_per_fengine_per_chunk][n_ants][channels][samples][pols]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KatgpucbfPlace {
     /// Antennas.
