@@ -173,3 +173,147 @@ fn a_killed_rank_ends_the_job_non_zero() {
     assert!(stderr.contains("rank 1 host b pid"), "{stderr}");
     assert!(secs < 30.0, "took {secs} s");
 }
+
+/// Two emulated hosts (network namespaces from scripts/mpi-hosts), removed
+/// when dropped, even when the test fails.
+struct Namespaces(String);
+
+impl Namespaces {
+    fn up() -> Option<Namespaces> {
+        let prefix = format!("lr{}", std::process::id() % 100_000_000);
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi-hosts");
+        let ok = Command::new(script)
+            .args(["up", &prefix])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let ns = Namespaces(prefix);
+        if !ok {
+            assert!(
+                std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
+                "scripts/mpi-hosts up failed (needs root and iproute2)"
+            );
+            eprintln!("skipped: cannot create network namespaces (needs root and iproute2)");
+            return None;
+        }
+        Some(ns)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi-hosts");
+        let _ = Command::new(script).args(["down", &self.0]).status();
+    }
+}
+
+fn two_hosts(a_ns: &str, b_ns: &str) -> String {
+    format!(
+        r#"[pipeline]
+lcores = "0"
+pin = false
+[host.a]
+rank = 0
+netns = "{a_ns}"
+[host.b]
+rank = 1
+netns = "{b_ns}"
+[port.out]
+kind = "udp"
+host = "a"
+bind = "10.77.0.1:47100"
+connect = "10.77.0.2:47100"
+[port.in]
+kind = "udp"
+host = "b"
+bind = "10.77.0.2:47100"
+[stage.gen]
+kind = "generator"
+host = "a"
+tx = "out"
+[stage.ana]
+kind = "analyzer"
+host = "b"
+rx = "in"
+"#
+    )
+}
+
+#[test]
+fn each_rank_enters_its_hosts_namespace() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::up() else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(&file, two_hosts(&a, &b)).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("check")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let out = run(
+        2,
+        &[
+            "hosts",
+            "--pipeline",
+            file.to_str().unwrap(),
+            "--rounds",
+            "3",
+            "--json",
+        ],
+    )
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, n) in [&a, &b].into_iter().enumerate() {
+        let o = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                n,
+                "stat",
+                "-L",
+                "-c",
+                "%i",
+                "/proc/self/ns/net",
+            ])
+            .output()
+            .unwrap();
+        let inode: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        assert_eq!(
+            doc["hosts"][i]["netns_inode"], inode,
+            "host {i} not in {n}: {doc}"
+        );
+        assert_eq!(doc["hosts"][i]["name"], ["a", "b"][i]);
+    }
+}
+
+#[test]
+fn a_pipeline_with_more_hosts_than_ranks_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(&file, two_hosts("na", "nb")).unwrap();
+    let Some(out) = run(1, &["hosts", "--pipeline", file.to_str().unwrap()]) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[host.b] `rank`: rank 1, but mpirun started 1 rank"),
+        "{stderr}"
+    );
+}

@@ -3,19 +3,27 @@
 //! rank, for a number of rounds; a rank that dies or hangs ends the job with
 //! an error naming its host.
 
+use std::path::PathBuf;
 #[cfg(feature = "mpi")]
 use std::time::Duration;
 
 use super::Failure;
 #[cfg(feature = "mpi")]
 use crate::hosts::mpi::{InitError, Ranks};
+#[cfg(feature = "mpi")]
+use crate::hosts::Host;
+#[cfg(feature = "mpi")]
+use crate::pipeline::Pipeline;
 
 /// Arguments of `linerate hosts`.
 #[derive(Debug, clap::Args)]
 pub struct HostsArgs {
     /// Host names bound to ranks in order (rank 0 first), comma-separated.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', conflicts_with = "pipeline")]
     names: Vec<String>,
+    /// Take the hosts from a pipeline file's `[host.NAME]` sections (by `rank`).
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
     /// Rounds of barrier + exact sum.
     #[arg(long, default_value_t = 1)]
     rounds: u64,
@@ -50,27 +58,57 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         )));
     }
     let timeout = Duration::from_secs_f64(args.timeout);
-    let ranks = Ranks::init(&args.names).map_err(|e| match e {
-        InitError::Hosts(m) => Failure::Input(format!("--names: {m}")),
+    let plan = match &args.pipeline {
+        Some(path) => Some(crate::pipeline::load(path)?),
+        None => None,
+    };
+    let init = match &plan {
+        Some(plan) => Ranks::init_with(|size| by_rank(&plan.pipeline, size)),
+        None => Ranks::init(&args.names).map_err(|e| match e {
+            InitError::Hosts(m) => InitError::Hosts(format!("--names: {m}")),
+            e => e,
+        }),
+    };
+    let ranks = init.map_err(|e| match e {
+        InitError::Hosts(m) => Failure::Input(m),
         e => Failure::Runtime(e.to_string()),
     })?;
+    // After MPI init, so MPI's own links stay in the namespace mpirun started.
+    let netns = plan
+        .as_ref()
+        .and_then(|p| {
+            p.pipeline
+                .hosts
+                .iter()
+                .find(|h| h.name == ranks.host().name)
+        })
+        .and_then(|h| h.netns.clone());
+    if let Some(ns) = &netns {
+        if let Err(e) = crate::sys::netns::enter(ns) {
+            ranks.abort(&format!("[host.{}] `netns`: {e}", ranks.host().name));
+        }
+    }
+    let ns_inode = crate::sys::netns::current().unwrap_or(0);
     let pid = std::process::id();
-    // One line per rank, so a test (or a person) can find a rank's process.
-    eprintln!(
-        "rank {} host {} pid {pid} on {}",
+    // One line per rank, so a test (or a person) can find a rank's process;
+    // one write, so lines from ranks sharing mpirun's stderr do not interleave.
+    let line = format!(
+        "rank {} host {} pid {pid} on {}\n",
         ranks.rank(),
         ranks.host().name,
         ranks.processor_name()
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     let mut per_rank = None;
     let mut total = Vec::new();
     for round in 0..args.rounds {
         ranks.barrier(&format!("round {round} start"), timeout);
-        // Checks reduction exactly: rank r contributes 1, r and its pid.
+        // Checks reduction exactly: rank r contributes 1, r, its pid and its
+        // network namespace.
         let (sum, rows) = ranks.sum(
             &format!("round {round} sum"),
             timeout,
-            &[1, ranks.rank() as u64, u64::from(pid)],
+            &[1, ranks.rank() as u64, u64::from(pid), ns_inode],
         );
         total = sum;
         per_rank = rows.or(per_rank);
@@ -85,7 +123,7 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         .hosts()
         .iter()
         .zip(&rows)
-        .map(|(h, row)| serde_json::json!({"name": h.name, "rank": h.rank, "pid": row[2]}))
+        .map(|(h, row)| serde_json::json!({"name": h.name, "rank": h.rank, "pid": row[2], "netns_inode": row[3]}))
         .collect();
     if args.json {
         let doc = serde_json::json!({
@@ -107,4 +145,37 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+#[cfg(feature = "mpi")]
+/// Binds a pipeline's hosts to ranks by their `rank` key; ranks no host names
+/// are `rankN`. A host whose rank mpirun did not start is the file's error.
+fn by_rank(p: &Pipeline, size: usize) -> Result<Vec<Host>, String> {
+    let mut hosts: Vec<Host> = (0..size)
+        .map(|rank| Host {
+            name: format!("rank{rank}"),
+            rank,
+        })
+        .collect();
+    for h in &p.hosts {
+        let Some(rank) = h.rank else {
+            return Err(format!(
+                "{}: [host.{}] `hostname`: binding a host by hostname is not supported yet; give it `rank`",
+                p.file.display(),
+                h.name
+            ));
+        };
+        if rank >= size {
+            return Err(format!(
+                "{}: [host.{}] `rank`: rank {rank}, but mpirun started {size} rank{} (0..={}); run with mpirun -np {} or bind fewer hosts",
+                p.file.display(),
+                h.name,
+                if size == 1 { "" } else { "s" },
+                size - 1,
+                rank + 1
+            ));
+        }
+        hosts[rank].name = h.name.clone();
+    }
+    Ok(hosts)
 }

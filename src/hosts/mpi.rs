@@ -55,9 +55,17 @@ impl Ranks {
     /// Initialises MPI (a lone process outside mpirun is a job of one rank)
     /// and binds `names` to ranks in order.
     pub fn init(names: &[String]) -> Result<Ranks, InitError> {
+        Ranks::init_with(|size| bind(names, size))
+    }
+
+    /// Initialises MPI and binds hosts with `hosts`, given the number of
+    /// ranks: one host per rank, by rank.
+    pub fn init_with(
+        hosts: impl FnOnce(usize) -> Result<Vec<Host>, String>,
+    ) -> Result<Ranks, InitError> {
         let universe = mpi::initialize().ok_or(InitError::Again)?;
         let world = universe.world();
-        let hosts = bind(names, world.size() as usize).map_err(InitError::Hosts)?;
+        let hosts = hosts(world.size() as usize).map_err(InitError::Hosts)?;
         Ok(Ranks {
             _universe: universe,
             world,
@@ -98,7 +106,9 @@ impl Ranks {
     /// Ends the whole job: prints `err` (naming the hosts) and aborts through
     /// mpirun, which stops every rank and exits non-zero.
     pub fn abort(&self, err: &dyn std::fmt::Display) -> ! {
-        eprintln!("error: {}: {err}", self.host().label());
+        // One write, so it does not interleave with other ranks' output.
+        let line = format!("error: {}: {err}\n", self.host().label());
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         self.world.abort(1)
     }
 

@@ -37,9 +37,9 @@ use std::path::{Path, PathBuf};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
-    port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, Key, KindDoc,
-    NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind,
-    StageSpec,
+    port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, HostClock,
+    HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig,
+    SourceConfig, StageKind, StageSpec,
 };
 
 use crate::buf::PoolConfig;
@@ -65,6 +65,8 @@ pub struct Pipeline {
     pub rings: Vec<RingSpec>,
     /// Stages, in file order (which is their polling order on an lcore).
     pub stages: Vec<StageSpec>,
+    /// Hosts of a multi-host run (`[host.NAME]`), in file order; empty for one host.
+    pub hosts: Vec<HostSpec>,
 }
 
 /// A pipeline file could not be used.

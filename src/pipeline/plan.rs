@@ -702,6 +702,55 @@ impl fmt::Display for Plan {
                 r.name, r.size, r.producer, r.consumer
             )?;
         }
+        if !p.hosts.is_empty() {
+            writeln!(
+                f,
+                "  hosts (under mpirun, each rank builds only its host's part):"
+            )?;
+        }
+        for h in &p.hosts {
+            let on = |host: &Option<String>| host.as_deref() == Some(h.name.as_str());
+            let list = |v: Vec<&str>| {
+                if v.is_empty() {
+                    "-".to_string()
+                } else {
+                    v.join(", ")
+                }
+            };
+            let stages = list(
+                p.stages
+                    .iter()
+                    .filter(|s| on(&s.host))
+                    .map(|s| s.name.as_str())
+                    .collect(),
+            );
+            let ports = list(
+                p.ports
+                    .iter()
+                    .filter(|x| on(&x.host))
+                    .map(|x| x.name.as_str())
+                    .collect(),
+            );
+            let bound = match (h.rank, &h.hostname) {
+                (Some(r), _) => format!("rank {r}"),
+                (None, Some(n)) => format!("hostname {n}"),
+                (None, None) => "unbound".into(),
+            };
+            let netns = h
+                .netns
+                .as_deref()
+                .map(|n| format!(", netns {n}"))
+                .unwrap_or_default();
+            let clock = match h.clock {
+                super::HostClock::Tai => "tai",
+                super::HostClock::Monotonic => "monotonic",
+            };
+            writeln!(
+                f,
+                "    {}: {bound}{netns}, clock {clock}; stages {stages}; ports {ports}",
+                h.name
+            )?;
+        }
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! comment. The default build has only the signal handler.
 
 pub mod ffi;
+pub mod netns;
 pub mod signals;
 
 #[cfg(feature = "dpdk")]

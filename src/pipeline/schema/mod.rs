@@ -16,6 +16,7 @@ mod common;
 mod dpdk;
 mod forward;
 mod generator;
+mod host;
 mod ibverbs;
 mod impair;
 mod mem;
@@ -47,6 +48,7 @@ use crate::units::parse_core_list;
 pub use analyzer::AnalyzerSpec;
 pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
+pub use host::{HostClock, HostSpec};
 pub use neigh::NeighSpec;
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
@@ -421,6 +423,12 @@ const SECTIONS: &[KindDoc] = &[
         "DPDK's EAL arguments, for pipelines with dpdk ports",
         EAL_KEYS,
     ),
+    section_doc(
+        "host",
+        "[host.NAME]",
+        "a host of a multi-host run under mpirun; ports and stages name it with `host`",
+        host::HOST_KEYS,
+    ),
 ];
 
 /// A port as declared.
@@ -430,6 +438,9 @@ pub struct PortSpec {
     pub name: String,
     /// Its kind and configuration.
     pub kind: PortKind,
+    /// The host it is opened on (`host`; the only host when there is one).
+    pub host: Option<String>,
+    pub(crate) host_span: Span,
     /// The addresses it owns and answers ARP/NDP for (`ip = [...]`), on the
     /// kinds that declare the key.
     pub neigh: Option<NeighSpec>,
@@ -500,6 +511,8 @@ pub struct StageSpec {
     pub replicas: Vec<usize>,
     /// Set on an instance of a replicated stage.
     pub replica: Option<super::replica::Replica>,
+    /// The host it runs on (`host`; the only host when there is one).
+    pub host: Option<String>,
     pub(crate) span: Span,
     pub(crate) lcores_span: Span,
     pub(crate) rx_span: Span,
@@ -518,7 +531,7 @@ impl StageKind {
     }
 }
 
-const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage", "eal"];
+const TOP_KEYS: &[&str] = &["pipeline", "pool", "port", "ring", "stage", "eal", "host"];
 
 fn section<'t, 'i>(
     sink: &mut Sink<'_>,
@@ -579,6 +592,14 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
         common::unknown_kind(sink, kind_span, &t.path, "port", &kind, &valid);
         return None;
     };
+    let host_span = t.span_of("host");
+    // `host` is common to every kind (not in their key tables), so it is
+    // read only when present.
+    let host = if t.has("host") {
+        t.string(sink, "host").map(|h| h.0)
+    } else {
+        None
+    };
     let kind = (def.parse)(&mut t, sink)?;
     // A kind whose ports can own addresses declares `ip` among its keys.
     let neigh = def
@@ -592,6 +613,8 @@ fn parse_port(sink: &mut Sink<'_>, name: &str, span: Span, map: &DeTable<'_>) ->
     Some(PortSpec {
         name: name.to_string(),
         kind,
+        host,
+        host_span,
         neigh,
     })
 }
@@ -630,6 +653,13 @@ fn parse_stage(
     };
     let rx_span = t.span_of(def.rx_key);
     let tx_span = t.span_of("tx");
+    // `host` is common to every kind (not in their key tables), so it is
+    // read only when present.
+    let host = if t.has("host") {
+        t.string(sink, "host").map(|h| h.0)
+    } else {
+        None
+    };
     let (kind, rx, tx) = (def.parse)(&mut t, sink);
     t.finish(sink, def.doc.what, def.doc.keys);
     Some(StageSpec {
@@ -640,6 +670,7 @@ fn parse_stage(
         kind,
         replicas,
         replica: None,
+        host,
         span,
         lcores_span,
         rx_span,
@@ -753,7 +784,10 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
                 "",
                 Some(key.get_ref()),
                 format!("unknown section{hint}"),
-                Some("[pipeline], [pool], [port.NAME], [ring.NAME], [stage.NAME]".into()),
+                Some(
+                    "[pipeline], [pool], [port.NAME], [ring.NAME], [stage.NAME], [host.NAME]"
+                        .into(),
+                ),
             );
         }
     }
@@ -844,10 +878,16 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
             rings.push(RingSpec { name, size, span });
         }
     }
-    let stages: Vec<StageSpec> = named(&mut sink, root, "stage")
+    let mut ports = ports;
+    let mut stages: Vec<StageSpec> = named(&mut sink, root, "stage")
         .into_iter()
         .filter_map(|(n, s, m)| parse_stage(&mut sink, &n, s, m, &lcores))
         .collect();
+    let hosts: Vec<HostSpec> = named(&mut sink, root, "host")
+        .into_iter()
+        .map(|(n, s, m)| host::parse_host(&mut sink, &n, s, m))
+        .collect();
+    host::bind(&mut sink, &hosts, &mut ports, &mut stages);
     if stages.is_empty() && sink.diags.is_empty() {
         sink.error(
             0..0,
@@ -870,6 +910,7 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
         ports,
         rings,
         stages,
+        hosts,
     })
 }
 
