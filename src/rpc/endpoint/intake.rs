@@ -1,0 +1,169 @@
+//! Intake side of the RPC endpoint: `poll`, reading the peer's consumer position, and validating and taking received batches.
+
+use super::{Endpoint, Handler, Request, RpcError};
+use crate::rpc::ring::{fits_before_end, room_to_end};
+use crate::rpc::transport::Transport;
+use crate::rpc::wire::{
+    decode_imm, from_response_id, is_response, padded_message_size, Batch, ALIGNMENT,
+    FLOW_METADATA_SIZE,
+};
+
+impl<U> Endpoint<U> {
+    /// Moves everything along: see the module doc. Returns the first error that
+    /// failed the connection.
+    pub fn poll<T: Transport + ?Sized, H: Handler<U>>(
+        &mut self,
+        t: &mut T,
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        let r = self.poll_inner(t, h);
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    pub(super) fn poll_inner<T: Transport + ?Sized, H: Handler<U>>(
+        &mut self,
+        t: &mut T,
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        let mut got = false;
+        while let Some(imm) = t.poll_imm()? {
+            self.recv.advance(decode_imm(imm))?;
+            got = true;
+        }
+        if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
+            // Nothing arrived and nothing changed since a poll that had nothing
+            // left to do: the rest would decide the same again. Warm the send
+            // ring's next lines while waiting.
+            self.send.warm();
+            return Ok(());
+        }
+        while let Some((offset, len)) = self.recv.pending() {
+            let pos = self.recv.consumer();
+            let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
+            self.recv.consume(n);
+        }
+        let consumer = self.recv.consumer();
+        if consumer != self.published {
+            t.publish_consumer(consumer);
+            self.flow.note_reported_consumer(consumer);
+            self.published = consumer;
+        }
+        let wants_read = self.wants_read();
+        if wants_read {
+            if let Some(pos) = t.read_remote_consumer()? {
+                self.flow.on_remote_consumer(pos, self.send.flushed())?;
+                self.stats.consumer_reads += 1;
+                self.want_read = false;
+            }
+        }
+        let quiet = self.flush_inner(t)?;
+        // Closing a batch can leave a grant limited by a stale consumer view,
+        // which calls for a read on the next poll: settled only if not. A flush
+        // that found nothing to do changed nothing those depend on.
+        self.settled = !wants_read
+            && (quiet
+                || (!self.has_unflushed()
+                    && !self.wants_read()
+                    && self.credit_batch_due().is_none()));
+        Ok(())
+    }
+
+    /// The piggy-backed consumer position is stale when a call found the ring
+    /// full, or when the invariant (not the policy cap) keeps credit from the peer.
+    pub(super) fn wants_read(&self) -> bool {
+        if self.flow.remote_consumer() >= self.send.flushed() {
+            return false;
+        }
+        if self.want_read {
+            return true;
+        }
+        let producer = self.send.producer();
+        let by_policy = self.flow.max_resp_reservation()
+            - self
+                .flow
+                .resp_reservation()
+                .min(self.flow.max_resp_reservation());
+        by_policy >= ALIGNMENT && self.flow.grant_by_invariant(producer) < by_policy
+    }
+
+    /// Validates and takes the batch at receive position `pos`; `bytes` is the
+    /// announced contiguous region there. Returns the bytes consumed.
+    pub(super) fn take_batch<H: Handler<U>>(
+        &mut self,
+        bytes: &[u8],
+        pos: u64,
+        h: &mut H,
+    ) -> Result<u64, RpcError> {
+        let size = self.recv.size();
+        let batch = Batch::new_checked(bytes).map_err(|err| RpcError::Wire { pos, err })?;
+        let meta = batch.meta();
+        self.stats.batches_in += 1;
+        if batch.is_wrap() {
+            let skip = room_to_end(pos, size);
+            if (bytes.len() as u64) < skip {
+                return Err(RpcError::ShortWrap(pos));
+            }
+            self.flow
+                .on_remote_consumer(meta.consumer_pos, self.send.flushed())?;
+            self.flow.on_grant(meta.credit_grant, 0, pos + skip)?;
+            return Ok(skip);
+        }
+        let len = batch.len() as u64;
+        if !fits_before_end(pos, len, size) {
+            return Err(RpcError::BatchCrossesRingEnd {
+                offset: pos & (size - 1),
+                len,
+            });
+        }
+        self.flow
+            .on_remote_consumer(meta.consumer_pos, self.send.flushed())?;
+        self.flow
+            .on_grant(meta.credit_grant, batch.released(), pos + len)?;
+        for msg in batch.messages() {
+            let call_id = msg.call_id();
+            let allowance = u64::from(msg.piggyback()) * ALIGNMENT;
+            if is_response(call_id) {
+                let id = from_response_id(call_id);
+                let Some(reserved) = self.pending.allowance(id) else {
+                    return Err(RpcError::UnknownCallId(id));
+                };
+                if allowance != reserved {
+                    return Err(RpcError::AllowanceMismatch {
+                        call_id: id,
+                        got: allowance,
+                        reserved,
+                    });
+                }
+                if padded_message_size(msg.len()) + FLOW_METADATA_SIZE as u64 > reserved {
+                    return Err(RpcError::ResponseOverAllowance {
+                        call_id: id,
+                        len: msg.len(),
+                        reserved,
+                    });
+                }
+                self.flow.on_response(allowance)?;
+                if let Some((user, _)) = self.pending.remove(id) {
+                    self.stats.responses += 1;
+                    h.on_response(id, user, msg.payload());
+                }
+            } else {
+                self.flow.on_request(allowance)?;
+                self.stats.requests += 1;
+                let req = Request { call_id, allowance };
+                match h.answer(req, msg.payload()) {
+                    Some(resp) if self.answer_fits(&req, resp.len()) => {
+                        self.write_reply(&req, resp);
+                    }
+                    _ => h.on_request(req, msg.payload()),
+                }
+            }
+        }
+        Ok(len)
+    }
+}

@@ -1,0 +1,380 @@
+//! Unit tests of the RPC endpoint: calls and replies, credit, ring wrap, transport errors and a misbehaving peer.
+
+use super::*;
+use crate::rpc::transport::mem::MemLink;
+use crate::rpc::wire::{
+    padded_message_size, to_response_id, FlowMeta, FlowMetaRepr, Message, MessageRepr,
+    WRAP_MESSAGE_COUNT,
+};
+
+#[derive(Default)]
+struct Rec {
+    requests: Vec<(Request, Vec<u8>)>,
+    responses: Vec<(u32, u32, Vec<u8>)>,
+}
+
+impl Handler<u32> for Rec {
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        self.requests.push((req, payload.to_vec()));
+    }
+    fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+        self.responses.push((call_id, user, payload.to_vec()));
+    }
+}
+
+fn pair(ring: u64) -> (Endpoint<u32>, Endpoint<u32>, MemLink) {
+    let c = Config::new(ring);
+    let a = Endpoint::new(c, c.local_info()).unwrap();
+    let b = Endpoint::new(c, c.local_info()).unwrap();
+    (a, b, MemLink::new(ring as usize))
+}
+
+#[test]
+fn call_and_reply_out_of_order() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Rec::default());
+    let id1 = a.call(b"one", 8, 1).unwrap();
+    let id2 = a.call(b"two", 8, 2).unwrap();
+    assert_eq!(link.writes(0), 0, "call() only writes the local ring");
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(link.writes(0), 1, "one write per batch");
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    assert_eq!(hb.requests.len(), 2);
+    assert_eq!(hb.requests[0].1, b"one");
+    assert_eq!(hb.requests[1].1, b"two");
+    let (r1, r2) = (hb.requests[0].0, hb.requests[1].0);
+    b.reply(&r2, b"TWO").unwrap();
+    b.reply(&r1, b"ONE").unwrap();
+    assert!(matches!(
+        b.reply(&r1, b"x"),
+        Err(ReplyError::NotOutstanding)
+    ));
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(
+        ha.responses,
+        vec![(id2, 2, b"TWO".to_vec()), (id1, 1, b"ONE".to_vec())]
+    );
+    assert_eq!(a.pending_calls(), 0);
+    assert!(a.invariant_holds() && b.invariant_holds());
+}
+
+/// Answers every request during `poll` with its payload reversed, or with
+/// `len` bytes of 0xee when `len` is set.
+#[derive(Default)]
+struct Answering {
+    rec: Rec,
+    buf: Vec<u8>,
+    len: Option<usize>,
+}
+
+impl Handler<u32> for Answering {
+    fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+        self.buf = match self.len {
+            Some(n) => vec![0xee; n],
+            None => payload.iter().rev().copied().collect(),
+        };
+        Some(&self.buf)
+    }
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        self.rec.on_request(req, payload);
+    }
+    fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+        self.rec.on_response(call_id, user, payload);
+    }
+}
+
+#[test]
+fn answer_during_poll() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Answering::default());
+    let id1 = a.call(b"abc", 8, 1).unwrap();
+    let id2 = a.call(b"de", 8, 2).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    assert!(hb.rec.requests.is_empty(), "answered, not handed over");
+    assert_eq!(link.writes(1), 1, "both answers in one batch of that poll");
+    assert_eq!(b.stats().replies, 2);
+    assert_eq!(b.flow().outstanding_requests(), 0);
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(
+        ha.responses,
+        vec![(id1, 1, b"cba".to_vec()), (id2, 2, b"ed".to_vec())]
+    );
+    assert!(a.invariant_holds() && b.invariant_holds());
+    // Longer than the call allows (8 bytes asked, 20 reserved with the
+    // header in one 32-byte block): handed to on_request instead.
+    hb.len = Some(21);
+    let id3 = a.call(b"f", 8, 3).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    assert_eq!(hb.rec.requests.len(), 1);
+    assert_eq!(link.writes(1), 1);
+    let r = hb.rec.requests[0].0;
+    b.reply(&r, b"later").unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(ha.responses[2], (id3, 3, b"later".to_vec()));
+}
+
+#[test]
+fn answer_that_would_wrap_is_handed_over() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Answering::default());
+    // Move B's send producer near its ring end with answers of 200 bytes.
+    hb.len = Some(200);
+    let mut n = 0;
+    while b.send_producer() % 4096 + 32 + padded_message_size(200) < 4096 {
+        a.call(b"x", 200, n).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        n += 1;
+    }
+    assert_eq!(ha.responses.len(), n as usize);
+    assert!(hb.rec.requests.is_empty());
+    assert_eq!(b.stats().wraps, 0);
+    // The next answer would not fit before the ring end.
+    a.call(b"y", 200, n).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    assert_eq!(hb.rec.requests.len(), 1, "declined: it would wrap");
+    let r = hb.rec.requests[0].0;
+    b.reply(&r, &[1; 200]).unwrap();
+    assert_eq!(b.stats().wraps, 1);
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(ha.responses.len(), n as usize + 1);
+    assert!(a.invariant_holds() && b.invariant_holds());
+}
+
+#[test]
+fn reply_too_large_refused() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Rec::default());
+    a.call(b"q", 20, 0).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    let r = hb.requests[0].0;
+    assert_eq!(r.allowance, 64);
+    assert_eq!(r.max_response(), 20);
+    assert!(matches!(
+        b.reply(&r, &[0; 21]),
+        Err(ReplyError::TooLarge { .. })
+    ));
+    b.reply(&r, &[0; 20]).unwrap();
+}
+
+#[test]
+fn credit_runs_out_and_comes_back() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Rec::default());
+    // Initial credit 1024, each call reserves 64.
+    let mut n = 0;
+    loop {
+        match a.call(&[], 0, n) {
+            Ok(_) => n += 1,
+            Err(e) => {
+                assert_eq!(e.kind, CallErrorKind::InsufficientCredit);
+                assert!(e.kind.is_retryable());
+                assert_eq!(e.user, n);
+                break;
+            }
+        }
+    }
+    assert_eq!(n, 16);
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    for (r, _) in hb.requests.drain(..) {
+        b.reply(&r, &[]).unwrap();
+    }
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(ha.responses.len(), 16);
+    assert!(a.call(&[], 0, 99).is_ok());
+}
+
+#[test]
+fn ring_full_reads_the_peer_consumer() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Rec::default());
+    // B takes the requests in but never sends anything back, so A's
+    // piggy-backed view of B's consumer never moves.
+    let mut sent = 0;
+    let kind = loop {
+        match a.call(&[0u8; 200], 0, sent) {
+            Ok(_) => sent += 1,
+            Err(e) => break e.kind,
+        }
+        a.poll(&mut link.side(0), &mut ha).unwrap();
+        b.poll(&mut link.side(1), &mut hb).unwrap();
+    };
+    assert_eq!(kind, CallErrorKind::RingFull);
+    assert_eq!(link.writes(1), 0);
+    assert_eq!(a.stats().consumer_reads, 0);
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert_eq!(a.stats().consumer_reads, 1);
+    assert!(a.call(&[0u8; 200], 0, sent).is_ok());
+    assert!(a.invariant_holds());
+}
+
+#[test]
+fn busy_transport_keeps_data_for_next_poll() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let (mut ha, mut hb) = (Rec::default(), Rec::default());
+    a.call(b"x", 8, 1).unwrap();
+    link.refuse_writes(0, 1);
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert!(a.has_unflushed());
+    a.call(b"y", 8, 2).unwrap();
+    a.poll(&mut link.side(0), &mut ha).unwrap();
+    assert!(!a.has_unflushed());
+    b.poll(&mut link.side(1), &mut hb).unwrap();
+    assert_eq!(hb.requests.len(), 2);
+}
+
+#[test]
+fn permanent_errors() {
+    let (mut a, _, _) = pair(4096);
+    let big = vec![0u8; a.max_payload() as usize + 1];
+    assert_eq!(
+        a.call(&big, 0, 0).unwrap_err().kind,
+        CallErrorKind::MessageTooLarge
+    );
+    let max = a.max_response_allowance();
+    assert_eq!(
+        a.call(&[], max + 1, 0).unwrap_err().kind,
+        CallErrorKind::AllowanceTooLarge
+    );
+    assert!(!CallErrorKind::MessageTooLarge.is_retryable());
+    let c = Config::new(4096);
+    assert!(Endpoint::<()>::new(c, Config::new(8192).local_info()).is_err());
+    let mut bad = c;
+    bad.max_resp_reservation = 2048;
+    assert!(Endpoint::<()>::new(bad, c.local_info()).is_err());
+}
+
+fn meta(consumer_pos: u64, credit_grant: u64, message_count: u32) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    FlowMetaRepr {
+        consumer_pos,
+        credit_grant,
+        message_count,
+    }
+    .emit(&mut FlowMeta::new_unchecked(&mut b[..]));
+    b
+}
+
+fn msg(call_id: u32, piggyback: u32, payload: &[u8]) -> Vec<u8> {
+    let mut v = vec![0u8; padded_message_size(payload.len() as u32) as usize];
+    let mut m = Message::new_unchecked(&mut v[..]);
+    MessageRepr {
+        call_id,
+        piggyback,
+        len: payload.len() as u32,
+    }
+    .emit(&mut m);
+    m.payload_mut().copy_from_slice(payload);
+    v
+}
+
+/// Injects `bytes` at offset 0 of side 0's ring and polls side 0.
+fn inject(bytes: &[u8]) -> Result<(), RpcError> {
+    let (mut a, _, mut link) = pair(4096);
+    let mut h = Rec::default();
+    link.inject(0, 0, bytes, (bytes.len() / 32) as u32).unwrap();
+    let r = a.poll(&mut link.side(0), &mut h);
+    if let Err(e) = &r {
+        // The connection stays failed.
+        assert_eq!(a.poll(&mut link.side(0), &mut h).unwrap_err(), *e);
+        assert!(matches!(
+            a.call(&[], 0, 0).unwrap_err().kind,
+            CallErrorKind::Failed(_)
+        ));
+    }
+    r
+}
+
+#[test]
+fn garbage_length_past_batch() {
+    let mut b = meta(0, 0, 1).to_vec();
+    b.extend(msg(1, 2, b"hello"));
+    b[32 + 8..32 + 12].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(matches!(inject(&b), Err(RpcError::Wire { .. })));
+}
+
+#[test]
+fn garbage_count_overrun() {
+    let mut b = meta(0, 0, 7).to_vec();
+    b.extend(msg(1, 2, b"hello"));
+    assert!(matches!(
+        inject(&b),
+        Err(RpcError::Wire {
+            err: WireError::CountOverrun { count: 7 },
+            ..
+        })
+    ));
+}
+
+#[test]
+fn garbage_grant_breaks_invariant() {
+    // Peer R starts at 1024; a grant of 1024 makes 2 * 2048 + 32 > 4096.
+    assert!(matches!(
+        inject(&meta(0, 1024, 0)),
+        Err(RpcError::Flow(FlowError::GrantBreaksInvariant { .. }))
+    ));
+    assert!(inject(&meta(0, 992, 0)).is_ok());
+}
+
+#[test]
+fn garbage_unknown_call_id() {
+    let mut b = meta(0, 0, 1).to_vec();
+    b.extend(msg(to_response_id(5), 2, b"hi"));
+    assert_eq!(inject(&b), Err(RpcError::UnknownCallId(5)));
+}
+
+#[test]
+fn garbage_request_over_credit() {
+    let mut b = meta(0, 0, 1).to_vec();
+    b.extend(msg(1, 64, b"hi")); // reserves 2048 > 1024 granted
+    assert!(matches!(
+        inject(&b),
+        Err(RpcError::Flow(FlowError::RequestOverCredit { .. }))
+    ));
+}
+
+#[test]
+fn garbage_consumer_ahead() {
+    assert!(matches!(
+        inject(&meta(64, 0, 0)),
+        Err(RpcError::Flow(FlowError::BadConsumerPos { .. }))
+    ));
+}
+
+#[test]
+fn garbage_overrun_and_ring_end() {
+    let (mut a, _, mut link) = pair(4096);
+    let mut h = Rec::default();
+    link.inject(0, 0, &[], 129).unwrap();
+    assert!(matches!(
+        a.poll(&mut link.side(0), &mut h),
+        Err(RpcError::Recv(RecvError::Overrun { .. }))
+    ));
+    // A wrap marker not announced to the ring end.
+    let (mut a, _, mut link) = pair(4096);
+    link.inject(0, 0, &meta(0, 0, WRAP_MESSAGE_COUNT), 1)
+        .unwrap();
+    assert_eq!(
+        a.poll(&mut link.side(0), &mut h),
+        Err(RpcError::ShortWrap(0))
+    );
+    // A batch ending exactly at the ring end (the strict rule).
+    let (mut a, _, mut link) = pair(4096);
+    let mut b = meta(0, 0, 1).to_vec();
+    b.extend(msg(1, 2, &[0u8; 4096 - 32 - 12]));
+    link.inject(0, 0, &b, 128).unwrap();
+    assert!(matches!(
+        a.poll(&mut link.side(0), &mut h),
+        Err(RpcError::BatchCrossesRingEnd { .. })
+    ));
+}
