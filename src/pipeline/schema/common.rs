@@ -12,6 +12,29 @@ use crate::buf::BURST_MAX;
 
 /// `kind`, which every port and stage has.
 pub(super) const KIND: Key = Key::new("kind", "string", "required", "the kind of this section");
+/// The impairment keys the mem wire and the `impair` stage share.
+pub(super) const LOSS: Key = Key::new(
+    "loss",
+    "probability 0..=1",
+    "0",
+    "probability that a packet is lost",
+);
+/// See [`LOSS`].
+pub(super) const DUPLICATE: Key = Key::new(
+    "duplicate",
+    "probability 0..=1",
+    "0",
+    "probability that a packet is duplicated",
+);
+/// See [`LOSS`].
+pub(super) const REORDER: Key = Key::new(
+    "reorder",
+    "probability 0..=1",
+    "0",
+    "probability that a packet is held back and overtaken by the next",
+);
+/// See [`LOSS`].
+pub(super) const DELAY: Key = Key::new("delay", "duration", "\"0s\"", "fixed one-way delay");
 /// `lcore`, which every stage has.
 pub(super) const LCORE: Key = Key::new(
     "lcore",

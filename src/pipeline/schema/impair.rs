@@ -19,7 +19,7 @@ use toml::de::DeValue;
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, tx, BURST, KIND, LCORE, RX, TX};
+use super::common::{burst, rx, tx, BURST, DELAY, DUPLICATE, KIND, LCORE, LOSS, REORDER, RX, TX};
 use super::{Key, ParsedStage, PortKind, StageConfig, StageDef, StageKind};
 use crate::port::impair::{Capacity, Distribution, Impairments, Jitter};
 use crate::runtime::build::{BuildError, StageCtx};
@@ -32,25 +32,10 @@ const KEYS: &[Key] = &[
     LCORE,
     RX,
     TX,
-    Key::new(
-        "loss",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is lost",
-    ),
-    Key::new(
-        "duplicate",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is duplicated",
-    ),
-    Key::new(
-        "reorder",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is held back and overtaken by the next",
-    ),
-    Key::new("delay", "duration", "\"0s\"", "fixed one-way delay"),
+    LOSS,
+    DUPLICATE,
+    REORDER,
+    DELAY,
     Key::new(
         "jitter",
         "table",

@@ -3,7 +3,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{ring_size, KIND};
+use super::common::{ring_size, DELAY, DUPLICATE, KIND, LOSS, REORDER};
 use super::{Key, PortConfig, PortDef, PortKind};
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::{OpenPort, PortError};
@@ -24,25 +24,10 @@ const KEYS: &[Key] = &[
         "1024",
         "packets that may wait in the device before tail drop (with a capacity)",
     ),
-    Key::new(
-        "loss",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is lost",
-    ),
-    Key::new(
-        "duplicate",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is duplicated",
-    ),
-    Key::new(
-        "reorder",
-        "probability 0..=1",
-        "0",
-        "probability that a packet is held back and overtaken by the next",
-    ),
-    Key::new("delay", "duration", "\"0s\"", "fixed one-way delay"),
+    LOSS,
+    DUPLICATE,
+    REORDER,
+    DELAY,
     Key::new("seed", "integer", "1", "seed of the impairment decisions"),
     Key::new(
         "ring",
