@@ -27,6 +27,10 @@
 //! is then the claim of its bytes, so two members can never write the same
 //! bytes, whatever arrives where. Every member joins the group before any of
 //! them receives (a member that joins late finds the window moved on).
+//!
+//! The file stays past 1,000 lines: the group, its members and the tests that
+//! run them against a single receiver are one protocol, read together (the
+//! tests are a third of it).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
