@@ -218,6 +218,8 @@ fn across_hosts(
                 "config": {"pipeline": plan.pipeline.name, "file": plan.pipeline.file, "rate_pps": rate_pps, "duration_s": args.duration.as_secs_f64(), "drain_s": args.drain.as_secs_f64()},
                 "result": &r,
                 "latency": {"summary": r.latency_ns, "histogram_v2_deflate_base64": encode(&r.histogram)},
+                // Each stream's histogram as merged from the hosts that received it.
+                "stream_histograms_v2_deflate_base64": r.streams.iter().map(|s| (s.stream.to_string(), encode(&s.histogram))).collect::<std::collections::BTreeMap<_, _>>(),
             });
             write_json(&path, &doc)?;
         }
