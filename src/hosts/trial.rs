@@ -241,6 +241,7 @@ impl Cluster {
         }
         let armed = self.runner.arm(epoch, self.interrupt);
         self.step(&format!("trial {epoch} armed"), t, &armed)?;
+        let released = crate::time::monotonic_now().as_nanos();
         // Every analyzer on every host is reset: start sending.
         self.runner
             .launch(epoch, rate_pps, self.total_share, duration);
@@ -251,7 +252,15 @@ impl Cluster {
         // whole trial.
         self.step(&format!("trial {epoch} sent"), t + duration, &sent)?;
         std::thread::sleep(self.runner.drain());
-        let part = self.runner.part(self.interrupt);
+        let part = self.runner.part(self.interrupt).map(|mut p| {
+            p.start_ns = self
+                .runner
+                .first_packet_ns()
+                .map(|f| f.saturating_sub(released));
+            p
+        });
+        // The reduce starts when this rank has its own part.
+        let collected = crate::time::monotonic_now();
         let outcome = part.as_ref().map(|_| ()).map_err(|e| match e {
             TrialError::Interrupted => TrialError::Interrupted,
             e => TrialError::Stalled(e.to_string()),
@@ -289,6 +298,10 @@ impl Cluster {
             .map(|(h, p)| (h.name.clone(), HostSection::of(h.rank, p)))
             .collect();
         r.clock = Some(note);
+        r.timing = Some(crate::traffic::trial::HostsTiming {
+            start_ns: parts.iter().filter_map(|p| p.start_ns).max(),
+            reduce_ns: crate::time::duration_nanos(crate::time::monotonic_now() - collected),
+        });
         Ok(Some(r))
     }
 

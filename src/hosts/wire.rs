@@ -17,6 +17,7 @@ struct PartWire {
     gaps: Vec<String>,
     analyzers: Vec<AnalyzerWire>,
     ports: BTreeMap<String, PortWire>,
+    start_ns: Option<u64>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -132,6 +133,7 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
             .iter()
             .map(|(k, p)| (k.clone(), port_out(p)))
             .collect(),
+        start_ns: part.start_ns,
     };
     // Serialising plain structs of numbers and strings cannot fail.
     serde_json::to_vec(&w).unwrap_or_default()
@@ -157,6 +159,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
             })
             .collect(),
         ports: w.ports.into_iter().map(|(k, p)| (k, port_in(p))).collect(),
+        start_ns: w.start_ns,
         ..TrialPart::default()
     };
     for g in &w.gaps {
@@ -238,6 +241,7 @@ mod test {
                 },
             )],
             ports: [(format!("p{seed}"), port)].into(),
+            start_ns: Some(seed),
         }
     }
 
@@ -275,7 +279,7 @@ mod test {
         b.truncate(b.len() / 2);
         assert!(decode(&b).is_err());
         assert!(
-            decode(b"{\"generators\":{},\"gaps\":[\"!!\"],\"analyzers\":[],\"ports\":{}}").is_err()
+            decode(b"{\"generators\":{},\"gaps\":[\"!!\"],\"analyzers\":[],\"ports\":{},\"start_ns\":null}").is_err()
         );
     }
 }

@@ -85,6 +85,9 @@ pub struct TrialResult {
     /// Across hosts: whether the latency is one-way latency, and why not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockNote>,
+    /// Across hosts: what coordinating the ranks cost this trial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<HostsTiming>,
     /// The pooled latency histogram (not serialized here; see stats files).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
@@ -114,6 +117,10 @@ pub struct HostSection {
     /// Its ports' counters over the trial (the drops of each cause are in
     /// their details).
     pub ports: BTreeMap<String, PortReport>,
+    /// From the barrier that started the trial to its first packet, in ns
+    /// (hosts with generators).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
 }
 
 impl HostSection {
@@ -137,8 +144,21 @@ impl HostSection {
             generators: r.generators,
             analyzers: r.analyzers,
             ports: r.ports,
+            start_ns: part.start_ns,
         }
     }
+}
+
+/// Across hosts: the cost of coordinating a trial's ranks.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HostsTiming {
+    /// The slowest host's time from the barrier that starts the trial to
+    /// its first packet, in ns.
+    pub start_ns: Option<u64>,
+    /// Rank 0's time from having its own part (its analyzers' reports) to
+    /// the assembled result: every rank's status, then their parts encoded,
+    /// gathered, decoded and added up.
+    pub reduce_ns: u64,
 }
 
 /// Across hosts: what the latency of a trial means.
@@ -459,6 +479,16 @@ impl TrialRunner {
         self.built.generators.iter().map(|g| g.2).sum()
     }
 
+    /// When this runner's earliest generator sent the last trial's first
+    /// packet (ns, monotonic); None without generators.
+    pub fn first_packet_ns(&self) -> Option<u64> {
+        self.built
+            .generators
+            .iter()
+            .map(|(_, g, _)| g.first_ns.load(Ordering::Relaxed))
+            .min()
+    }
+
     /// The drain interval of the options.
     pub fn drain(&self) -> Duration {
         self.options.drain
@@ -623,6 +653,9 @@ pub struct TrialPart {
     pub analyzers: Vec<(String, AnalyzerReport)>,
     /// Port counters over the trial (deltas).
     pub ports: BTreeMap<String, PortReport>,
+    /// Across hosts: from the barrier that started the trial to this part's
+    /// first packet, in ns (None without generators).
+    pub start_ns: Option<u64>,
 }
 
 /// The trial result of `parts` (one per host, or one for a single process):
@@ -741,6 +774,7 @@ pub fn assemble(
         ports,
         hosts: BTreeMap::new(),
         clock: None,
+        timing: None,
         histogram: hist,
     }
 }
