@@ -900,3 +900,42 @@ fn a_trial_file_with_more_hosts_than_ranks_exits_2_naming_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn run_across_hosts_reports_each_hosts_part() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "u") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0))
+            .replace("tx = \"out\"", "tx = \"out\"\nrate = \"5 kpps\""),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &["run", "--duration", "1s", "--quiet", "--json", "-"],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let (a, b) = (&doc["hosts"]["a"], &doc["hosts"]["b"]);
+    assert_eq!(a["rank"], 0, "{doc}");
+    assert_eq!(b["rank"], 1, "{doc}");
+    // Each host reports only its own part.
+    assert!(a["stages"].get("ana").is_none(), "{doc}");
+    assert!(b["stages"].get("gen").is_none(), "{doc}");
+    let sent = a["ports"]["out"]["tx_packets"].as_u64().unwrap();
+    let got = b["ports"]["in"]["rx_packets"].as_u64().unwrap();
+    assert!(sent > 0 && got > 0 && got <= sent, "{doc}");
+    // Without a duration a receiving host could not tell when to stop.
+    let (code, _, err) = run_file(2, &["run"], &file).unwrap();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--duration"), "{err}");
+}

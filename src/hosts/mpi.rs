@@ -257,6 +257,13 @@ impl Ranks {
         }
     }
 
+    /// Prints a line naming this rank's host (`b (rank 1): MSG`), in one
+    /// write so it does not interleave with other ranks' lines.
+    pub fn say(&self, msg: &str) {
+        let line = format!("{}: {msg}\n", self.host().label());
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }
+
     /// Announces this rank on stderr: `rank R host H pid P on MACHINE`, one
     /// write, so a test (or a person) can find a rank's process.
     pub fn announce(&self) {

@@ -117,14 +117,8 @@ impl Cluster {
                 whole.file.display()
             )));
         }
-        let ranks = Ranks::init_with(|size| super::by_rank(whole, size)).map_err(|e| match e {
-            InitError::Hosts(m) => HostsError::Input(m),
-            e => HostsError::Runtime(e.to_string()),
-        })?;
+        let ranks = join(plan)?;
         let me = ranks.host().name.clone();
-        let spec = whole.hosts.iter().find(|h| h.name == me);
-        ranks.enter_netns(spec.and_then(|h| h.netns.as_deref()));
-        ranks.announce();
         let clocks: BTreeMap<String, HostClock> = whole
             .hosts
             .iter()
@@ -138,16 +132,16 @@ impl Cluster {
         let status = match &built {
             Ok(_) => 0,
             Err(e) => {
-                say(&ranks, &format!("{e}"));
+                ranks.say(&format!("{e}"));
                 status_of(e)
             }
         };
-        check(&ranks, "start", timeout, status)?;
+        agree(&ranks, "start", timeout, status)?;
         let Ok(runner) = built else {
             unreachable!("a failed start was reported by the status exchange")
         };
         for w in runner.warnings() {
-            say(&ranks, &format!("warning: {w}"));
+            ranks.say(&format!("warning: {w}"));
         }
         let mut c = Cluster {
             total_share: plan.generator_shares(),
@@ -376,12 +370,12 @@ impl Cluster {
             Ok(()) => 0,
             Err(e) => {
                 if !matches!(e, TrialError::Interrupted) {
-                    say(&self.ranks, &e.to_string());
+                    self.ranks.say(&e.to_string());
                 }
                 status_of(e)
             }
         };
-        let r = check(&self.ranks, step, timeout, status);
+        let r = agree(&self.ranks, step, timeout, status);
         if r.is_err() {
             // Every rank saw the failure: none waits for a stop command.
             self.stopped = true;
@@ -449,15 +443,23 @@ impl Drop for Cluster {
     }
 }
 
-/// Prints a line naming this rank's host, in one write.
-fn say(ranks: &Ranks, msg: &str) {
-    let line = format!("{}: {msg}\n", ranks.host().label());
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+/// Joins the MPI job for `plan`: binds its hosts to ranks, enters this
+/// rank's namespace (after MPI init) and announces the rank on stderr.
+pub fn join(plan: &Plan) -> Result<Ranks, HostsError> {
+    let whole = &plan.pipeline;
+    let ranks = Ranks::init_with(|size| super::by_rank(whole, size)).map_err(|e| match e {
+        InitError::Hosts(m) => HostsError::Input(m),
+        e => HostsError::Runtime(e.to_string()),
+    })?;
+    let spec = whole.hosts.iter().find(|h| h.name == ranks.host().name);
+    ranks.enter_netns(spec.and_then(|h| h.netns.as_deref()));
+    ranks.announce();
+    Ok(ranks)
 }
 
-/// Exchanges status words: everyone learns the worst one, and which host
-/// had it.
-fn check(ranks: &Ranks, step: &str, timeout: Duration, status: u64) -> Result<(), HostsError> {
+/// Exchanges status words (0 ok, 1 run-time failure, 2 bad input, 130
+/// interrupted): everyone learns the worst one, and which host had it.
+pub fn agree(ranks: &Ranks, step: &str, timeout: Duration, status: u64) -> Result<(), HostsError> {
     let (worst, _) = ranks.exchange(step, timeout, &[status], 2, |all| {
         let (rank, s) = all
             .iter()
