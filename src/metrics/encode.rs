@@ -164,6 +164,7 @@ fn families(live: &Live) -> Vec<Family> {
 
     if let Some(probe) = live.pipeline.get() {
         pipeline_families(&probe.snapshot(), &mut out);
+        stage_value_families(probe, &mut out);
     }
     if let Some(s) = live.spead.get() {
         spead_families(s, &mut out);
@@ -322,6 +323,39 @@ fn pipeline_families(r: &crate::runtime::run::RunReport, out: &mut Vec<Family>) 
     );
     inflight.add(vec![pl()], r.left_in_flight as f64);
     out.extend([pool, dry, inflight]);
+}
+
+/// What stages publish beyond their counters (a SPEAD receiver's heaps and
+/// chunks, a chunk sink's totals), one family per value name, labelled like
+/// the stage families (and `replica` for a replica).
+fn stage_value_families(probe: &crate::runtime::run::Probe, out: &mut Vec<Family>) {
+    let mut fams: Vec<Family> = Vec::new();
+    for (stage, kind, lcore, replica, values) in probe.stage_values() {
+        for (def, v) in values.read() {
+            let i = match fams.iter().position(|f| f.name == def.name) {
+                Some(i) => i,
+                None => {
+                    let t = match def.kind {
+                        crate::runtime::ValueKind::Counter => MetricType::Counter,
+                        crate::runtime::ValueKind::Gauge => MetricType::Gauge,
+                    };
+                    fams.push(Family::new(def.name, def.help, t));
+                    fams.len() - 1
+                }
+            };
+            let mut l: Labels = vec![
+                ("pipeline", probe.name().to_string()),
+                ("stage", stage.to_string()),
+                ("kind", kind.to_string()),
+                ("lcore", lcore.to_string()),
+            ];
+            if let Some(r) = replica {
+                l.push(("replica", r.to_string()));
+            }
+            fams[i].add(l, v);
+        }
+    }
+    out.extend(fams);
 }
 
 fn spead_families(s: &super::SpeadCounters, out: &mut Vec<Family>) {
