@@ -623,6 +623,62 @@ mod test {
         assert!(!samples.keys().any(|k| k.starts_with("linerate_trial")));
     }
 
+    /// A pipeline's SPEAD stages: their published values parse as counters
+    /// and gauges with the stage's labels, and end at the report's values.
+    #[test]
+    fn spead_stage_values_are_served_with_their_labels() {
+        let text = std::fs::read_to_string("pipelines/telescope-ingest.toml")
+            .unwrap()
+            .replace("timestamps = 1024", "timestamps = 64")
+            .replace("lcores = \"0\"", "lcores = \"0\"\npin = false");
+        let plan = crate::pipeline::load_str(std::path::Path::new("t.toml"), &text).unwrap();
+        let built = crate::runtime::build::build(&plan).unwrap();
+        let live = Live::new("run");
+        live.set_pipeline(crate::runtime::run::Probe::of(&built));
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        let report = crate::runtime::run::run(
+            built,
+            crate::runtime::run::RunOptions {
+                duration: Some(std::time::Duration::from_secs(30)),
+                interrupt: &flag,
+                drain_timeout: std::time::Duration::from_secs(1),
+                drain_quiet: crate::runtime::run::DRAIN_QUIET,
+                on_tick: None,
+            },
+        )
+        .unwrap();
+        let text = encode(&live, Format::OpenMetrics).unwrap();
+        let (s, types) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let recv = report.stages["recv"].detail.as_ref().unwrap();
+        let sink = report.stages["check"].detail.as_ref().unwrap();
+        let l = |stage: &str, kind: &str| {
+            format!(
+                "{{pipeline=\"telescope-ingest\",stage=\"{stage}\",kind=\"{kind}\",lcore=\"0\"}}"
+            )
+        };
+        let r = l("recv", "spead_recv");
+        let c = l("check", "chunk_sink");
+        assert_eq!(recv["stream"]["heaps_complete"], 256);
+        assert_eq!(s[&format!("linerate_spead_heaps_complete_total{r}")], 256.0);
+        assert_eq!(
+            s[&format!("linerate_spead_packets_total{r}")],
+            recv["stream"]["packets"].as_f64().unwrap()
+        );
+        assert_eq!(
+            s[&format!("linerate_spead_chunks_total{r}")],
+            recv["chunks"].as_f64().unwrap()
+        );
+        assert_eq!(s[&format!("linerate_spead_fraction_present{r}")], 1.0);
+        assert_eq!(
+            s[&format!("linerate_chunk_sink_chunks_total{c}")],
+            sink["chunks"].as_f64().unwrap()
+        );
+        assert_eq!(s[&format!("linerate_chunk_sink_present_total{c}")], 256.0);
+        assert_eq!(s[&format!("linerate_chunk_sink_wrong_bytes_total{c}")], 0.0);
+        assert_eq!(types["linerate_spead_heaps_complete"], "counter");
+        assert_eq!(types["linerate_chunk_sink_fraction_present"], "gauge");
+    }
+
     #[test]
     fn trial_and_search_progress() {
         let live = Live::new("search");
