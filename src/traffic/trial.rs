@@ -659,10 +659,11 @@ pub struct TrialPart {
 }
 
 /// The trial result of `parts` (one per host, or one for a single process):
-/// counts are sums, a stream seen by several analyzers is one entry, and
-/// histograms are merged, never averaged. The latency samples of the streams
-/// in `no_latency` (part index, stream id) are left out: their stamps were
-/// written on a clock the receiving host cannot compare with its own.
+/// counts are sums (saturating: parts may come from another rank), a stream
+/// seen by several analyzers is one entry, and histograms are merged, never
+/// averaged. The latency samples of the streams in `no_latency` (part index,
+/// stream id) are left out: their stamps were written on a clock the
+/// receiving host cannot compare with its own.
 pub fn assemble(
     epoch: u32,
     rate_pps: f64,
@@ -676,23 +677,23 @@ pub fn assemble(
     let mut ports = BTreeMap::new();
     for p in parts {
         for (name, g) in &p.generators {
-            offered += g.offered;
-            sent += g.sent;
-            unsent += g.unsent;
+            offered = offered.saturating_add(g.offered);
+            sent = sent.saturating_add(g.sent);
+            unsent = unsent.saturating_add(g.unsent);
             generators.insert(name.clone(), *g);
         }
         ports.extend(p.ports.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
-        (0, 0, 0, 0, 0);
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut analyzers = BTreeMap::new();
     // A stream may arrive at several analyzers (replicas on RSS queues):
     // its counts add up, its histograms merge.
     let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
     for (i, p) in parts.iter().enumerate() {
         for (name, r) in &p.analyzers {
-            stale += r.stale;
-            invalid_latency += r.invalid_latency;
+            stale = stale.saturating_add(r.stale);
+            invalid_latency = invalid_latency.saturating_add(r.invalid_latency);
             let mut share = AnalyzerShare {
                 received: 0,
                 duplicates: 0,
@@ -700,22 +701,22 @@ pub fn assemble(
                 stale: r.stale,
             };
             for s in &r.streams {
-                share.received += s.unique;
-                share.duplicates += s.duplicates;
-                share.reordered += s.reordered;
+                share.received = share.received.saturating_add(s.unique);
+                share.duplicates = share.duplicates.saturating_add(s.duplicates);
+                share.reordered = share.reordered.saturating_add(s.reordered);
                 let e = by_stream.entry(s.stream).or_default();
-                e.0 += s.unique;
-                e.1 += s.duplicates;
-                e.2 += s.reordered;
+                e.0 = e.0.saturating_add(s.unique);
+                e.1 = e.1.saturating_add(s.duplicates);
+                e.2 = e.2.saturating_add(s.reordered);
                 e.3.push(if no_latency.contains(&(i, s.stream)) {
                     &empty
                 } else {
                     &s.histogram
                 });
             }
-            received += share.received;
-            duplicates += share.duplicates;
-            reordered += share.reordered;
+            received = received.saturating_add(share.received);
+            duplicates = duplicates.saturating_add(share.duplicates);
+            reordered = reordered.saturating_add(share.reordered);
             analyzers.insert(name.clone(), share);
         }
     }
