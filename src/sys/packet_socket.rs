@@ -125,6 +125,38 @@ garbage line
         assert!(inodes_on("", 7).is_empty());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn rows_give_back_their_inodes(
+            rows in proptest::collection::vec((0u32..16, proptest::num::u64::ANY), 0..8),
+            noise in ".*",
+            want in 0u32..16,
+        ) {
+            let mut text = String::from(TABLE.lines().next().unwrap());
+            for (iface, inode) in &rows {
+                text.push_str(&format!("\nffff8a0c5e2f6000 3 3 0003 {iface} 1 0 0 {inode}"));
+                text.push('\n');
+                text.push_str(&noise.replace('\n', " "));
+            }
+            let expect: Vec<u64> =
+                rows.iter().filter(|r| r.0 == want).map(|r| r.1).collect();
+            let got = inodes_on(&text, want);
+            // The noise lines may add rows of their own, never remove ours.
+            proptest::prop_assert!(expect.iter().all(|i| got.contains(i)));
+        }
+
+        #[test]
+        fn any_text_is_parsed_without_panic(text in ".*", ifindex in proptest::num::u32::ANY) {
+            let _ = inodes_on(&text, ifindex);
+            let _ = socket_inode(&text);
+        }
+
+        #[test]
+        fn socket_links_round_trip(inode in proptest::num::u64::ANY) {
+            proptest::prop_assert_eq!(socket_inode(&format!("socket:[{inode}]")), Some(inode));
+        }
+    }
+
     #[test]
     fn socket_links() {
         assert_eq!(socket_inode("socket:[51234]"), Some(51234));
