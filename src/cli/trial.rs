@@ -161,6 +161,13 @@ fn print_result(r: &TrialResult) {
             );
         }
     }
+    if r.rx_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "  our receiving ports dropped {} of the lost packets",
+            r.rx_dropped
+        );
+    }
     if let Some(l) = r.limited_by {
         let _ = writeln!(out, "  limited by: {}", l.advice());
     }

@@ -392,6 +392,7 @@ mod test {
             offered: 2000,
             received: 1900,
             unsent: Some(60),
+            rx_dropped: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.05, Some(60)));
@@ -400,9 +401,27 @@ mod test {
             offered: 1500,
             received: 1400,
             unsent: Some(10),
+            rx_dropped: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.3, Some(510)));
+        // Our receiver's drops, when known, name who limited a lossy trial.
+        let counts = |unsent, rx_dropped| TrialCounts {
+            offered: 2000,
+            received: 1900,
+            unsent: Some(unsent),
+            rx_dropped,
+        };
+        let by = |c| TrialRecord::new(&req, c, 2.0).limited_by;
+        use crate::traffic::trial::LimitedBy;
+        assert_eq!(by(counts(0, Some(90))), Some(LimitedBy::Receiver));
+        assert_eq!(by(counts(60, Some(30))), Some(LimitedBy::Generator));
+        assert_eq!(by(counts(0, Some(20))), Some(LimitedBy::Dut));
+        assert_eq!(by(counts(0, None)), Some(LimitedBy::Dut));
+        assert_eq!(
+            TrialRecord::new(&req, counts(0, Some(90)), 2.0).rx_dropped,
+            Some(90)
+        );
         // In the JSON only when known; the search's decisions do not depend on it.
         let v = serde_json::to_value(rec).unwrap();
         assert_eq!(v["unsent"], 510);

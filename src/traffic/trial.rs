@@ -49,6 +49,12 @@ pub struct TrialResult {
     /// Where most of the loss happened, when there was loss (see
     /// [`LimitedBy`]); the loss itself is counted the same either way.
     pub limited_by: Option<LimitedBy>,
+    /// Packets our own receiving ports dropped over the trial: missed by the
+    /// device, no mbuf, dropped by the kernel at a full AF_PACKET socket ring
+    /// or on the kernel interface a net_af_xdp/net_af_packet port receives
+    /// from (`eth_imissed + eth_rx_nombuf + socket_rx_dropped +
+    /// kernel_rx_dropped` of the ports). They are part of `lost`.
+    pub rx_dropped: u64,
     /// Sent packets per second of the trial.
     pub tx_pps: f64,
     /// Received packets per second of the trial.
@@ -197,10 +203,13 @@ pub enum LimitedBy {
     /// at this rate; the tool was.
     Generator,
     /// Our own receive side: drops counted by the receiving ports (missed by
-    /// the device, no mbuf) make up most of the loss.
+    /// the device, no mbuf, the kernel's drops at net_af_packet's socket ring
+    /// or at the interface net_af_xdp receives from)
+    /// make up most of the loss. The device was not measured at this rate;
+    /// our analyzer was.
     Receiver,
-    /// Lost after leaving: the device under test, or a receive path whose
-    /// drops our port cannot see (net_af_packet's socket ring).
+    /// Lost after leaving and not by our receiving ports: the device under
+    /// test (or a receive path whose drops no counter shows).
     Dut,
 }
 
@@ -230,13 +239,16 @@ impl LimitedBy {
                  if it was only late"
             }
             LimitedBy::Receiver => {
-                "our receiving port dropped most of the lost packets (missed, no mbuf): \
-                 give its analyzer an lcore of its own, more rx descriptors or mbufs"
+                "our receiving port dropped most of the lost packets (missed, no mbuf, or \
+                 the kernel dropped them on our side: net_af_packet's socket ring full, \
+                 `socket_rx_dropped`; net_af_xdp's ring full, `kernel_rx_dropped`): give \
+                 its analyzer an lcore (a core) of its own, a larger receive ring \
+                 (net_af_packet's `framecnt=` vdev argument, the port's `rx_desc`) or \
+                 more mbufs"
             }
             LimitedBy::Dut => {
-                "the packets were lost after they left: in the device under test, or on \
-                 the way back in a receive ring our port cannot count (net_af_packet reports \
-                 no drops); the device's own counters tell which"
+                "the packets were lost after they left, and not by our receiving ports: \
+                 in the device under test; its own counters confirm it"
             }
         }
     }
