@@ -773,6 +773,7 @@ pub fn assemble(
             lost as f64 / offered as f64
         },
         limited_by: LimitedBy::of(lost, unsent, rx_dropped),
+        rx_dropped,
         tx_pps: sent as f64 / secs,
         rx_pps: received as f64 / secs,
         duplicates,
