@@ -939,3 +939,106 @@ fn run_across_hosts_reports_each_hosts_part() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--duration"), "{err}");
 }
+
+#[test]
+fn a_three_rank_spead_ingest_reconciles_senders_and_receivers() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("ingest", "i") else {
+        return;
+    };
+    // The shipped file, in this run's namespaces.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/telescope-ingest-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ingest.toml");
+    std::fs::write(&file, shipped.replace("\"ingest-", &format!("\"{}-", ns.0))).unwrap();
+    let (code, out, err) = run_file(
+        3,
+        &[
+            "run",
+            "--duration",
+            "10s",
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let spead = &doc["spead"];
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {doc}"));
+    // The sender host sent both streams in full: 256 timestamps of 4 heaps.
+    let s = &doc["hosts"]["s"]["stages"];
+    assert_eq!(n(&spead["senders"]["s"]["heaps"]), 2 * 1024, "{doc}");
+    assert_eq!(
+        n(&spead["sent"]["packets"]),
+        n(&s["fsim1"]["detail"]["packets"]) + n(&s["fsim2"]["detail"]["packets"]),
+        "{doc}"
+    );
+    // Each receiver host's line is its own stages' counts, and the totals
+    // are their exact sums.
+    let mut sums = [0u64; 4];
+    for (host, recv, check) in [("r1", "recv1", "check1"), ("r2", "recv2", "check2")] {
+        let h = &doc["hosts"][host];
+        let r = &spead["receivers"][host];
+        let d = &h["stages"][recv]["detail"];
+        assert_eq!(r["stages"], serde_json::json!([recv]), "{doc}");
+        assert_eq!(n(&r["packets"]), n(&d["packets"]), "{doc}");
+        assert_eq!(
+            n(&r["packets"]),
+            n(&h["ports"][&format!("in{}", &host[1..])]["rx_packets"])
+        );
+        assert_eq!(n(&r["heaps_complete"]), n(&d["heaps_complete"]), "{doc}");
+        assert_eq!(n(&r["present"]), n(&d["stream"]["present"]), "{doc}");
+        assert_eq!(
+            n(&r["present_slots"]),
+            n(&d["stream"]["present_slots"]),
+            "{doc}"
+        );
+        // What arrived was placed byte for byte.
+        assert_eq!(n(&h["stages"][check]["detail"]["wrong_bytes"]), 0, "{doc}");
+        assert_eq!(n(&r["wrong_bytes"]), 0, "{doc}");
+        // A receiver sees only its own stream: at most what was sent to it.
+        assert!(n(&r["heaps_complete"]) > 0, "{doc}");
+        assert!(n(&r["heaps_complete"]) <= 1024, "{doc}");
+        let f = r["fraction_present"].as_f64().unwrap();
+        let exact = n(&r["present"]) as f64 / n(&r["present_slots"]).max(1) as f64;
+        assert!((f - exact).abs() < 1e-12, "{doc}");
+        for (x, k) in sums
+            .iter_mut()
+            .zip(["packets", "heaps_complete", "present", "present_slots"])
+        {
+            *x += n(&r[k]);
+        }
+    }
+    let t = &spead["received"];
+    assert_eq!(
+        [
+            n(&t["packets"]),
+            n(&t["heaps_complete"]),
+            n(&t["present"]),
+            n(&t["present_slots"])
+        ],
+        sums,
+        "{doc}"
+    );
+    // The pooled fraction, not the mean of the receivers'.
+    let pooled = sums[2] as f64 / sums[3].max(1) as f64;
+    assert!((t["fraction_present"].as_f64().unwrap() - pooled).abs() < 1e-12);
+    // The human report carries the same summary.
+    let (code, out, err) = run_file(3, &["run", "--duration", "10s", "--quiet"], &file).unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("SPEAD ingest across hosts:"), "{out}");
+    assert!(out.contains("received r2"), "{out}");
+    assert!(out.contains("received total"), "{out}");
+}

@@ -355,12 +355,20 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         }
         hosts.insert(h.name.clone(), section);
     }
+    // SPEAD stages on several hosts: one ingest summary over all of them.
+    let ingest = crate::hosts::ingest::summarise(hosts.iter().map(|(k, v)| (k.as_str(), v)));
+    if let (Some(i), false) = (&ingest, to_stdout) {
+        print!("{}", i.text());
+    }
     if let Some(path) = &args.json {
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "pipeline": plan.pipeline.name,
             "duration_s": duration.as_secs_f64(),
             "hosts": hosts,
         });
+        if let Some(i) = &ingest {
+            doc["spead"] = serde_json::to_value(i).unwrap_or_default();
+        }
         write_json(path, &doc)?;
     }
     outcome.map_err(quiet_fail)

@@ -4,6 +4,7 @@
 //! The parts here need no MPI: binding host names to ranks, and the error a
 //! collective returns when a peer does not answer in time, naming its host.
 
+pub mod ingest;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "mpi")]
