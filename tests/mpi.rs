@@ -1042,3 +1042,121 @@ fn a_three_rank_spead_ingest_reconciles_senders_and_receivers() {
     assert!(out.contains("received r2"), "{out}");
     assert!(out.contains("received total"), "{out}");
 }
+
+/// Drops `permille` of the UDP datagrams delivered in namespace `ns`
+/// (nftables); false when nft is missing, a failure when the rule is refused.
+fn drop_udp(ns: &str, permille: u32) -> bool {
+    use std::io::Write;
+    let found = Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        return false;
+    }
+    let rule = format!(
+        "table inet loss {{\n chain in {{\n  type filter hook input priority 0\n  \
+         meta l4proto udp numgen random mod 1000 < {permille} counter drop\n }}\n}}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn nft");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rule.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft refused {rule}");
+    true
+}
+
+/// The packets namespace `ns`'s loss rule dropped.
+fn dropped_in(ns: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "list", "ruleset"])
+        .output()
+        .expect("nft list ruleset");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("counter packets ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "r") else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    // 5 % of the datagrams lost each way, in the kernel.
+    if !(drop_udp(&a, 50) && drop_udp(&b, 50)) {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("skipped: nft missing");
+        return;
+    }
+    // The shipped file, in this run's namespaces.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/reliable-udp-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reliable.toml");
+    std::fs::write(
+        &file,
+        shipped
+            .replace("\"rel-a\"", &format!("\"{a}\""))
+            .replace("\"rel-b\"", &format!("\"{b}\"")),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "run",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let tx = &doc["hosts"]["a"]["stages"]["sender"]["detail"];
+    let rx = &doc["hosts"]["b"]["stages"]["receiver"]["detail"];
+    assert_eq!(doc["hosts"]["a"]["rank"], 0, "{doc}");
+    assert_eq!(doc["hosts"]["b"]["rank"], 1, "{doc}");
+    // Every message sent and acknowledged...
+    assert_eq!(tx["messages"], 2000, "{doc}");
+    assert_eq!(tx["unacked"], 0, "{doc}");
+    // ...and delivered once, intact, in order, on the other host.
+    assert_eq!(rx["endpoint"]["delivered"], 2000, "{doc}");
+    assert_eq!(rx["check"]["ok"], 2000, "{doc}");
+    assert_eq!(rx["check"]["bytes"], 2000 * 8192, "{doc}");
+    for k in ["corrupt", "duplicate", "out_of_order"] {
+        assert_eq!(rx["check"][k], 0, "{k}: {doc}");
+    }
+    // Through real loss: the kernel dropped datagrams both ways.
+    assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+    assert!(
+        tx["endpoint"]["retransmits"].as_u64().unwrap_or(0) > 0,
+        "{doc}"
+    );
+}

@@ -83,6 +83,11 @@ impl<'t, 'i> Table<'t, 'i> {
         self.used.push(key.to_string());
     }
 
+    /// Whether a key was already read (by an accessor or [`Table::mark_used`]).
+    pub(crate) fn was_read(&self, key: &str) -> bool {
+        self.used.iter().any(|u| u == key)
+    }
+
     /// A key's raw value.
     pub(crate) fn raw(&self, key: &str) -> Option<&'t DeValue<'i>> {
         self.map.get(key).map(|v| v.get_ref())

@@ -185,7 +185,9 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, role: Role) -> ParsedStage 
     let burst = burst(t, sink);
     let mut endpoint_keys = toml::Table::new();
     for (k, v) in t.entries() {
-        if !KEYS.iter().any(|own| own.name == k) {
+        // Keys every stage has (`host`, `lcores`) were read before this
+        // parser ran; the rest beyond the stage's own go to the endpoint.
+        if !KEYS.iter().any(|own| own.name == k) && !t.was_read(k) {
             t.mark_used(k);
             endpoint_keys.insert(k.to_string(), to_value(v));
         }
@@ -280,5 +282,25 @@ mod test {
     fn endpoint_keys_match_the_reader() {
         let documented: Vec<&str> = super::ENDPOINT_KEYS.iter().map(|k| k.name).collect();
         assert_eq!(documented, crate::reliable::keys::KEYS);
+    }
+
+    /// `host` is every stage's key, never the endpoint's; a misspelt key
+    /// still is the endpoint reader's error.
+    #[test]
+    fn a_reliable_stage_takes_host_and_unknown_keys_stay_errors() {
+        let file = |extra: &str| {
+            format!(
+                "[pipeline]\nlcores = \"0\"\npin = false\n[host.a]\nrank = 0\n[host.b]\nrank = 1\n\
+                 [port.w]\nkind = \"mem\"\nhost = \"a\"\n\
+                 [stage.tx]\nkind = \"reliable_tx\"\nhost = \"a\"\nrx = \"w\"\ntx = \"w\"\n{extra}"
+            )
+        };
+        let path = std::path::Path::new("hosts.toml");
+        let plan = crate::pipeline::load_str(path, &file("")).expect("valid");
+        assert_eq!(plan.pipeline.stages[0].host.as_deref(), Some("a"));
+        let e = crate::pipeline::load_str(path, &file("windw = 64\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("windw"), "{e}");
     }
 }
