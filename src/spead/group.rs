@@ -33,7 +33,7 @@
 //! tests are a third of it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -107,6 +107,8 @@ struct State {
     /// moved past them); what lossless eviction waits for.
     progress: Vec<i64>,
     stats: GroupStats,
+    /// The counters of members that finished, summed.
+    finished: ChunkStats,
 }
 
 struct Inner {
@@ -119,6 +121,16 @@ struct Inner {
     state: Mutex<State>,
     /// Members let go of chunks below this (lossy eviction), at their next burst.
     evict_before: AtomicI64,
+    /// Chunks waiting in `retiring`, so a poll finds none without the lock.
+    retiring: AtomicUsize,
+    /// Members that joined.
+    members: AtomicUsize,
+    /// End-of-stream heaps seen by any member.
+    stops: AtomicUsize,
+    /// Members that began to finish.
+    ending: AtomicUsize,
+    /// Members that finished.
+    ended: AtomicUsize,
 }
 
 impl Inner {
@@ -175,8 +187,14 @@ impl ChunkGroup {
                     writers: WriterSet::default(),
                     progress: Vec::new(),
                     stats: GroupStats::default(),
+                    finished: ChunkStats::default(),
                 }),
                 evict_before: AtomicI64::new(i64::MIN),
+                retiring: AtomicUsize::new(0),
+                members: AtomicUsize::new(0),
+                stops: AtomicUsize::new(0),
+                ending: AtomicUsize::new(0),
+                ended: AtomicUsize::new(0),
                 cfg,
             }),
         })
@@ -188,6 +206,7 @@ impl ChunkGroup {
             let mut s = self.inner.lock();
             let w = s.writers.writer().ok_or(GroupError::Members)?;
             s.progress.push(i64::MIN);
+            self.inner.members.fetch_add(1, Ordering::Relaxed);
             (w, s.progress.len() - 1)
         };
         let mut ids = [0u64; MAX_PLACE_ITEMS];
@@ -205,6 +224,7 @@ impl ChunkGroup {
             live: Vec::with_capacity(max_heaps),
             age: 0,
             floor: i64::MIN,
+            finished: false,
             stats: ChunkStats::default(),
         })
     }
@@ -230,12 +250,48 @@ impl ChunkGroup {
         self.inner.lock().stats.clone()
     }
 
-    /// The oldest retired chunk, once no member holds it.
+    /// Members that joined.
+    pub fn members(&self) -> usize {
+        self.inner.members.load(Ordering::Relaxed)
+    }
+
+    /// Whether the group's input ended: its members saw as many end-of-stream
+    /// heaps as there are members (spead2: each member's stream is stopped).
+    pub fn stopped(&self) -> bool {
+        self.inner.stops.load(Ordering::Acquire) >= self.members()
+    }
+
+    /// Whether every member finished ([`Member::finish`]); the group's window
+    /// was flushed then, and what [`ChunkGroup::poll_chunk`] still gives is
+    /// the last of it.
+    pub fn finished(&self) -> bool {
+        self.inner.ended.load(Ordering::Acquire) >= self.members()
+    }
+
+    /// The counters of the members that finished, added up, with the
+    /// group's chunk counts: what one receiver fed every member's packets
+    /// would count.
+    pub fn totals(&self) -> ChunkStats {
+        let s = self.inner.lock();
+        let mut t = s.finished.clone();
+        t.chunks = s.stats.chunks;
+        t.present = s.stats.present;
+        t.present_slots = s.stats.present_slots;
+        t
+    }
+
+    /// The oldest retired chunk, once no member holds it. Without the lock
+    /// when none is retiring (one atomic load), so every member may call it
+    /// each burst.
     pub fn poll_chunk(&self) -> Option<Chunk> {
+        if self.inner.retiring.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let mut s = self.inner.lock();
         let (chunk_id, shared) = s.retiring.pop_front()?;
         match Arc::try_unwrap(shared) {
             Ok(c) => {
+                self.inner.retiring.fetch_sub(1, Ordering::Release);
                 let (data, present) = c.into_parts();
                 let chunk = Chunk {
                     chunk_id,
@@ -266,18 +322,23 @@ impl ChunkGroup {
     /// Retires every chunk in the window (at the end of input, once the members
     /// have flushed); they are delivered as members let go of them.
     pub fn flush(&self) {
-        let mut s = self.inner.lock();
-        while s.head < s.tail {
-            retire_head(&mut s);
-        }
-        self.inner.evict_before.store(s.head, Ordering::Release);
+        flush_group(&self.inner);
     }
 }
 
-fn retire_head(s: &mut State) {
+fn flush_group(inner: &Inner) {
+    let mut s = inner.lock();
+    while s.head < s.tail {
+        retire_head(inner, &mut s);
+    }
+    inner.evict_before.store(s.head, Ordering::Release);
+}
+
+fn retire_head(inner: &Inner, s: &mut State) {
     let id = s.head;
     if let Some(c) = s.window.pop_front() {
         s.retiring.push_back((id, c));
+        inner.retiring.fetch_add(1, Ordering::Release);
     }
     s.head += 1;
 }
@@ -307,7 +368,7 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
         let evicted = s.window.iter().filter(|c| held_elsewhere(c)).count() as u64;
         s.stats.evicted_held += evicted;
         while s.head < s.tail {
-            retire_head(&mut s);
+            retire_head(inner, &mut s);
         }
         // Lossless: no further than every member is done.
         let restart = match inner.eviction {
@@ -326,7 +387,7 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
                 return Err(Push::Stall);
             }
             s.stats.evicted_held += u64::from(busy);
-            retire_head(&mut s);
+            retire_head(inner, &mut s);
             inner.evict_before.store(s.head, Ordering::Release);
         }
         let Some(data) = s.free.pop() else {
@@ -377,6 +438,8 @@ pub struct Member<P: Place> {
     age: u64,
     /// Chunk ids below this are gone from the group's window.
     floor: i64,
+    /// [`Member::finish`] was called.
+    finished: bool,
     stats: ChunkStats,
 }
 
@@ -414,6 +477,47 @@ impl<P: Place> Member<P> {
                 self.release_front();
             }
         }
+    }
+
+    /// This member's index in its group (0 for the first to join).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The group this member belongs to.
+    pub fn group(&self) -> ChunkGroup {
+        ChunkGroup {
+            inner: self.group.clone(),
+        }
+    }
+
+    /// Ends this member: lets go of everything ([`Member::flush`]), adds its
+    /// counters to the group's totals, and, for the last member to finish,
+    /// flushes the group's window (every chunk then goes to the consumer as
+    /// it is polled). Later packets are counted as after the end. Returns
+    /// whether this was the last member; a second call does nothing.
+    pub fn finish(&mut self) -> bool {
+        if self.finished {
+            return false;
+        }
+        self.finished = true;
+        self.flush();
+        self.stats.stopped = self.group().stopped();
+        {
+            let mut s = self.group.lock();
+            let t = sum_stats([&s.finished, &self.stats]);
+            s.finished = t;
+        }
+        // The last to finish flushes the window before it counts itself
+        // finished, so a consumer that sees every member finished finds the
+        // whole window retired.
+        let ending = self.group.ending.fetch_add(1, Ordering::AcqRel) + 1;
+        let last = ending >= self.group.members.load(Ordering::Relaxed);
+        if last {
+            flush_group(&self.group);
+        }
+        self.group.ended.fetch_add(1, Ordering::AcqRel);
+        last
     }
 
     /// Lets go of every chunk (at the end of this member's input); its
@@ -560,12 +664,16 @@ impl<P: Place> Member<P> {
             Ok(h) => h,
             Err(_) => return self.discard(ChunkDiscard::Malformed),
         };
-        if self.stats.stopped {
+        if self.finished {
             return self.discard(ChunkDiscard::AfterStop);
         }
         if stop {
-            self.stats.stopped = true;
+            // One member's stream ended: it lets go of its chunks (so a
+            // lossless group never waits for it) and keeps taking packets
+            // (on SO_REUSEPORT sockets another sender's may still come); the
+            // group ends once it has seen a stop per member.
             self.flush();
+            self.group.stops.fetch_add(1, Ordering::AcqRel);
             return Push::Stopped;
         }
         let Some(heap_length) = h.heap_length else {
