@@ -500,3 +500,74 @@ fn a_receive_group_in_a_pipeline_writes_the_chunks_a_single_receiver_writes() {
     }
     assert_eq!(detail(&a, "out")["chunks"], detail(&b, "out")["chunks"]);
 }
+
+#[test]
+fn a_receive_group_on_so_reuseport_sockets_builds_every_chunk() {
+    // Two simulator replicas send from two source ports (a sending udp port
+    // without `bind`: one ephemeral port per socket); the receiver's three
+    // SO_REUSEPORT sockets are a group of three members, and the kernel's
+    // hash decides which member gets which sender (at least one gets none,
+    // and must not hold the lossless group: it ends by its idle timeout).
+    let port = util::free_udp_port();
+    let geo = "n_ants = 4\nn_channels_total = 64\nn_channels_per_stream = 4\nn_samples_per_channel = 256\nn_pols = 2\npacket_payload = 1024\n";
+    let text = format!(
+        r#"
+[pipeline]
+lcores = "0-2"
+pin = false
+[port.out]
+kind = "udp"
+connect = "127.0.0.1:{port}"
+queues = 2
+[port.in]
+kind = "udp"
+bind = "127.0.0.1:{port}"
+queues = 3
+rcvbuf = "16 MiB"
+[stage.fsim]
+kind = "spead_send"
+lcores = "0-1"
+tx = "out"
+timestamps = 64
+rate = "200 Mbps"
+{geo}
+[stage.recv]
+kind = "spead_recv"
+lcores = "0-2"
+rx = "in"
+heaps_per_fengine_per_chunk = 4
+max_chunks = 2
+n_chunks = 8
+eviction = "lossless"
+idle_timeout = "300ms"
+{geo}
+[stage.check]
+kind = "chunk_sink"
+lcore = 2
+from = "recv"
+mode = "check"
+"#
+    );
+    let r = util::run_text("udp-group.toml", &text, Duration::from_secs(120));
+    assert_eq!(r.stopped_by, Some(StopReason::Finished), "{r:?}");
+    let recv = &r.stages["recv"];
+    assert_eq!(recv.replicas.len(), 3);
+    // The kernel may drop datagrams on a loaded machine: whatever arrived is
+    // counted once, by the member that got it, and every chunk is whole or
+    // counted absent, never wrong.
+    let g = group_detail(&r, "recv");
+    let sent = 64 * 4;
+    let got = g["heaps_complete"].as_u64().unwrap();
+    assert!(got <= sent, "{g}");
+    assert_eq!(g["chunks"], 16, "{g}");
+    assert_eq!(g["present"], got, "{g}");
+    assert_eq!(g["present_slots"], sent, "{g}");
+    assert_eq!(g["stream"]["packets_duplicate"], 0, "{g}");
+    let check = detail(&r, "check");
+    assert_eq!(check["chunks"], 16, "{check}");
+    assert_eq!(check["present"], got, "{check}");
+    assert_eq!(check["wrong_bytes"], 0, "{check}");
+    let per: Vec<u64> = recv.replicas.iter().map(|m| m.packets_in).collect();
+    assert_eq!(per.iter().sum::<u64>(), recv.packets_in);
+    assert!(per.contains(&0), "two senders over three sockets: {per:?}");
+}

@@ -744,6 +744,10 @@ impl<P: Place> Member<P> {
         let chunk = &self.held[slot].1;
         match chunk.claim(&self.writer, region) {
             Claim::Claimed => {}
+            // This member's own heap again after it gave up on it (evicted
+            // incomplete): placed again, as a single receiver would, unless
+            // it is complete already.
+            Claim::Mine if !chunk.is_present(region) => {}
             // Placed already, here or by another member.
             Claim::Mine | Claim::Taken => return self.discard(ChunkDiscard::Duplicate),
             Claim::Invalid => return self.discard(ChunkDiscard::OutOfBounds),

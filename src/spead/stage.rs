@@ -692,6 +692,8 @@ pub struct SpeadRecv {
     /// An end-of-stream heap arrived here (a group member keeps going until
     /// the group has one per member).
     stop_seen: bool,
+    /// The first poll (a group member's idle time starts there).
+    polled: Option<Instant>,
     done_signalled: bool,
     counters: Arc<CacheAligned<StageCounters>>,
 }
@@ -753,6 +755,7 @@ impl SpeadRecv {
             drain_since: None,
             end: None,
             stop_seen: false,
+            polled: None,
             done_signalled: false,
             counters,
             spec,
@@ -891,7 +894,15 @@ impl Stage for SpeadRecv {
             }
         }
         if self.end.is_none() && self.pending_at.is_none() {
-            if let (Some(t), Some(last)) = (self.spec.idle_timeout, self.last) {
+            // A group member counts its idle time from its first poll even
+            // before any packet: one that receives nothing (its share of
+            // the senders went to another socket) must not hold a lossless
+            // group for ever.
+            let since = match self.rx {
+                Receiver::Member { .. } => self.last.or(Some(*self.polled.get_or_insert(now))),
+                Receiver::One(_) => self.last,
+            };
+            if let (Some(t), Some(last)) = (self.spec.idle_timeout, since) {
                 if now - last >= t {
                     // A member whose own stream ended with a stop stops
                     // waiting for the others' stops: its stream still ended

@@ -3,7 +3,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, BURST, KIND, LCORE, RX};
+use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
@@ -19,6 +19,7 @@ use crate::spead::stage::{MemberEnd, RecvEnd, SpeadRecv, SpeadRecvSpec};
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     RX,
     FLAVOUR,
     Key::new(

@@ -3,7 +3,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, tx, BURST, KIND, LCORE, TX};
+use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, TX};
 use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
@@ -17,6 +17,7 @@ use crate::units::{si, Rate};
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     TX,
     Key::new(
         "source",
