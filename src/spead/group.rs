@@ -39,10 +39,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 
 use crate::buf::copy::store_fence;
-use crate::buf::shared::{Claim, SharedChunk, Writer, WriterSet};
+use crate::buf::shared::{Claim, SharedChunk, Slots, Writer, WriterSet};
 
 use super::chunk::{
-    Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkStats, Place, PlaceInput, Push,
+    insert_offset, Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkStats, Place, PlaceInput, Push,
     MAX_PLACE_ITEMS,
 };
 use super::wire::{ctrl, decode_visit, id};
@@ -102,6 +102,8 @@ struct State {
     /// Out of the window, in id order, waiting for members to let go.
     retiring: VecDeque<(i64, Shared)>,
     free: Vec<ChunkBuf>,
+    /// Slots of delivered chunks, cleared, for the next ones.
+    free_slots: Vec<Slots>,
     writers: WriterSet,
     /// Per member: chunk ids below this it is done with (its window has
     /// moved past them); what lossless eviction waits for.
@@ -184,6 +186,7 @@ impl ChunkGroup {
                     window: VecDeque::new(),
                     retiring: VecDeque::new(),
                     free,
+                    free_slots: Vec::new(),
                     writers: WriterSet::default(),
                     progress: Vec::new(),
                     stats: GroupStats::default(),
@@ -222,6 +225,7 @@ impl ChunkGroup {
             ids,
             held: VecDeque::with_capacity(self.inner.cfg.max_chunks + 1),
             live: Vec::with_capacity(max_heaps),
+            spare: (0..max_heaps).map(|_| Vec::with_capacity(64)).collect(),
             age: 0,
             floor: i64::MIN,
             finished: false,
@@ -289,25 +293,31 @@ impl ChunkGroup {
         }
         let mut s = self.inner.lock();
         let (chunk_id, shared) = s.retiring.pop_front()?;
-        match Arc::try_unwrap(shared) {
-            Ok(c) => {
-                self.inner.retiring.fetch_sub(1, Ordering::Release);
-                let (data, present) = c.into_parts();
-                let chunk = Chunk {
-                    chunk_id,
-                    data,
-                    present,
-                };
-                s.stats.chunks += 1;
-                s.stats.present += chunk.present_count() as u64;
-                s.stats.present_slots += chunk.present.len() as u64;
-                Some(chunk)
-            }
+        let c = match Arc::try_unwrap(shared) {
+            Ok(c) => c,
             Err(shared) => {
                 s.retiring.push_front((chunk_id, shared));
-                None
+                return None;
             }
-        }
+        };
+        self.inner.retiring.fetch_sub(1, Ordering::Release);
+        drop(s);
+        // Away from the lock: the present map is read and the slots cleared
+        // for the next chunk.
+        let (data, present, mut slots) = c.into_parts_keep();
+        slots.clear();
+        let chunk = Chunk {
+            chunk_id,
+            data,
+            present,
+        };
+        let (present, slots_n) = (chunk.present_count() as u64, chunk.present.len() as u64);
+        let mut s = self.inner.lock();
+        s.free_slots.push(slots);
+        s.stats.chunks += 1;
+        s.stats.present += present;
+        s.stats.present_slots += slots_n;
+        Some(chunk)
     }
 
     /// Gives a chunk back to the free list (its data is not zeroed).
@@ -394,7 +404,11 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
             s.stats.stalls += 1;
             return Err(Push::Stall);
         };
-        let c = Arc::new(s.writers.chunk(data, inner.cfg.present_len, inner.stride));
+        let slots = s
+            .free_slots
+            .pop()
+            .unwrap_or_else(|| Slots::new(inner.cfg.present_len));
+        let c = Arc::new(s.writers.chunk_on(data, slots, inner.stride));
         s.window.push_back(c);
         s.tail += 1;
     }
@@ -435,6 +449,8 @@ pub struct Member<P: Place> {
     /// Chunks this member holds, in id order.
     held: VecDeque<(i64, Shared)>,
     live: Vec<LiveHeap>,
+    /// Offsets lists of finished heaps, for the next ones.
+    spare: Vec<Vec<u64>>,
     age: u64,
     /// Chunk ids below this are gone from the group's window.
     floor: i64,
@@ -558,17 +574,7 @@ impl<P: Place> Member<P> {
     }
 
     fn discard(&mut self, why: ChunkDiscard) -> Push {
-        let s = &mut self.stats;
-        match why {
-            ChunkDiscard::Malformed => s.packets_malformed += 1,
-            ChunkDiscard::Duplicate => s.packets_duplicate += 1,
-            ChunkDiscard::Unsized => s.packets_unsized += 1,
-            ChunkDiscard::Inconsistent => s.packets_inconsistent += 1,
-            ChunkDiscard::TooOld => s.packets_too_old += 1,
-            ChunkDiscard::Rejected | ChunkDiscard::OutOfBounds => s.packets_rejected += 1,
-            ChunkDiscard::AfterStop => s.packets_after_stop += 1,
-        }
-        Push::Discarded(why)
+        self.stats.discarded(why)
     }
 
     fn discard_heap(
@@ -579,10 +585,7 @@ impl<P: Place> Member<P> {
         heap_length: u64,
         why: ChunkDiscard,
     ) -> Push {
-        match why {
-            ChunkDiscard::TooOld => self.stats.heaps_too_old += 1,
-            _ => self.stats.heaps_rejected += 1,
-        }
+        self.stats.heap_discarded(why);
         if !single {
             // Remember the heap so its other packets are counted, not placed.
             self.new_live(sender, cnt, heap_length, HeapState::Discarding(why));
@@ -595,23 +598,33 @@ impl<P: Place> Member<P> {
             let oldest = (0..self.live.len())
                 .min_by_key(|&i| self.live[i].age)
                 .unwrap_or(0);
-            let l = self.live.swap_remove(oldest);
+            let l = &self.live[oldest];
             if matches!(l.state, HeapState::Placing { .. }) {
                 self.stats.heaps_incomplete_evicted += 1;
                 self.stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
             }
+            self.remove_live(oldest);
         }
         self.age += 1;
+        // Offsets lists are reused: no allocation per heap.
+        let mut offsets = self.spare.pop().unwrap_or_default();
+        offsets.clear();
         self.live.push(LiveHeap {
             sender,
             cnt,
             state,
             heap_length,
             received: 0,
-            offsets: Vec::new(),
+            offsets,
             age: self.age,
         });
         self.live.len() - 1
+    }
+
+    /// Removes live heap `i`, keeping its offsets list for the next heap.
+    fn remove_live(&mut self, i: usize) {
+        let l = self.live.swap_remove(i);
+        self.spare.push(l.offsets);
     }
 
     /// The held chunk `chunk_id`, asking the group for it if needed.
@@ -782,15 +795,9 @@ impl<P: Place> Member<P> {
         if l.heap_length != heap_length {
             return self.discard(ChunkDiscard::Inconsistent);
         }
-        let at = match l.offsets.last() {
-            Some(&last) if last < offset => l.offsets.len(),
-            None => 0,
-            _ => match l.offsets.binary_search(&offset) {
-                Ok(_) => return self.discard(ChunkDiscard::Duplicate),
-                Err(at) => at,
-            },
-        };
-        l.offsets.insert(at, offset);
+        if !insert_offset(&mut l.offsets, offset) {
+            return self.discard(ChunkDiscard::Duplicate);
+        }
         l.received += payload.len() as u64;
         let complete = l.received == l.heap_length;
         // Releasing a chunk removes its live heaps: the chunk is held.
@@ -811,7 +818,7 @@ impl<P: Place> Member<P> {
         self.stats.bytes += payload.len() as u64;
         if complete {
             self.stats.heaps_complete += 1;
-            self.live.swap_remove(i);
+            self.remove_live(i);
         }
         Push::Accepted
     }
