@@ -201,7 +201,8 @@ impl StageConfig for SpeadRecvSpec {
                 i,
                 end,
                 cx.pool.cache(),
-                cx.counters,
+                cx.counters.clone(),
+                cx.publish(crate::spead::live::recv_defs()),
             )));
         }
         // Its chunk sink's link, made by the sink's `link` (none: chunks are
@@ -212,7 +213,8 @@ impl StageConfig for SpeadRecvSpec {
             i,
             link,
             cx.pool.cache(),
-            cx.counters,
+            cx.counters.clone(),
+            cx.publish(crate::spead::live::recv_defs()),
         )))
     }
 }
