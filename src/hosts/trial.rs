@@ -503,6 +503,8 @@ impl crate::search::measurer::Measurer for HostsMeasurer {
                 offered: r.offered,
                 received: r.received,
                 unsent: Some(r.unsent),
+                // Not gathered across ranks yet: only decides `limited_by`.
+                rx_dropped: None,
             }),
             Err(HostsError::Interrupted) => Err(MeasureError::Interrupted),
             Err(e) => Err(MeasureError::Failed {
