@@ -503,8 +503,7 @@ impl crate::search::measurer::Measurer for HostsMeasurer {
                 offered: r.offered,
                 received: r.received,
                 unsent: Some(r.unsent),
-                // Not gathered across ranks yet: only decides `limited_by`.
-                rx_dropped: None,
+                rx_dropped: Some(r.rx_dropped),
             }),
             Err(HostsError::Interrupted) => Err(MeasureError::Interrupted),
             Err(e) => Err(MeasureError::Failed {
