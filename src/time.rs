@@ -111,6 +111,49 @@ pub fn monotonic_now() -> Instant {
     Instant::from_nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
+/// What stamps add to CLOCK_MONOTONIC: zero (stamps are monotonic time), or
+/// CLOCK_TAI minus CLOCK_MONOTONIC once [`use_tai_stamps`] ran. Both clocks
+/// tick at the same (disciplined) rate, so the difference only moves when
+/// the system clock is stepped; it is read again before every trial.
+static STAMP_OFFSET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A stamp's time for the monotonic instant `now`: `now` itself, or CLOCK_TAI
+/// at `now` when this process stamps on TAI (hosts with `clock = "tai"`,
+/// where a stamp written on one host is read on another). One relaxed load,
+/// no system call.
+pub fn stamp_ns(now: Instant) -> u64 {
+    now.as_nanos()
+        .wrapping_add(STAMP_OFFSET.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Reads CLOCK_TAI (what PTP's phc2sys disciplines, with `clock = "tai"`).
+pub fn tai_now() -> Instant {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_TAI exists on Linux
+    // since 3.10, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_TAI, &mut ts) };
+    Instant::from_nanos(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Makes this process's stamps CLOCK_TAI time (see [`stamp_ns`]): the
+/// difference to CLOCK_MONOTONIC from the closest of a few paired reads.
+pub fn use_tai_stamps() {
+    let mut best = (u64::MAX, 0u64);
+    for _ in 0..5 {
+        let a = monotonic_now().as_nanos();
+        let t = tai_now().as_nanos();
+        let b = monotonic_now().as_nanos();
+        let spread = b - a;
+        if spread < best.0 {
+            best = (spread, t.wrapping_sub(a + spread / 2));
+        }
+    }
+    STAMP_OFFSET.store(best.1, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The runtime's clock: CLOCK_MONOTONIC (see [`monotonic_now`]). Only ports,
 /// stages and the runtime read it; protocol cores receive its [`Instant`]s.
 ///

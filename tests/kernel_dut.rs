@@ -271,3 +271,87 @@ fn bidirectional_multi_flow_trial_against_the_kernel() {
         assert!(s[dev]["rx_packets"].as_u64().unwrap() > 0, "{s}");
     }
 }
+
+/// A receiver too slow for the traffic: its receive ring holds 8 frames
+/// (net_af_packet's socket ring, `framecnt=8`; net_af_xdp's, `rx_desc = 8`),
+/// and the analyzer polls on the generator's lcore, after each burst of 32 has
+/// gone through the router (the kernel forwards inside our send call). The
+/// kernel drops what the ring cannot hold; the trial must count those drops
+/// as ours (`socket_rx_dropped` or `kernel_rx_dropped`, and `rx_dropped`) and
+/// say the receiver, not the device, limited it.
+fn full_receive_ring_is_blamed_on_our_receiver(xdp: bool) {
+    let test = if xdp { "slowrx_xdp" } else { "slowrx" };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dut) = Dut::up(test) else { return };
+    let n = &dut.name;
+    let mut p = pipeline(&dut, false, false)
+        .replace(
+            "[stage.ana]\nkind = \"analyzer\"\nlcore = 0",
+            "[stage.ana]\nkind = \"analyzer\"\nlcore = 1",
+        )
+        // Late, not unsent: the generator sends everything, in full bursts.
+        .replace("[stage.gen]\n", "[stage.gen]\nmax_lag = \"5s\"\n");
+    let counter = if xdp {
+        p = p
+            .replace(
+                &format!("net_af_packet0,iface={n}-a\""),
+                &format!("net_af_xdp0,iface={n}-a,start_queue=0,queue_count=1\""),
+            )
+            .replace(
+                &format!("net_af_packet1,iface={n}-b\""),
+                &format!("net_af_xdp1,iface={n}-b,start_queue=0,queue_count=1\""),
+            )
+            .replace("device = \"net_af_packet0\"", "device = \"net_af_xdp0\"")
+            .replace(
+                "device = \"net_af_packet1\"",
+                "device = \"net_af_xdp1\"\nrx_desc = 8",
+            );
+        "kernel_rx_dropped"
+    } else {
+        p = p.replace(
+            &format!("iface={n}-b\""),
+            &format!("iface={n}-b,framecnt=8\""),
+        );
+        "socket_rx_dropped"
+    };
+    assert!(
+        p.contains("max_lag") && (p.contains("framecnt=8") || p.contains("rx_desc = 8")),
+        "{p}"
+    );
+    assert_eq!(p.contains("net_af_xdp1"), xdp, "{p}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(dir.path(), "p.toml", &p);
+    let before = dut.stats();
+    let r = linerate(
+        &["trial", "--rate", "2 Mpps", "--duration", "0.05s"],
+        &f,
+        120,
+    );
+    let after = dut.stats();
+    let sent = r["sent"].as_u64().unwrap();
+    let lost = r["lost"].as_u64().unwrap();
+    let dropped = r["rx_dropped"].as_u64().unwrap();
+    let kernel = r["ports"]["b"]["detail"][counter].as_u64().unwrap();
+    assert_eq!(r["unsent"].as_u64(), Some(0), "{r}");
+    assert!(kernel > 0 && dropped >= kernel, "{r}");
+    // The router forwarded what we sent (its own counters): the loss was ours.
+    let forwarded =
+        after["b"]["tx_packets"].as_u64().unwrap() - before["b"]["tx_packets"].as_u64().unwrap();
+    assert!(
+        forwarded >= sent,
+        "router forwarded {forwarded} of {sent}: {after}"
+    );
+    // Every lost packet is one the kernel dropped at our ring, no more.
+    assert!(dropped <= lost + 8, "{r}");
+    assert_eq!(r["limited_by"], "receiver", "{r}");
+}
+
+#[test]
+fn a_full_af_packet_receive_ring_is_blamed_on_our_receiver_not_the_dut() {
+    full_receive_ring_is_blamed_on_our_receiver(false);
+}
+
+#[test]
+fn a_full_af_xdp_receive_ring_is_blamed_on_our_receiver_not_the_dut() {
+    full_receive_ring_is_blamed_on_our_receiver(true);
+}

@@ -32,6 +32,19 @@ fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<Strin
     Ok(out)
 }
 
+/// Whether an HTTP answer's body is shorter than its `Content-Length` says.
+fn truncated(r: &str) -> bool {
+    let Some((head, body)) = r.split_once("\r\n\r\n") else {
+        return true;
+    };
+    let len = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse::<usize>().ok())?
+    });
+    len.is_some_and(|n| body.len() < n)
+}
+
 /// Kills and reaps a child process when dropped (also when a test fails).
 struct Reap(Child);
 
@@ -111,6 +124,9 @@ fn scrapes_while_running_and_stopping_never_hang() {
         );
         let t = Instant::now();
         match get(addr, "/metrics", timeout) {
+            // Cut short by the process's exit mid-answer (fewer body bytes
+            // than its Content-Length): a closed connection too.
+            Ok(r) if r.starts_with("HTTP/1.1 200") && truncated(&r) => refused += 1,
             Ok(r) if r.starts_with("HTTP/1.1 200") => {
                 assert!(
                     r.trim_end().ends_with("# EOF") || r.contains("# TYPE"),
@@ -300,4 +316,123 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
                 .find(|p| p.is_file())
         })
         .ok_or(())
+}
+
+/// The value of the first sample line of `series` (a name with its first
+/// labels) in an exposition text.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The SPEAD stages of a running pipeline serve their heap and chunk counters
+/// live: scraped while telescope-ingest runs (the simulator paced so the run
+/// takes a few seconds), they rise, and the last scrape (held after the end)
+/// equals the JSON report. The chunk sink's `plot` key draws its receive.
+#[test]
+fn spead_stage_counters_rise_live_and_end_at_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("sink");
+    let text = std::fs::read_to_string("pipelines/telescope-ingest.toml")
+        .unwrap()
+        .replace("# rate = \"1 Gbps\"", "rate = \"250 Mbps\"");
+    assert!(text.contains("rate = \"250 Mbps\""));
+    // [stage.check] is the last section: the key lands in it.
+    let text = format!("{text}plot = \"{}\"\n", plot.display());
+    let pipeline = dir.path().join("ingest.toml");
+    std::fs::write(&pipeline, text).unwrap();
+    let port = free_tcp_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let json = dir.path().join("run.json");
+    let child = bin()
+        .arg("run")
+        .arg(&pipeline)
+        .args(["-q", "--metrics-hold", "2s", "--metrics", &addr.to_string()])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reap(child);
+    let heaps = r#"linerate_spead_heaps_complete_total{pipeline="telescope-ingest",stage="recv",kind="spead_recv""#;
+    let chunks = r#"linerate_chunk_sink_chunks_total{pipeline="telescope-ingest",stage="check",kind="chunk_sink""#;
+    let present = r#"linerate_chunk_sink_present_total{pipeline="telescope-ingest",stage="check""#;
+    let recv_chunks = r#"linerate_spead_chunks_total{pipeline="telescope-ingest",stage="recv""#;
+    let fraction = r#"linerate_spead_fraction_present{pipeline="telescope-ingest",stage="recv""#;
+    let start = Instant::now();
+    let mut seen: Vec<(f64, f64)> = Vec::new();
+    let mut last = String::new();
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run did not end"
+        );
+        if let Ok(r) = get(addr, "/metrics", Duration::from_secs(3)) {
+            if let (Some(h), Some(c)) = (sample(&r, heaps), sample(&r, chunks)) {
+                if let Some(&(ph, pc)) = seen.last() {
+                    assert!(
+                        h >= ph && c >= pc,
+                        "a counter went down: {h} {c} after {ph} {pc}"
+                    );
+                }
+                seen.push((h, c));
+                last = r;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut err = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.0.wait().unwrap().code(), Some(0), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let recv = &v["stages"]["recv"]["detail"];
+    let sink = &v["stages"]["check"]["detail"];
+    let (final_heaps, final_chunks) = (
+        recv["stream"]["heaps_complete"].as_f64().unwrap(),
+        sink["chunks"].as_f64().unwrap(),
+    );
+    assert_eq!(final_heaps, 4096.0);
+    assert_eq!(final_chunks, 32.0);
+    // Rising while running: values strictly between zero and the end.
+    let mid_heaps = seen
+        .iter()
+        .filter(|s| s.0 > 0.0 && s.0 < final_heaps)
+        .count();
+    let mid_chunks = seen
+        .iter()
+        .filter(|s| s.1 > 0.0 && s.1 < final_chunks)
+        .count();
+    assert!(
+        mid_heaps >= 2 && mid_chunks >= 2,
+        "no rise seen while running: {seen:?}"
+    );
+    // The last scrape, held after the end, is the report.
+    assert_eq!(sample(&last, heaps), Some(final_heaps), "{last}");
+    assert_eq!(sample(&last, chunks), Some(final_chunks), "{last}");
+    assert_eq!(
+        sample(&last, recv_chunks),
+        recv["chunks"].as_f64(),
+        "{last}"
+    );
+    assert_eq!(sample(&last, present), sink["present"].as_f64(), "{last}");
+    assert_eq!(sample(&last, fraction), Some(1.0), "{last}");
+    // The sink's plot: both files, every interval of the run.
+    let p = &sink["plot"];
+    assert!(p["intervals"].as_u64().unwrap() >= 4, "{p}");
+    let svg = std::fs::read_to_string(plot.with_extension("svg")).unwrap();
+    assert!(svg.contains("chunk_sink of `recv`") && svg.contains("Gb/s"));
+    assert_eq!(
+        &std::fs::read(plot.with_extension("png")).unwrap()[1..4],
+        b"PNG"
+    );
 }

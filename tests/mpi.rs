@@ -9,6 +9,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Tests that assert loss-free traffic or a device's capacity run one at a
+/// time: on a small CI box two MPI jobs at once starve each other's ranks.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn mpirun() -> Option<Command> {
     let found = Command::new("mpirun")
         .arg("--version")
@@ -95,19 +99,39 @@ fn more_hosts_than_ranks_exits_2_naming_the_key() {
 /// `signal`, and returns the exit status, stderr and the seconds from the
 /// signal to the end of the job.
 fn signal_rank_b(signal: &str) -> Option<(Option<i32>, String, f64)> {
+    signal_rank(
+        3,
+        &[
+            "hosts",
+            "--names",
+            "a,b,c",
+            "--rounds",
+            "100000",
+            "--interval-ms",
+            "5",
+            "--timeout",
+            "3",
+        ],
+        "rank 1 host b pid ",
+        signal,
+        Duration::from_millis(500),
+    )
+}
+
+/// Starts `np` ranks running `args`, waits for the stderr line starting with
+/// `who` (a rank's announcement), sends its pid `signal` after `delay`, and
+/// returns the exit status, stderr and the seconds from the signal to the
+/// end of the job.
+fn signal_rank(
+    np: usize,
+    args: &[&str],
+    who: &str,
+    signal: &str,
+    delay: Duration,
+) -> Option<(Option<i32>, String, f64)> {
     let mut c = mpirun()?;
-    c.args(["-np", "3", env!("CARGO_BIN_EXE_linerate")]);
-    c.args([
-        "hosts",
-        "--names",
-        "a,b,c",
-        "--rounds",
-        "100000",
-        "--interval-ms",
-        "5",
-        "--timeout",
-        "3",
-    ]);
+    c.args(["-np", &np.to_string(), env!("CARGO_BIN_EXE_linerate")]);
+    c.args(args);
     let mut child = c
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -120,19 +144,19 @@ fn signal_rank_b(signal: &str) -> Option<(Option<i32>, String, f64)> {
     let pid = loop {
         line.clear();
         if err.read_line(&mut line).expect("read stderr") == 0 {
-            panic!("mpirun ended before rank b started: {text}");
+            panic!("mpirun ended before {who:?} started: {text}");
         }
         text.push_str(&line);
-        if let Some(rest) = line.strip_prefix("rank 1 host b pid ") {
+        if let Some(rest) = line.strip_prefix(who) {
             break rest.split_whitespace().next().unwrap().to_string();
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "no rank b in {text}"
+            "no {who:?} in {text}"
         );
     };
-    // Let a few rounds pass so the signal lands mid-run.
-    std::thread::sleep(Duration::from_millis(500));
+    // Let the run get under way so the signal lands mid-run.
+    std::thread::sleep(delay);
     let sent = Instant::now();
     assert!(Command::new("kill")
         .args([signal, &pid])
@@ -180,10 +204,16 @@ struct Namespaces(String);
 
 impl Namespaces {
     fn up() -> Option<Namespaces> {
-        let prefix = format!("lr{}", std::process::id() % 100_000_000);
+        Namespaces::make("up", "")
+    }
+
+    /// `scripts/mpi-hosts MODE` under a prefix unique to this process and
+    /// `tag` (tests run in parallel).
+    fn make(mode: &str, tag: &str) -> Option<Namespaces> {
+        let prefix = format!("lr{tag}{}", std::process::id() % 10_000_000);
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi-hosts");
         let ok = Command::new(script)
-            .args(["up", &prefix])
+            .args([mode, &prefix])
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
@@ -316,4 +346,596 @@ fn a_pipeline_with_more_hosts_than_ranks_exits_2_naming_the_key() {
         stderr.contains("[host.b] `rank`: rank 1, but mpirun started 1 rank"),
         "{stderr}"
     );
+}
+
+/// Runs `np` ranks of `linerate ARGS FILE`, returning the exit status code,
+/// stdout and stderr.
+fn run_file(
+    np: usize,
+    args: &[&str],
+    file: &std::path::Path,
+) -> Option<(Option<i32>, String, String)> {
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(file.to_str().unwrap());
+    let out = run(np, &all)?;
+    Some((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Both hosts send and both receive (stream 0 a -> b, stream 1 b -> a).
+fn both_ways(a_ns: &str, b_ns: &str, clock: &str) -> String {
+    format!(
+        r#"[pipeline]
+lcores = "0"
+pin = false
+[host.a]
+rank = 0
+netns = "{a_ns}"
+clock = "{clock}"
+[host.b]
+rank = 1
+netns = "{b_ns}"
+clock = "{clock}"
+[port.ab]
+kind = "udp"
+host = "a"
+bind = "10.77.0.1:47100"
+connect = "10.77.0.2:47100"
+[port.ba]
+kind = "udp"
+host = "b"
+bind = "10.77.0.2:47100"
+connect = "10.77.0.1:47100"
+[stage.gen_a]
+kind = "generator"
+host = "a"
+tx = "ab"
+stream = 0
+[stage.ana_a]
+kind = "analyzer"
+host = "a"
+rx = "ab"
+[stage.gen_b]
+kind = "generator"
+host = "b"
+tx = "ba"
+stream = 1
+[stage.ana_b]
+kind = "analyzer"
+host = "b"
+rx = "ba"
+"#
+    )
+}
+
+#[test]
+fn a_two_rank_trial_reconciles_the_reduced_counts_exactly() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "r") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "10 kpps",
+            "--duration",
+            "1s",
+            "--repeat",
+            "2",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let trials: Vec<serde_json::Value> = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(trials.len(), 2);
+    for t in &trials {
+        let u = |v: &serde_json::Value| v.as_u64().unwrap();
+        let (a, b) = (&t["hosts"]["a"], &t["hosts"]["b"]);
+        // The totals are the hosts' sums; each host holds only its part.
+        assert_eq!(u(&t["offered"]), 10_000, "{t}");
+        for k in [
+            "offered",
+            "sent",
+            "unsent",
+            "received",
+            "duplicates",
+            "reordered",
+        ] {
+            assert_eq!(u(&t[k]), u(&a[k]) + u(&b[k]), "{k}: {t}");
+        }
+        assert_eq!(u(&a["received"]), 0, "{t}");
+        assert_eq!(u(&b["offered"]), 0, "{t}");
+        assert_eq!(u(&a["generators"]["gen"]["sent"]), u(&t["sent"]), "{t}");
+        assert_eq!(
+            u(&b["analyzers"]["ana"]["received"]),
+            u(&t["received"]),
+            "{t}"
+        );
+        // The ports' counters come from the host that owns each port.
+        assert_eq!(u(&a["ports"]["out"]["tx_packets"]), u(&t["sent"]), "{t}");
+        assert_eq!(u(&t["ports"]["out"]["tx_packets"]), u(&t["sent"]), "{t}");
+        assert!(
+            u(&b["ports"]["in"]["rx_packets"]) >= u(&t["received"]),
+            "{t}"
+        );
+        assert_eq!(u(&t["lost"]), u(&t["offered"]) - u(&t["received"]), "{t}");
+        // Stamped on a, read on b, monotonic clocks: no latency, and why.
+        assert_eq!(t["clock"]["latency"], false, "{t}");
+        assert_eq!(u(&t["latency_ns"]["samples"]), 0, "{t}");
+        let why = t["clock"]["why"].as_str().unwrap();
+        assert!(
+            why.contains("stream 0 is sent on host a and received on host b"),
+            "{why}"
+        );
+        assert!(why.contains("clock = \"tai\""), "{why}");
+    }
+    assert_eq!(trials[0]["trial"], 1);
+    assert_eq!(trials[1]["trial"], 2);
+}
+
+#[test]
+fn tai_clocks_give_one_way_latency_and_the_merged_histogram_pools_the_hosts() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "t") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("both.toml");
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    std::fs::write(&file, both_ways(&a, &b, "tai")).unwrap();
+    let results = dir.path().join("results");
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "4 kpps",
+            "--duration",
+            "1s",
+            "--json",
+            "-",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let t: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(t["clock"]["clock"], "tai", "{t}");
+    assert_eq!(t["clock"]["latency"], true, "{t}");
+    assert!(t["clock"]["offset_bound_ns"].as_u64().is_some(), "{t}");
+    let streams = t["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{t}");
+    let samples: u64 = streams
+        .iter()
+        .map(|s| s["latency_ns"]["samples"].as_u64().unwrap())
+        .sum();
+    assert!(samples > 0, "{t}");
+    assert_eq!(t["latency_ns"]["samples"].as_u64(), Some(samples), "{t}");
+    // The merged histogram is exactly the pool of every host's samples:
+    // re-record each stream's values (one host's each) and compare.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("0.json")).unwrap()).unwrap();
+    let merged = linerate::latency::decode(
+        doc["latency"]["histogram_v2_deflate_base64"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut pooled = hdrhistogram::Histogram::<u64>::new_from(&merged);
+    for (_, h) in doc["stream_histograms_v2_deflate_base64"]
+        .as_object()
+        .unwrap()
+    {
+        let h = linerate::latency::decode(h.as_str().unwrap()).unwrap();
+        for v in h.iter_recorded() {
+            pooled
+                .record_n(v.value_iterated_to(), v.count_at_value())
+                .unwrap();
+        }
+    }
+    assert_eq!(pooled.len(), samples);
+    let values = |h: &hdrhistogram::Histogram<u64>| -> Vec<(u64, u64)> {
+        h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    };
+    assert_eq!(values(&pooled), values(&merged));
+}
+
+#[test]
+fn a_three_rank_trial_through_a_kernel_router() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up3", "k") else {
+        return;
+    };
+    let p = &ns.0;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("three.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"[pipeline]
+lcores = "0"
+pin = false
+[host.gen]
+rank = 0
+netns = "{p}-g"
+[host.dut]
+rank = 1
+netns = "{p}-d"
+[host.ana]
+rank = 2
+netns = "{p}-n"
+[port.out]
+kind = "udp"
+host = "gen"
+bind = "10.78.1.2:47100"
+connect = "10.78.2.2:47100"
+[port.in]
+kind = "udp"
+host = "ana"
+bind = "10.78.2.2:47100"
+[stage.gen]
+kind = "generator"
+host = "gen"
+tx = "out"
+[stage.ana]
+kind = "analyzer"
+host = "ana"
+rx = "in"
+"#
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        3,
+        &[
+            "trial",
+            "--rate",
+            "4 kpps",
+            "--duration",
+            "1s",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let t: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let sent = t["sent"].as_u64().unwrap();
+    assert!(sent > 0, "{t}");
+    assert_eq!(t["received"].as_u64(), Some(sent), "{t}");
+    assert_eq!(t["hosts"]["dut"]["rank"], 1, "{t}");
+    assert_eq!(t["hosts"]["dut"]["received"], 0, "{t}");
+    assert_eq!(t["hosts"]["ana"]["received"].as_u64(), Some(sent), "{t}");
+    // The kernel in the DUT namespace forwarded every packet.
+    let stats = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi-hosts"))
+        .args(["stats", p])
+        .output()
+        .unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let out_dev = format!("{p}-dn");
+    assert!(s[&out_dev]["tx_packets"].as_u64().unwrap() >= sent, "{s}");
+    assert_eq!(t["clock"]["latency"], false, "{t}");
+}
+
+#[test]
+fn a_search_across_hosts_brackets_the_known_capacity() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "s") else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dut.toml");
+    // Host b is the device: udp in, a 10 kpps wire, udp back to host a,
+    // where the analyzer sits beside the generator (loop-back to the sender).
+    std::fs::write(
+        &file,
+        format!(
+            r#"[pipeline]
+lcores = "0"
+pin = false
+[host.a]
+rank = 0
+netns = "{a}"
+[host.b]
+rank = 1
+netns = "{b}"
+[port.out]
+kind = "udp"
+host = "a"
+bind = "10.77.0.1:47100"
+connect = "10.77.0.2:47100"
+[port.back]
+kind = "udp"
+host = "a"
+bind = "10.77.0.1:47101"
+[port.din]
+kind = "udp"
+host = "b"
+bind = "10.77.0.2:47100"
+[port.dout]
+kind = "udp"
+host = "b"
+bind = "10.77.0.2:47101"
+connect = "10.77.0.1:47101"
+[port.wire]
+kind = "mem"
+host = "b"
+capacity = "10 kpps"
+queue = 256
+[stage.gen]
+kind = "generator"
+host = "a"
+tx = "out"
+max_lag = "10ms"
+[stage.ana]
+kind = "analyzer"
+host = "a"
+rx = "back"
+[stage.fin]
+kind = "forward"
+host = "b"
+rx = "din"
+tx = "wire"
+[stage.fout]
+kind = "forward"
+host = "b"
+rx = "wire"
+tx = "dout"
+"#
+        ),
+    )
+    .unwrap();
+    // Loop-back to the sender: latency, whatever the clocks.
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "5 kpps",
+            "--duration",
+            "0.5s",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let t: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(t["clock"]["latency"], true, "{t}");
+    assert!(t["latency_ns"]["samples"].as_u64().unwrap() > 0, "{t}");
+    let json = dir.path().join("search.json");
+    let (code, _, err) = run_file(
+        2,
+        &[
+            "search",
+            "--quiet",
+            "--min-rate",
+            "1 kpps",
+            "--max-rate",
+            "40 kpps",
+            "--initial-duration",
+            "0.2",
+            "--final-duration",
+            "0.5",
+            "--phases",
+            "0",
+            "--width",
+            "0.1",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let goals = r["outcome"]["goals"].as_array().unwrap();
+    // The PDR (0.5 % loss) interval holds the wire's capacity: the 256-packet
+    // queue lets a 0.5 s trial pass a little above it (to about 10.6 kpps);
+    // a loaded machine (a generator late by more than max_lag) may lose a
+    // little below it.
+    let pdr = &goals[1];
+    let lower = pdr["lower_pps"].as_f64().unwrap_or(0.0);
+    let upper = pdr["upper_pps"].as_f64().unwrap_or(f64::INFINITY);
+    assert!(
+        lower <= 10e3 * 1.2 && upper >= 10e3 * 0.7,
+        "PDR [{lower}, {upper}]: {pdr}\n{r}"
+    );
+    assert!(upper > lower, "{pdr}");
+}
+
+#[test]
+fn a_rank_killed_mid_trial_ends_the_job_naming_it() {
+    let Some(ns) = Namespaces::make("up", "x") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
+    )
+    .unwrap();
+    let Some((code, stderr, secs)) = signal_rank(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "2 kpps",
+            "--duration",
+            "20s",
+            "--timeout",
+            "3",
+            file.to_str().unwrap(),
+        ],
+        "rank 1 host b pid ",
+        "-KILL",
+        Duration::from_millis(1500),
+    ) else {
+        return;
+    };
+    assert_ne!(code, Some(0), "{stderr}");
+    assert_ne!(code, Some(124), "the wall-clock guard fired: {stderr}");
+    assert!(stderr.contains("rank 1"), "{stderr}");
+    assert!(secs < 30.0, "took {secs} s");
+}
+
+#[test]
+fn a_rank_hung_mid_trial_is_named_within_the_timeout() {
+    let Some(ns) = Namespaces::make("up", "h") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
+    )
+    .unwrap();
+    let Some((code, stderr, secs)) = signal_rank(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "2 kpps",
+            "--duration",
+            "2s",
+            "--timeout",
+            "3",
+            file.to_str().unwrap(),
+        ],
+        "rank 1 host b pid ",
+        "-STOP",
+        Duration::from_millis(1000),
+    ) else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: a (rank 0): host b (rank 1) did not answer at \"trial 1"),
+        "{stderr}"
+    );
+    // The trial's 2 s and the 3 s timeout, plus mpirun's teardown.
+    assert!(secs < 30.0, "took {secs} s");
+}
+
+#[test]
+fn a_rank_that_cannot_build_its_part_names_its_host() {
+    let Some(ns) = Namespaces::make("up", "f") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    // Host b binds an address its namespace does not have.
+    let text = two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0))
+        .replace("bind = \"10.77.0.2:47100\"", "bind = \"10.99.0.2:47100\"");
+    std::fs::write(&file, text).unwrap();
+    let Some((code, _, err)) = run_file(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "1 kpps",
+            "--duration",
+            "1s",
+            "--timeout",
+            "5",
+        ],
+        &file,
+    ) else {
+        return;
+    };
+    assert!(matches!(code, Some(1) | Some(2)), "{code:?}: {err}");
+    assert!(err.contains("b (rank 1): "), "{err}");
+    assert!(err.contains("10.99.0.2"), "{err}");
+    assert!(err.contains("error: host b (rank 1) failed"), "{err}");
+}
+
+#[test]
+fn a_trial_file_with_more_hosts_than_ranks_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(&file, two_hosts("na", "nb")).unwrap();
+    let Some((code, _, err)) =
+        run_file(1, &["trial", "--rate", "1 kpps", "--duration", "1s"], &file)
+    else {
+        return;
+    };
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("[host.b] `rank`: rank 1, but mpirun started 1 rank"),
+        "{err}"
+    );
+}
+
+#[test]
+fn run_across_hosts_reports_each_hosts_part() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "u") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0))
+            .replace("tx = \"out\"", "tx = \"out\"\nrate = \"5 kpps\""),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &["run", "--duration", "1s", "--quiet", "--json", "-"],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let (a, b) = (&doc["hosts"]["a"], &doc["hosts"]["b"]);
+    assert_eq!(a["rank"], 0, "{doc}");
+    assert_eq!(b["rank"], 1, "{doc}");
+    // Each host reports only its own part.
+    assert!(a["stages"].get("ana").is_none(), "{doc}");
+    assert!(b["stages"].get("gen").is_none(), "{doc}");
+    let sent = a["ports"]["out"]["tx_packets"].as_u64().unwrap();
+    let got = b["ports"]["in"]["rx_packets"].as_u64().unwrap();
+    assert!(sent > 0 && got > 0 && got <= sent, "{doc}");
+    // Without a duration a receiving host could not tell when to stop.
+    let (code, _, err) = run_file(2, &["run"], &file).unwrap();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--duration"), "{err}");
 }

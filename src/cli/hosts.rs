@@ -10,10 +10,6 @@ use std::time::Duration;
 use super::Failure;
 #[cfg(feature = "mpi")]
 use crate::hosts::mpi::{InitError, Ranks};
-#[cfg(feature = "mpi")]
-use crate::hosts::Host;
-#[cfg(feature = "mpi")]
-use crate::pipeline::Pipeline;
 
 /// Arguments of `linerate hosts`.
 #[derive(Debug, clap::Args)]
@@ -63,7 +59,7 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         None => None,
     };
     let init = match &plan {
-        Some(plan) => Ranks::init_with(|size| by_rank(&plan.pipeline, size)),
+        Some(plan) => Ranks::init_with(|size| crate::hosts::by_rank(&plan.pipeline, size)),
         None => Ranks::init(&args.names).map_err(|e| match e {
             InitError::Hosts(m) => InitError::Hosts(format!("--names: {m}")),
             e => e,
@@ -147,35 +143,15 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Prints a run-across-hosts error (on rank 0, or on the rank that had it)
+/// and returns the exit status.
 #[cfg(feature = "mpi")]
-/// Binds a pipeline's hosts to ranks by their `rank` key; ranks no host names
-/// are `rankN`. A host whose rank mpirun did not start is the file's error.
-fn by_rank(p: &Pipeline, size: usize) -> Result<Vec<Host>, String> {
-    let mut hosts: Vec<Host> = (0..size)
-        .map(|rank| Host {
-            name: format!("rank{rank}"),
-            rank,
-        })
-        .collect();
-    for h in &p.hosts {
-        let Some(rank) = h.rank else {
-            return Err(format!(
-                "{}: [host.{}] `hostname`: binding a host by hostname is not supported yet; give it `rank`",
-                p.file.display(),
-                h.name
-            ));
-        };
-        if rank >= size {
-            return Err(format!(
-                "{}: [host.{}] `rank`: rank {rank}, but mpirun started {size} rank{} (0..={}); run with mpirun -np {} or bind fewer hosts",
-                p.file.display(),
-                h.name,
-                if size == 1 { "" } else { "s" },
-                size - 1,
-                rank + 1
-            ));
-        }
-        hosts[rank].name = h.name.clone();
+pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
+    use crate::hosts::trial::HostsError;
+    match &e {
+        HostsError::Input(m) | HostsError::Runtime(m) => eprintln!("error: {m}"),
+        HostsError::Peer(..) => eprintln!("error: {e}"),
+        HostsError::Interrupted => eprintln!("interrupted"),
     }
-    Ok(hosts)
+    i32::from(e.code())
 }

@@ -98,6 +98,23 @@ fn exit_code(code: i32) -> Result<(), Failure> {
     }
 }
 
+/// `linerate search`: across hosts when the pipeline has several (feature
+/// `mpi`), else in this process.
+fn search_cmd(a: &search::SearchArgs) -> i32 {
+    #[cfg(feature = "mpi")]
+    if let Some(code) = search::across_hosts(a) {
+        return code;
+    }
+    search::run(a, &|path| {
+        let m = crate::search::pipeline::PipelineMeasurer::open(
+            path,
+            std::time::Duration::from_millis(200),
+            run::interrupt_flag(),
+        )?;
+        Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
+    })
+}
+
 /// Runs the command line and returns the process exit status.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -114,14 +131,7 @@ pub fn main() -> ExitCode {
         Command::Trial(a) => trial::run(&a),
         Command::Latency(a) => latency::run(&a),
         Command::Spead(a) => exit_code(spead::run(&a)),
-        Command::Search(a) => exit_code(search::run(&a, &|path| {
-            let m = crate::search::pipeline::PipelineMeasurer::open(
-                path,
-                std::time::Duration::from_millis(200),
-                run::interrupt_flag(),
-            )?;
-            Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
-        })),
+        Command::Search(a) => exit_code(search_cmd(&a)),
         Command::Reliable(a) => exit_code(reliable::run(&a)),
         Command::Doctor(a) => exit_code(doctor::run(&a)),
         Command::Rpc(a) => exit_code(rpc::run(&a)),

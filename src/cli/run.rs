@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// No live stats on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Across hosts (a pipeline with `[host.NAME]` sections under mpirun,
+    /// feature `mpi`): seconds to wait for a rank at each step.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -72,7 +76,13 @@ fn live_line(r: &RunReport, prev: &mut Option<RunReport>) -> String {
 
 /// The summary table on stdout.
 pub(crate) fn print_summary(r: &RunReport) {
-    let mut out = std::io::stdout().lock();
+    let text = summary(r);
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// The summary table of a run, as text.
+fn summary(r: &RunReport) -> String {
+    let mut out: Vec<u8> = Vec::new();
     let secs = r.duration_s.max(1e-9);
     let _ = writeln!(
         out,
@@ -174,6 +184,7 @@ pub(crate) fn print_summary(r: &RunReport) {
             r.left_in_flight
         );
     }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Writes a JSON value to a path ("-" is stdout).
@@ -202,6 +213,10 @@ pub(crate) fn start_metrics(
 
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let plan = crate::pipeline::load(&args.pipeline)?;
+    #[cfg(feature = "mpi")]
+    if !plan.pipeline.hosts.is_empty() {
+        return across_hosts(args, &plan);
+    }
     let (live, server) = start_metrics(&args.metrics, "run")?;
     let built = build(&plan).map_err(|e| match e {
         BuildError::Input(m) => Failure::Input(m),
@@ -244,6 +259,111 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         Some(f) => Err(Failure::Runtime(f)),
         None => Ok(()),
     }
+}
+
+/// `mpirun -np N linerate run FILE --duration S` with a file of several
+/// hosts: every rank runs its host's part for the same duration; rank 0
+/// prints each host's summary and writes one JSON report with a section per
+/// host.
+#[cfg(feature = "mpi")]
+fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Failure> {
+    use crate::hosts::trial::{agree, join, HostsError};
+    let Some(duration) = args.duration else {
+        return Err(Failure::Input(
+            "--duration: a run across hosts needs one (a host that only receives cannot \
+             tell when the senders are done)"
+                .into(),
+        ));
+    };
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(Failure::Input(format!(
+            "--timeout {} is not a positive number of seconds",
+            args.timeout
+        )));
+    }
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
+    let ranks = join(plan).map_err(fail)?;
+    let me = ranks.host().name.clone();
+    let built = build(&plan.part(&me));
+    let status = match &built {
+        Ok(_) => 0,
+        Err(e) => {
+            ranks.say(&e.to_string());
+            if matches!(e, BuildError::Input(_)) {
+                2
+            } else {
+                1
+            }
+        }
+    };
+    // Followers print nothing of a peer's failure: rank 0 says it once.
+    let quiet_fail = |e: HostsError| {
+        if ranks.is_driver() {
+            fail(e)
+        } else {
+            Failure::Silent(e.code())
+        }
+    };
+    agree(&ranks, "start", timeout, status).map_err(quiet_fail)?;
+    let Ok(built) = built else {
+        unreachable!("a failed build was reported by the status exchange")
+    };
+    let opts = RunOptions {
+        duration: Some(duration),
+        interrupt: interrupt_flag(),
+        drain_timeout: args.drain_timeout,
+        drain_quiet: args.drain_quiet,
+        on_tick: None,
+    };
+    let (report, status) = match run_pipeline(built, opts) {
+        Ok(r) => (Some(r), 0),
+        Err(RunError::Stages { report, failures }) => {
+            ranks.say(&failures.join("; "));
+            (Some(*report), 1)
+        }
+        Err(e) => {
+            ranks.say(&e.to_string());
+            (None, 1)
+        }
+    };
+    let wait = timeout + duration + args.drain_timeout;
+    let text = report.as_ref().map(summary).unwrap_or_default();
+    let value = report
+        .as_ref()
+        .and_then(|r| serde_json::to_value(r).ok())
+        .unwrap_or_default();
+    let mine = serde_json::to_vec(&serde_json::json!({"summary": text, "report": value}))
+        .unwrap_or_default();
+    // Every rank's report reaches rank 0, failed or not: what ran is reported.
+    let rows = ranks.gather_bytes("reports", wait, &mine);
+    let outcome = agree(&ranks, "finished", timeout, status);
+    let Some(rows) = rows else {
+        return outcome.map_err(quiet_fail);
+    };
+    let mut hosts = serde_json::Map::new();
+    let to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    for (h, row) in ranks.hosts().iter().zip(&rows) {
+        let v: serde_json::Value = serde_json::from_slice(row).unwrap_or_default();
+        if !to_stdout {
+            println!("host {}:", h.label());
+            print!("{}", v["summary"].as_str().unwrap_or("(no report)\n"));
+        }
+        let mut section = v["report"].clone();
+        if let Some(m) = section.as_object_mut() {
+            m.insert("rank".into(), h.rank.into());
+        }
+        hosts.insert(h.name.clone(), section);
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "pipeline": plan.pipeline.name,
+            "duration_s": duration.as_secs_f64(),
+            "hosts": hosts,
+        });
+        write_json(path, &doc)?;
+    }
+    outcome.map_err(quiet_fail)
 }
 
 /// The scalar fields of a stage's detail as `key=value` (nested objects as

@@ -102,6 +102,10 @@ pub struct SearchArgs {
     /// No progress display.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Across hosts (a pipeline with `[host.NAME]` sections under mpirun,
+    /// feature `mpi`): seconds to wait for a rank at each step.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    pub timeout: f64,
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
@@ -490,6 +494,57 @@ pub fn run(
     }
     let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
     i32::from(failed)
+}
+
+/// `mpirun -np N linerate search FILE` with a file of several hosts (feature
+/// `mpi`): rank 0 runs the search, every rank its host's part of each trial.
+/// `None` when the file has no hosts (or does not load: the ordinary path
+/// reports that).
+#[cfg(feature = "mpi")]
+pub fn across_hosts(args: &SearchArgs) -> Option<i32> {
+    use crate::hosts::trial::{Cluster, HostsMeasurer};
+    let plan = crate::pipeline::load(args.pipeline.as_deref()?).ok()?;
+    if plan.pipeline.hosts.is_empty() {
+        return None;
+    }
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        eprintln!(
+            "error: --timeout {} is not a positive number of seconds",
+            args.timeout
+        );
+        return Some(2);
+    }
+    let options = crate::traffic::trial::TrialOptions {
+        drain: Duration::from_millis(200),
+        stats_interval: None,
+    };
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut cluster = match Cluster::open(
+        &plan,
+        options,
+        timeout,
+        crate::sys::signals::interrupt_flag(),
+    ) {
+        Ok(c) => c,
+        Err(e) => return Some(super::hosts::report(e)),
+    };
+    if !cluster.is_driver() {
+        return Some(match cluster.follow() {
+            Ok(()) => 0,
+            Err(e) => i32::from(e.code()),
+        });
+    }
+    let cell = std::cell::RefCell::new(Some(cluster));
+    let code = run(args, &|_| {
+        let c = cell
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the cluster is already measuring"))?;
+        Ok(Box::new(HostsMeasurer(c)) as Box<dyn Measurer>)
+    });
+    // A search that never measured still releases the other ranks.
+    drop(cell);
+    Some(code)
 }
 
 #[cfg(test)]

@@ -49,6 +49,10 @@ pub struct TrialArgs {
     /// the 1/(1-p) axis, per stream and merged, every trial of a --repeat overlaid.
     #[arg(long, value_name = "PATH")]
     plot: Option<PathBuf>,
+    /// Across hosts (a pipeline with `[host.NAME]` sections under mpirun,
+    /// feature `mpi`): seconds to wait for a rank at each step.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    timeout: f64,
     #[command(flatten)]
     metrics: MetricsArgs,
 }
@@ -157,9 +161,92 @@ fn print_result(r: &TrialResult) {
             );
         }
     }
+    if r.rx_dropped > 0 {
+        let _ = writeln!(
+            out,
+            "  our receiving ports dropped {} of the lost packets",
+            r.rx_dropped
+        );
+    }
     if let Some(l) = r.limited_by {
         let _ = writeln!(out, "  limited by: {}", l.advice());
     }
+    for (name, h) in &r.hosts {
+        let _ = writeln!(
+            out,
+            "  host {name} (rank {}): offered {}  sent {}  unsent {}  received {}  duplicates {}  reordered {}",
+            h.rank, h.offered, h.sent, h.unsent, h.received, h.duplicates, h.reordered
+        );
+    }
+    if let Some(c) = &r.clock {
+        if let Some(b) = c.offset_bound_ns {
+            let _ = writeln!(
+                out,
+                "  clock tai on every host: one-way latency, host clocks within {b} ns of rank 0's"
+            );
+        }
+        if !c.why.is_empty() {
+            let _ = writeln!(out, "  {}", c.why);
+        }
+    }
+}
+
+/// `mpirun -np N linerate trial FILE` with a file of several hosts: every
+/// rank builds its host's part; rank 0 drives the trials and reports.
+#[cfg(feature = "mpi")]
+fn across_hosts(
+    args: &TrialArgs,
+    plan: &crate::pipeline::Plan,
+    rate_pps: f64,
+) -> Result<(), Failure> {
+    use crate::hosts::trial::Cluster;
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(Failure::Input(format!(
+            "--timeout {} is not a positive number of seconds",
+            args.timeout
+        )));
+    }
+    let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
+    let options = TrialOptions {
+        drain: args.drain,
+        stats_interval: None,
+    };
+    let timeout = Duration::from_secs_f64(args.timeout);
+    let mut cluster = Cluster::open(plan, options, timeout, interrupt_flag()).map_err(fail)?;
+    if !cluster.is_driver() {
+        return cluster.follow().map_err(|e| Failure::Silent(e.code()));
+    }
+    let mut results = Vec::new();
+    for _ in 0..args.repeat {
+        let r = cluster.trial(rate_pps, args.duration).map_err(fail)?;
+        if let Some(dir) = &args.results {
+            let path = next_result_path(dir)?;
+            let doc = serde_json::json!({
+                "config": {"pipeline": plan.pipeline.name, "file": plan.pipeline.file, "rate_pps": rate_pps, "duration_s": args.duration.as_secs_f64(), "drain_s": args.drain.as_secs_f64()},
+                "result": &r,
+                "latency": {"summary": r.latency_ns, "histogram_v2_deflate_base64": encode(&r.histogram)},
+                // Each stream's histogram as merged from the hosts that received it.
+                "stream_histograms_v2_deflate_base64": r.streams.iter().map(|s| (s.stream.to_string(), encode(&s.histogram))).collect::<std::collections::BTreeMap<_, _>>(),
+            });
+            write_json(&path, &doc)?;
+        }
+        if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+            print_result(&r);
+        }
+        results.push(r);
+    }
+    cluster.finish();
+    if let Some(path) = &args.json {
+        if results.len() == 1 {
+            write_json(path, &results[0])?;
+        } else {
+            write_json(path, &results)?;
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot_latency(&plan.pipeline.name, &results, path)?;
+    }
+    Ok(())
 }
 
 pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
@@ -169,6 +256,10 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Input(format!("--rate: {e}")))?;
     if args.duration.is_zero() {
         return Err(Failure::Input("--duration must be above zero".into()));
+    }
+    #[cfg(feature = "mpi")]
+    if !plan.pipeline.hosts.is_empty() {
+        return across_hosts(args, &plan, rate_pps);
     }
     let stats_path = args.stats_file.as_ref().map(|p| {
         PathBuf::from(

@@ -6,6 +6,9 @@
 
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "mpi")]
+pub mod trial;
+pub mod wire;
 
 use std::fmt;
 use std::time::Duration;
@@ -79,6 +82,38 @@ impl fmt::Display for Timeout {
 }
 
 impl std::error::Error for Timeout {}
+
+/// Binds a pipeline's hosts to ranks by their `rank` key; ranks no host names
+/// are `rankN`. A host whose rank mpirun did not start is the file's error.
+pub fn by_rank(p: &crate::pipeline::Pipeline, size: usize) -> Result<Vec<Host>, String> {
+    let mut hosts: Vec<Host> = (0..size)
+        .map(|rank| Host {
+            name: format!("rank{rank}"),
+            rank,
+        })
+        .collect();
+    for h in &p.hosts {
+        let Some(rank) = h.rank else {
+            return Err(format!(
+                "{}: [host.{}] `hostname`: binding a host by hostname is not supported yet; give it `rank`",
+                p.file.display(),
+                h.name
+            ));
+        };
+        if rank >= size {
+            return Err(format!(
+                "{}: [host.{}] `rank`: rank {rank}, but mpirun started {size} rank{} (0..={}); run with mpirun -np {} or bind fewer hosts",
+                p.file.display(),
+                h.name,
+                if size == 1 { "" } else { "s" },
+                size - 1,
+                rank + 1
+            ));
+        }
+        hosts[rank].name = h.name.clone();
+    }
+    Ok(hosts)
+}
 
 impl Host {
     /// How errors name the host: `b (rank 1)`.

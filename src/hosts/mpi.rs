@@ -210,6 +210,73 @@ impl Ranks {
         })
     }
 
+    /// Rank 0 gets every rank's `bytes` (by rank, any lengths); the others
+    /// get `None`. Two steps: the longest length, then the bytes padded to it.
+    pub fn gather_bytes(
+        &self,
+        step: &str,
+        timeout: Duration,
+        bytes: &[u8],
+    ) -> Option<Vec<Vec<u8>>> {
+        let (longest, _) = self.exchange(
+            &format!("{step} (sizes)"),
+            timeout,
+            &[bytes.len() as u64],
+            1,
+            |all| vec![all.iter().map(|r| r[0]).max().unwrap_or(0)],
+        );
+        let words = (longest[0] as usize).div_ceil(8);
+        let mut mine = vec![0u64; 1 + words];
+        mine[0] = bytes.len() as u64;
+        for (w, chunk) in mine[1..].iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+        let rows = self.gather(step, timeout, &mine)?;
+        Some(
+            rows.iter()
+                .map(|r| {
+                    let len = (r[0] as usize).min(8 * words);
+                    let mut out: Vec<u8> = r[1..].iter().flat_map(|w| w.to_le_bytes()).collect();
+                    out.truncate(len);
+                    out
+                })
+                .collect(),
+        )
+    }
+
+    /// Enters host `name`'s network namespace, if it names one (`netns`);
+    /// called after MPI init, so MPI's own links stay in the namespace
+    /// mpirun started the rank in. A failure ends the job naming the key.
+    pub fn enter_netns(&self, netns: Option<&str>) {
+        if let Some(ns) = netns {
+            if let Err(e) = crate::sys::netns::enter(ns) {
+                self.abort(&format!("[host.{}] `netns`: {e}", self.host().name));
+            }
+        }
+    }
+
+    /// Prints a line naming this rank's host (`b (rank 1): MSG`), in one
+    /// write so it does not interleave with other ranks' lines.
+    pub fn say(&self, msg: &str) {
+        let line = format!("{}: {msg}\n", self.host().label());
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }
+
+    /// Announces this rank on stderr: `rank R host H pid P on MACHINE`, one
+    /// write, so a test (or a person) can find a rank's process.
+    pub fn announce(&self) {
+        let line = format!(
+            "rank {} host {} pid {} on {}\n",
+            self.rank(),
+            self.host().name,
+            std::process::id(),
+            self.processor_name()
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    }
+
     /// Tests `reqs` until all complete; past `deadline`, aborts the job
     /// naming the hosts whose requests are still open.
     fn settle<'a, Sc: Scope<'a>>(
@@ -219,6 +286,7 @@ impl Ranks {
         deadline: Instant,
         start: Instant,
     ) {
+        let mut spins = 0;
         loop {
             reqs = reqs
                 .into_iter()
@@ -239,7 +307,15 @@ impl Ranks {
                     waited: start.elapsed(),
                 });
             }
-            std::thread::sleep(POLL);
+            // A few yields first: a step whose peers are already there
+            // completes in microseconds (the clock-offset probe relies on
+            // it); then sleeps, so a long wait does not spin a shared core.
+            if spins < 64 {
+                spins += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(POLL);
+            }
         }
     }
 }

@@ -21,21 +21,7 @@ pub struct Curve<'a> {
     pub hist: &'a Histogram<u64>,
 }
 
-/// Why a plot could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// The file name ends neither in `.svg` nor in `.png`.
-    #[error("plot path {0:?} must end in .svg or .png")]
-    Format(String),
-    /// The drawing backend failed (e.g. the file cannot be written).
-    #[error("cannot draw plot {path:?}: {message}")]
-    Draw {
-        /// The file.
-        path: String,
-        /// The backend's message.
-        message: String,
-    },
-}
+pub use crate::plot::PlotError;
 
 const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
@@ -87,26 +73,7 @@ fn percentile_label(x: f64) -> String {
 
 /// Draws `curves` to `path` (`.svg` or `.png`, 1200x700).
 pub fn plot(title: &str, curves: &[Curve<'_>], path: &Path) -> Result<(), PlotError> {
-    crate::report::register_plot_font();
-    let name = path.display().to_string();
-    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: name.clone(),
-        message: e.to_string(),
-    };
-    let size = (1200, 700);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("svg") => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw(title, curves, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        Some("png") => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw(title, curves, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        _ => Err(PlotError::Format(name)),
-    }
+    crate::plot::to_file(path, |r| draw(title, curves, r), |r| draw(title, curves, r))
 }
 
 fn draw<DB: DrawingBackend>(
@@ -124,14 +91,10 @@ fn draw<DB: DrawingBackend>(
         .fold(0.0, f64::max)
         .max(0.001)
         * 1.08;
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(80)
+    let mut chart = crate::plot::frame(root, 15, 45)
+        .caption(title, crate::plot::TITLE)
         .build_cartesian_2d((1.0..x_max * 1.05).log_scale(), 0.0..y_max)?;
-    chart
-        .configure_mesh()
+    crate::plot::mesh(&mut chart)
         .x_desc("percentile (axis: 1/(1-p))")
         .y_desc("latency [us]")
         .x_label_formatter(&|x| percentile_label(*x))
@@ -142,8 +105,6 @@ fn draw<DB: DrawingBackend>(
                 format!("{y:.2}")
             }
         })
-        .label_style(("sans-serif", 14))
-        .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
     for (c, pts) in curves.iter().zip(all) {
         let color = COLORS[c.trial % COLORS.len()];
@@ -167,13 +128,7 @@ fn draw<DB: DrawingBackend>(
             });
     }
     // Latency rises to the right, so the upper left corner is free.
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    crate::plot::legend(&mut chart, SeriesLabelPosition::UpperLeft).draw()?;
     Ok(())
 }
 

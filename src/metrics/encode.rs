@@ -164,6 +164,7 @@ fn families(live: &Live) -> Vec<Family> {
 
     if let Some(probe) = live.pipeline.get() {
         pipeline_families(&probe.snapshot(), &mut out);
+        stage_value_families(probe, &mut out);
     }
     if let Some(s) = live.spead.get() {
         spead_families(s, &mut out);
@@ -322,6 +323,39 @@ fn pipeline_families(r: &crate::runtime::run::RunReport, out: &mut Vec<Family>) 
     );
     inflight.add(vec![pl()], r.left_in_flight as f64);
     out.extend([pool, dry, inflight]);
+}
+
+/// What stages publish beyond their counters (a SPEAD receiver's heaps and
+/// chunks, a chunk sink's totals), one family per value name, labelled like
+/// the stage families (and `replica` for a replica).
+fn stage_value_families(probe: &crate::runtime::run::Probe, out: &mut Vec<Family>) {
+    let mut fams: Vec<Family> = Vec::new();
+    for (stage, kind, lcore, replica, values) in probe.stage_values() {
+        for (def, v) in values.read() {
+            let i = match fams.iter().position(|f| f.name == def.name) {
+                Some(i) => i,
+                None => {
+                    let t = match def.kind {
+                        crate::runtime::ValueKind::Counter => MetricType::Counter,
+                        crate::runtime::ValueKind::Gauge => MetricType::Gauge,
+                    };
+                    fams.push(Family::new(def.name, def.help, t));
+                    fams.len() - 1
+                }
+            };
+            let mut l: Labels = vec![
+                ("pipeline", probe.name().to_string()),
+                ("stage", stage.to_string()),
+                ("kind", kind.to_string()),
+                ("lcore", lcore.to_string()),
+            ];
+            if let Some(r) = replica {
+                l.push(("replica", r.to_string()));
+            }
+            fams[i].add(l, v);
+        }
+    }
+    out.extend(fams);
 }
 
 fn spead_families(s: &super::SpeadCounters, out: &mut Vec<Family>) {
@@ -587,6 +621,62 @@ mod test {
             .any(|k| k.starts_with("linerate_port_events_total{") && k.contains("event=\"lost\"")));
         // `run` has no trials: no trial families.
         assert!(!samples.keys().any(|k| k.starts_with("linerate_trial")));
+    }
+
+    /// A pipeline's SPEAD stages: their published values parse as counters
+    /// and gauges with the stage's labels, and end at the report's values.
+    #[test]
+    fn spead_stage_values_are_served_with_their_labels() {
+        let text = std::fs::read_to_string("pipelines/telescope-ingest.toml")
+            .unwrap()
+            .replace("timestamps = 1024", "timestamps = 64")
+            .replace("lcores = \"0\"", "lcores = \"0\"\npin = false");
+        let plan = crate::pipeline::load_str(std::path::Path::new("t.toml"), &text).unwrap();
+        let built = crate::runtime::build::build(&plan).unwrap();
+        let live = Live::new("run");
+        live.set_pipeline(crate::runtime::run::Probe::of(&built));
+        let flag = std::sync::atomic::AtomicBool::new(false);
+        let report = crate::runtime::run::run(
+            built,
+            crate::runtime::run::RunOptions {
+                duration: Some(std::time::Duration::from_secs(30)),
+                interrupt: &flag,
+                drain_timeout: std::time::Duration::from_secs(1),
+                drain_quiet: crate::runtime::run::DRAIN_QUIET,
+                on_tick: None,
+            },
+        )
+        .unwrap();
+        let text = encode(&live, Format::OpenMetrics).unwrap();
+        let (s, types) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let recv = report.stages["recv"].detail.as_ref().unwrap();
+        let sink = report.stages["check"].detail.as_ref().unwrap();
+        let l = |stage: &str, kind: &str| {
+            format!(
+                "{{pipeline=\"telescope-ingest\",stage=\"{stage}\",kind=\"{kind}\",lcore=\"0\"}}"
+            )
+        };
+        let r = l("recv", "spead_recv");
+        let c = l("check", "chunk_sink");
+        assert_eq!(recv["stream"]["heaps_complete"], 256);
+        assert_eq!(s[&format!("linerate_spead_heaps_complete_total{r}")], 256.0);
+        assert_eq!(
+            s[&format!("linerate_spead_packets_total{r}")],
+            recv["stream"]["packets"].as_f64().unwrap()
+        );
+        assert_eq!(
+            s[&format!("linerate_spead_chunks_total{r}")],
+            recv["chunks"].as_f64().unwrap()
+        );
+        assert_eq!(s[&format!("linerate_spead_fraction_present{r}")], 1.0);
+        assert_eq!(
+            s[&format!("linerate_chunk_sink_chunks_total{c}")],
+            sink["chunks"].as_f64().unwrap()
+        );
+        assert_eq!(s[&format!("linerate_chunk_sink_present_total{c}")], 256.0);
+        assert_eq!(s[&format!("linerate_chunk_sink_wrong_bytes_total{c}")], 0.0);
+        assert_eq!(types["linerate_spead_heaps_complete"], "counter");
+        assert_eq!(types["linerate_chunk_sink_fraction_present"], "gauge");
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! between two stages, possibly on two lcores).
 
 mod diag;
+mod part;
 mod plan;
 pub mod reference;
 pub mod replica;

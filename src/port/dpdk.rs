@@ -9,11 +9,14 @@
 //! as `copied_in`. Each rx and tx queue is its own side (`nic`, `nic:1`, ...),
 //! so RSS queues can feed several lcores.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::{Burst, Packet, BURST_MAX};
 use crate::sys::dpdk::{self as dpdk, Eal, EthPort, Mbuf, PktmbufPool};
+use crate::sys::netdev;
+use crate::sys::packet_socket::{self, PacketSocket};
 use crate::time::Instant;
 
 use super::{OpenPort, PortError, PortReport, PortStats, RxQueue, TxQueue};
@@ -73,6 +76,17 @@ struct QueueCounters {
 
 struct Stats {
     port: Mutex<EthPort>,
+    /// net_af_packet's sockets: the kernel counts their receive-ring drops,
+    /// the PMD does not report them (see [`crate::sys::packet_socket`]).
+    packet_sockets: Vec<PacketSocket>,
+    /// Those drops so far (each kernel read resets the kernel's count). Any
+    /// thread that reports adds to it, hence a locked add.
+    socket_drops: AtomicU64,
+    /// The kernel interface behind the device (net_af_xdp, net_af_packet,
+    /// net_tap): its sysfs directory and its `rx_dropped` when the port
+    /// opened. Frames the kernel dropped there were ours to receive (see
+    /// [`crate::sys::netdev`]).
+    kernel_if: Option<(std::path::PathBuf, u64)>,
     kind_rx: Vec<CacheAligned<QueueCounters>>,
     kind_tx: Vec<CacheAligned<QueueCounters>>,
     pool: Arc<PktmbufPool>,
@@ -101,6 +115,23 @@ impl PortStats for Stats {
             .insert("copied_in", sum(&self.kind_tx, |q| &q.copied_in));
         r.detail
             .insert("mbufs_in_use", u64::from(self.pool.in_use()));
+        if !self.packet_sockets.is_empty() {
+            for s in &self.packet_sockets {
+                // A failed read leaves the kernel's count for the next one.
+                self.socket_drops
+                    .fetch_add(s.take_drops().unwrap_or(0), Ordering::Relaxed);
+            }
+            r.detail.insert(
+                "socket_rx_dropped",
+                self.socket_drops.load(Ordering::Relaxed),
+            );
+        }
+        if let Some((dir, base)) = &self.kernel_if {
+            if let Ok(n) = netdev::counter(dir, "rx_dropped") {
+                r.detail
+                    .insert("kernel_rx_dropped", n.saturating_sub(*base));
+            }
+        }
         if let Ok(port) = self.port.lock() {
             if let Ok(s) = port.stats() {
                 for (k, v) in [
@@ -172,8 +203,22 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
         tx.push(port.tx_queue(q).map_err(input)?);
     }
     let mac = port.mac_addr().ok();
+    let info = port.info().ok();
+    let packet_sockets = info.as_ref().map_or_else(Vec::new, |i| {
+        af_packet_sockets(i, &config.device, &mut warnings)
+    });
+    // A device on a kernel interface: its drops before we opened it are not ours.
+    let kernel_if = info
+        .as_ref()
+        .filter(|i| i.if_index != 0)
+        .and_then(|i| netdev::sysfs_dir(i.if_index))
+        .and_then(|d| Some((netdev::counter(&d, "rx_dropped").ok()?, d)))
+        .map(|(base, d)| (d, base));
     let stats = Arc::new(Stats {
         mac,
+        packet_sockets,
+        socket_drops: AtomicU64::new(0),
+        kernel_if,
         port: Mutex::new(port),
         kind_rx: (0..config.rx_queues)
             .map(|_| CacheAligned::default())
@@ -214,6 +259,30 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
         stats,
         warnings,
     })
+}
+
+/// The kernel sockets of a net_af_packet device (none for other drivers), so
+/// that frames the kernel dropped at our receive ring are counted as ours.
+fn af_packet_sockets(
+    info: &dpdk::ethdev::DevInfo,
+    device: &str,
+    warnings: &mut Vec<String>,
+) -> Vec<PacketSocket> {
+    if info.driver != "net_af_packet" || info.if_index == 0 {
+        return Vec::new();
+    }
+    match packet_socket::sockets_on(info.if_index) {
+        Ok(s) if !s.is_empty() => s,
+        found => {
+            warnings.push(format!(
+                "device `{device}`: cannot find its AF_PACKET sockets ({}): frames the kernel \
+                 drops at our receive ring will not be counted, and a trial will blame them on \
+                 the device under test",
+                found.map_or_else(|e| e.to_string(), |_| "none listed".into())
+            ));
+            Vec::new()
+        }
+    }
 }
 
 struct DpdkRx {

@@ -16,7 +16,7 @@ use crate::pipeline::{Pipeline, Plan, StageSpec};
 use crate::port::{PortError, PortStats, RxQueue, TxQueue};
 
 use super::basic::{Input, Output};
-use super::{LcoreSpec, StageCounters, StageSlot};
+use super::{LcoreSpec, StageCounters, StageSlot, StageValues, ValueDef};
 use crate::buf::counter::CacheAligned;
 use crate::traffic::analyzer::AnaControl;
 use crate::traffic::generator::GenControl;
@@ -48,6 +48,8 @@ pub struct Built {
     pub analyzers: Vec<(String, Arc<AnaControl>)>,
     /// Instances of replicated stages, by instance name.
     pub replicas: BTreeMap<String, crate::pipeline::replica::Replica>,
+    /// The values stages publish beyond their counters, by stage (instance) name.
+    pub values: Vec<(String, Arc<StageValues>)>,
 }
 
 /// How generators start.
@@ -151,6 +153,7 @@ pub struct StageCtx<'a> {
     /// The resolved MAC address of the stage's gateway and its port's own
     /// (a generator's `gateway`, resolved before any stage runs).
     pub next_hop: Option<Resolved>,
+    values: &'a mut Vec<(String, Arc<StageValues>)>,
 }
 
 impl StageCtx<'_> {
@@ -190,6 +193,14 @@ impl StageCtx<'_> {
     /// The error for something the plan names that is not there.
     pub fn missing(&self, what: &str, name: &str) -> BuildError {
         not_built(what, name)
+    }
+
+    /// Values the stage will publish beyond its counters, served live by
+    /// `--metrics` (the stage keeps the handle and sets them from its lcore).
+    pub fn publish(&mut self, defs: Vec<ValueDef>) -> Arc<StageValues> {
+        let v = Arc::new(StageValues::new(defs));
+        self.values.push((self.spec.name.clone(), v.clone()));
+        v
     }
 }
 
@@ -323,6 +334,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
     let mut generators = Vec::new();
     let mut analyzers = Vec::new();
     let mut replicas = BTreeMap::new();
+    let mut values = Vec::new();
     for s in &p.stages {
         if let Some(r) = &s.replica {
             replicas.insert(s.name.clone(), r.clone());
@@ -349,6 +361,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
             generators: &mut generators,
             analyzers: &mut analyzers,
             next_hop: resolved.get(&s.name).copied(),
+            values: &mut values,
         })?;
         stages.push((s.name.clone(), s.kind.name(), s.lcore, counters.clone()));
         slots.insert(
@@ -392,6 +405,7 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
         generators,
         analyzers,
         replicas,
+        values,
     })
 }
 

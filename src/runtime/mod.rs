@@ -16,7 +16,7 @@ pub use crate::buf::counter;
 pub mod impair;
 pub mod run;
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -95,6 +95,78 @@ pub struct StageCounters {
     pub busy_polls: Counter,
     /// Polls that found nothing.
     pub idle_polls: Counter,
+}
+
+/// Whether a value a stage publishes only rises (a count) or moves both ways
+/// (a level, a fraction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A count: an integer that only rises.
+    Counter,
+    /// A level: any number.
+    Gauge,
+}
+
+/// One value a stage publishes beyond its [`StageCounters`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueDef {
+    /// Its Prometheus family name: `linerate_` first, the unit in the name,
+    /// no `_total` (the encoder adds it to counters).
+    pub name: &'static str,
+    /// What it means, one line.
+    pub help: &'static str,
+    /// Count or level.
+    pub kind: ValueKind,
+}
+
+/// Named values a stage publishes for live readers (the metrics endpoint)
+/// beyond its packet counters: its own lcore writes them with relaxed stores,
+/// at most once per burst, and any thread reads them without a lock. A stage
+/// gets one from [`build::StageCtx::publish`].
+#[derive(Debug)]
+pub struct StageValues {
+    defs: Vec<ValueDef>,
+    values: Box<[AtomicU64]>,
+}
+
+impl StageValues {
+    /// Values for `defs`, all zero.
+    pub fn new(defs: Vec<ValueDef>) -> StageValues {
+        let values = defs.iter().map(|_| AtomicU64::new(0)).collect();
+        StageValues { defs, values }
+    }
+
+    /// Sets count `i` (only the stage's lcore writes; an index past the end is
+    /// ignored).
+    #[inline]
+    pub fn set(&self, i: usize, v: u64) {
+        if let Some(a) = self.values.get(i) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets level `i`.
+    #[inline]
+    pub fn set_f64(&self, i: usize, v: f64) {
+        self.set(i, v.to_bits());
+    }
+
+    /// The definitions, in order.
+    pub fn defs(&self) -> &[ValueDef] {
+        &self.defs
+    }
+
+    /// Every value now, as a number.
+    pub fn read(&self) -> impl Iterator<Item = (&ValueDef, f64)> + '_ {
+        self.defs.iter().zip(self.values.iter()).map(|(d, a)| {
+            let raw = a.load(Ordering::Relaxed);
+            let v = match d.kind {
+                ValueKind::Counter => raw as f64,
+                ValueKind::Gauge => f64::from_bits(raw),
+            };
+            (d, v)
+        })
+    }
 }
 
 /// A stage placed on an lcore.

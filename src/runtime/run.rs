@@ -13,7 +13,7 @@ use crate::time::Clock;
 
 use super::build::Built;
 use super::counter::CacheAligned;
-use super::{Runtime, StageCounters, StartError};
+use super::{Runtime, StageCounters, StageValues, StartError};
 
 /// How to run.
 pub struct RunOptions<'a> {
@@ -200,7 +200,12 @@ pub struct Probe {
     stages: Vec<StageEntry>,
     replicas: Replicas,
     pool: Pool,
+    values: Vec<(String, Arc<StageValues>)>,
 }
+
+/// A stage's published values with its labels: (stage, kind, lcore, replica
+/// index if replicated, values).
+pub type StageValuesRef<'a> = (&'a str, &'static str, usize, Option<usize>, &'a StageValues);
 
 impl Probe {
     /// A probe on a built pipeline's counters.
@@ -212,7 +217,27 @@ impl Probe {
             stages: b.stages.clone(),
             replicas: b.replicas.clone(),
             pool: b.pool.clone(),
+            values: b.values.clone(),
         }
+    }
+
+    /// The values stages publish beyond their counters; a replica is named by
+    /// its stage, with its index.
+    pub fn stage_values(&self) -> Vec<StageValuesRef<'_>> {
+        self.values
+            .iter()
+            .map(|(n, v)| {
+                let (kind, lcore) = self
+                    .stages
+                    .iter()
+                    .find(|s| &s.0 == n)
+                    .map_or(("", 0), |s| (s.1, s.2));
+                match self.replicas.get(n) {
+                    Some(r) => (r.of.as_str(), kind, lcore, Some(r.index), &**v),
+                    None => (n.as_str(), kind, lcore, None, &**v),
+                }
+            })
+            .collect()
     }
 
     /// The pipeline's name.

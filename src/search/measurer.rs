@@ -19,6 +19,11 @@ pub struct TrialCounts {
     /// count as lost (as in MLRsearch), so they never change the search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsent: Option<u64>,
+    /// Of the lost packets, those our own receiving side dropped (a port's missed or
+    /// no-mbuf count, a kernel socket ring that was full), when the measurer knows them.
+    /// Like `unsent`, they only decide who limited the trial, never the search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_dropped: Option<u64>,
 }
 
 impl TrialCounts {
@@ -28,6 +33,7 @@ impl TrialCounts {
             offered,
             received,
             unsent: None,
+            rx_dropped: None,
         }
     }
 }
@@ -88,7 +94,8 @@ impl<M: Measurer + ?Sized> Measurer for Box<M> {
 /// replaced by the trial's rate (packets/s) and duration (seconds), the result is run with
 /// `sh -c`, and its stdout must hold one JSON object `{"offered": N, "received": M}`
 /// (or `{"offered": N, "lost": L}`), optionally with `"unsent": U` (of the offered
-/// packets, those never sent; `U + received <= offered`). Any generator, TRex included,
+/// packets, those never sent; `U + received <= offered`) and `"rx_dropped": D` (of the
+/// lost packets, those the generator's own receiver dropped). Any generator, TRex included,
 /// can be driven this way.
 #[derive(Debug, Clone)]
 pub struct CommandMeasurer {
@@ -101,6 +108,7 @@ struct CommandOutput {
     received: Option<u64>,
     lost: Option<u64>,
     unsent: Option<u64>,
+    rx_dropped: Option<u64>,
 }
 
 impl CommandMeasurer {
@@ -168,6 +176,7 @@ pub fn parse_counts(stdout: &str, output_for_errors: &str) -> Result<TrialCounts
         offered: parsed.offered,
         received,
         unsent: parsed.unsent,
+        rx_dropped: parsed.rx_dropped,
     })
 }
 
@@ -214,8 +223,18 @@ mod test {
             TrialCounts {
                 offered: 10,
                 received: 7,
-                unsent: Some(2)
+                unsent: Some(2),
+                rx_dropped: None,
             }
+        );
+        assert_eq!(
+            parse_counts(
+                r#"{"offered": 10, "received": 7, "unsent": 0, "rx_dropped": 3}"#,
+                ""
+            )
+            .unwrap()
+            .rx_dropped,
+            Some(3)
         );
         // More unsent than could have been lost.
         assert!(parse_counts("{\"offered\": 10, \"received\": 7, \"unsent\": 4}", "").is_err());

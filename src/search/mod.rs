@@ -276,6 +276,42 @@ mod test {
             }
         }
 
+        /// Conservativeness on the benchmark's device classes with CSIT's goals (the
+        /// duration check and the short intermediate phases included): a lower bound only
+        /// with a final-duration trial there that met the goal, an upper bound only with a
+        /// trial there that failed it, widths within the goals.
+        #[test]
+        fn mdr_bounds_have_their_trials_on_bench_classes(
+            ndr in 1e6f64..2e7,
+            class in 0usize..4,
+            final_duration in prop_oneof![Just(10.0), Just(30.0), Just(60.0)],
+            seed in any::<u64>(),
+        ) {
+            let mut model = SimModel { ndr, pdr: 1.02 * ndr, plr: 0.005, seed, ..SimModel::default() };
+            match class {
+                1 => model.jitter = 0.01,
+                2 => { model.jitter = 0.02; model.spike_rate = 0.02; model.spike_len = 1e-4 }
+                3 => model.buffer = 2e6,
+                _ => {}
+            }
+            let cfg = SearchConfig { final_duration, ..SearchConfig::csit() };
+            let report = run(&mut MdrSearch::new(cfg.clone()).unwrap(), model);
+            prop_assert!(!report.outcome.timed_out);
+            for g in &report.outcome.goals {
+                let (lo, hi) = (g.lower_pps.unwrap(), g.upper_pps.unwrap());
+                prop_assert!(lo < hi && g.width.unwrap() <= g.goal.width * (1.0 + 1e-9), "{g:?}");
+                prop_assert!(report.trials.iter().any(|t| t.rate_pps == lo
+                    && t.duration_s == final_duration
+                    && t.loss_ratio <= g.goal.loss_ratio), "{g:?}");
+                prop_assert!(report.trials.iter().any(|t| t.rate_pps == hi
+                    && t.loss_ratio > g.goal.loss_ratio), "{g:?}");
+                if class == 0 || class == 3 {
+                    let truth = model.true_rate(g.goal.loss_ratio, final_duration);
+                    prop_assert!(lo <= truth && truth < hi, "{g:?} truth {truth}");
+                }
+            }
+        }
+
         #[test]
         fn binary_brackets_consistent_duts(ndr in 1e5f64..2.5e7, gap in 0.0f64..0.1) {
             let model = SimModel { ndr, pdr: ndr * (1.0 + gap), ..SimModel::default() };
@@ -392,6 +428,7 @@ mod test {
             offered: 2000,
             received: 1900,
             unsent: Some(60),
+            rx_dropped: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.05, Some(60)));
@@ -400,9 +437,27 @@ mod test {
             offered: 1500,
             received: 1400,
             unsent: Some(10),
+            rx_dropped: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.3, Some(510)));
+        // Our receiver's drops, when known, name who limited a lossy trial.
+        let counts = |unsent, rx_dropped| TrialCounts {
+            offered: 2000,
+            received: 1900,
+            unsent: Some(unsent),
+            rx_dropped,
+        };
+        let by = |c| TrialRecord::new(&req, c, 2.0).limited_by;
+        use crate::traffic::trial::LimitedBy;
+        assert_eq!(by(counts(0, Some(90))), Some(LimitedBy::Receiver));
+        assert_eq!(by(counts(60, Some(30))), Some(LimitedBy::Generator));
+        assert_eq!(by(counts(0, Some(20))), Some(LimitedBy::Dut));
+        assert_eq!(by(counts(0, None)), Some(LimitedBy::Dut));
+        assert_eq!(
+            TrialRecord::new(&req, counts(0, Some(90)), 2.0).rx_dropped,
+            Some(90)
+        );
         // In the JSON only when known; the search's decisions do not depend on it.
         let v = serde_json::to_value(rec).unwrap();
         assert_eq!(v["unsent"], 510);

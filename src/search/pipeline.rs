@@ -59,6 +59,7 @@ impl Measurer for PipelineMeasurer {
             offered: r.offered,
             received: r.received,
             unsent: Some(r.unsent),
+            rx_dropped: Some(r.rx_dropped),
         })
     }
 

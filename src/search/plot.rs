@@ -13,21 +13,7 @@ use plotters::prelude::*;
 
 use super::{Phase, Report};
 
-/// Why a plot could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// The file name ends neither in `.svg` nor in `.png`.
-    #[error("plot path {0:?} must end in .svg or .png")]
-    Format(String),
-    /// The drawing backend failed (e.g. the file cannot be written).
-    #[error("cannot draw plot {path:?}: {message}")]
-    Draw {
-        /// The file.
-        path: String,
-        /// The backend's message.
-        message: String,
-    },
-}
+pub use crate::plot::PlotError;
 
 const GOAL_COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -44,30 +30,7 @@ fn register_font() {
 
 /// Draws the report to `path` (`.svg` or `.png`, 1200x700).
 pub fn plot(report: &Report, path: &Path) -> Result<(), PlotError> {
-    register_font();
-    let name = path.display().to_string();
-    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: name.clone(),
-        message: e.to_string(),
-    };
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let size = (1200, 700);
-    match ext.as_deref() {
-        Some("svg") => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw(report, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        Some("png") => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw(report, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        _ => Err(PlotError::Format(name)),
-    }
+    crate::plot::to_file(path, |r| draw(report, r), |r| draw(report, r))
 }
 
 /// The report drawn as SVG text (for the HTML report, which inlines it).
@@ -75,7 +38,7 @@ pub fn svg_string(report: &Report) -> Result<String, PlotError> {
     register_font();
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (1200, 700)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, crate::plot::SIZE).into_drawing_area();
         let err = |e: &dyn std::fmt::Display| PlotError::Draw {
             path: "(inline svg)".into(),
             message: e.to_string(),
@@ -207,11 +170,8 @@ fn draw<DB: DrawingBackend>(
         report.outcome.trial_count,
         report.outcome.trial_duration_sum_s
     );
-    let mut chart = ChartBuilder::on(&area)
-        .caption(title, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(80)
+    let mut chart = crate::plot::frame(&area, 15, 45)
+        .caption(title, crate::plot::TITLE)
         .build_cartesian_2d(0.0..t_end * 1.02, ylo..yhi)?;
     let fmt_y = |y: &f64| {
         let mpps = axis.pps(*y) / 1e6;
@@ -223,8 +183,7 @@ fn draw<DB: DrawingBackend>(
             format!("{mpps:.4}")
         }
     };
-    chart
-        .configure_mesh()
+    crate::plot::mesh(&mut chart)
         .x_desc("accounted search time [s]")
         .y_desc(if axis.log {
             "transmit rate [Mpps, log scale]"
@@ -232,8 +191,6 @@ fn draw<DB: DrawingBackend>(
             "transmit rate [Mpps]"
         })
         .y_label_formatter(&fmt_y)
-        .label_style(("sans-serif", 14))
-        .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
 
     // Phase boundaries.
@@ -332,7 +289,7 @@ fn draw<DB: DrawingBackend>(
     draw_legend(report, &legend)
 }
 
-type DrawResult<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+use crate::plot::DrawResult;
 
 /// The legend, in its own panel beside the chart so it never covers a trial.
 fn draw_legend<DB: DrawingBackend>(

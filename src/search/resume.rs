@@ -106,6 +106,7 @@ impl<M: Measurer> Measurer for Replay<M> {
                     offered: t.offered,
                     received: t.received,
                     unsent: t.unsent.map(|u| u.saturating_sub(shortfall)),
+                    rx_dropped: t.rx_dropped,
                 })
             }
             _ => {

@@ -1,6 +1,7 @@
 //! The summary table of a search report, as `linerate search` prints it.
 
 use super::Report;
+use crate::traffic::trial::LimitedBy;
 
 pub(crate) fn mpps(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
@@ -13,29 +14,38 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
         "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
         "goal", "loss", "lower Mpps", "upper Mpps", "width %", "trials", "dur s"
     )?;
-    // A bound measured where the generator, not the device, lost most packets
-    // is the tool's limit: marked with `*`.
-    let generator_limited = |rate: Option<f64>| {
+    // A bound measured where the tool, not the device, lost most packets is
+    // the tool's limit: `*` where the generator did not send them, `+` where
+    // our own receiver dropped them.
+    let limited = |rate: Option<f64>, by: LimitedBy| {
         rate.is_some_and(|r| {
-            report.trials.iter().any(|t| {
-                t.rate_pps == r && t.limited_by == Some(crate::traffic::trial::LimitedBy::Generator)
-            })
+            report
+                .trials
+                .iter()
+                .any(|t| t.rate_pps == r && t.limited_by == Some(by))
         })
     };
     let mark = |rate: Option<f64>| {
         let m = mpps(rate);
-        if generator_limited(rate) {
+        if limited(rate, LimitedBy::Generator) {
             format!("{m}*")
+        } else if limited(rate, LimitedBy::Receiver) {
+            format!("{m}+")
         } else {
             m
         }
     };
-    let mut any_limited = false;
+    let (mut any_generator, mut any_receiver) = (false, false);
     for g in &report.outcome.goals {
         let mut notes = Vec::new();
-        if generator_limited(g.lower_pps) || generator_limited(g.upper_pps) {
-            any_limited = true;
+        if limited(g.lower_pps, LimitedBy::Generator) || limited(g.upper_pps, LimitedBy::Generator)
+        {
+            any_generator = true;
             notes.push("* generator-limited");
+        }
+        if limited(g.lower_pps, LimitedBy::Receiver) || limited(g.upper_pps, LimitedBy::Receiver) {
+            any_receiver = true;
+            notes.push("+ receiver-limited");
         }
         if g.max_rate_is_lower_bound {
             notes.push("no loss at the maximum rate: the lower bound is only a lower bound");
@@ -102,11 +112,30 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             known.len()
         )?;
     }
-    if any_limited {
+    // Likewise our receiver's own drops (a port's missed count, a kernel socket ring).
+    let known: Vec<u64> = report.trials.iter().filter_map(|t| t.rx_dropped).collect();
+    let dropped: u64 = known.iter().sum();
+    if dropped > 0 {
+        writeln!(
+            out,
+            "receiver dropped: {dropped} packets in {} of {} trials (our receiving ports; \
+             counted as lost)",
+            known.iter().filter(|&&u| u > 0).count(),
+            known.len()
+        )?;
+    }
+    if any_generator {
         writeln!(
             out,
             "* at the marked bounds {}; the device itself was not measured there",
-            crate::traffic::trial::LimitedBy::Generator.advice()
+            LimitedBy::Generator.advice()
+        )?;
+    }
+    if any_receiver {
+        writeln!(
+            out,
+            "+ at the marked bounds {}; the device itself was not measured there",
+            LimitedBy::Receiver.advice()
         )?;
     }
     Ok(())

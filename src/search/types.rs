@@ -208,8 +208,13 @@ pub struct TrialRecord {
     /// part of the loss ratio; `offered - received - unsent` were lost on the way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsent: Option<u64>,
+    /// Of the lost packets, those our own receiving side dropped, when the measurer
+    /// knows (see [`super::TrialCounts::rx_dropped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_dropped: Option<u64>,
     /// Where most of the loss happened, when the measurer reports unsent packets and
-    /// there was loss: `generator` when unsent packets are most of it.
+    /// there was loss: `generator` when unsent packets are most of it, `receiver` when
+    /// our receiving side's drops are, else `dut`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<crate::traffic::trial::LimitedBy>,
     /// Accounted search time at the end of this trial (s).
@@ -235,7 +240,10 @@ impl TrialRecord {
             .unsent
             .map(|u| u + intended.saturating_sub(counts.offered));
         TrialRecord {
-            limited_by: unsent.and_then(|u| crate::traffic::trial::LimitedBy::of(lost, u, 0)),
+            limited_by: unsent.and_then(|u| {
+                crate::traffic::trial::LimitedBy::of(lost, u, counts.rx_dropped.unwrap_or(0))
+            }),
+            rx_dropped: counts.rx_dropped,
             phase: req.phase,
             rate_pps: req.rate_pps,
             duration_s: req.duration_s,

@@ -15,6 +15,7 @@
 //! - [`group`]: receive groups (spead2's `ChunkStreamGroup`): members on several lcores
 //!   fill the same chunks, with lossy or lossless eviction.
 //! - [`check`]: what a consumer does with a chunk: discard, verify, write to files.
+//! - [`live`]: the counters the receive stages publish while running (`--metrics`).
 //! - [`plot`]: a receive's rate and fraction present over time.
 //! - [`stage`]: the `spead_send`, `spead_recv` and `chunk_sink` pipeline stages
 //!   binding these cores to ports, rings and chunk links.
@@ -25,6 +26,7 @@ pub mod check;
 pub mod chunk;
 pub mod fsim;
 pub mod group;
+pub mod live;
 pub mod plot;
 pub mod send;
 pub mod stage;

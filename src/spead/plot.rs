@@ -21,21 +21,73 @@ pub struct Sample {
     pub total: u64,
 }
 
-/// Why a plot could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// The file name ends neither in `.svg` nor in `.png`.
-    #[error("plot path {0:?} must end in .svg or .png")]
-    Format(String),
-    /// The drawing backend failed (e.g. the file cannot be written).
-    #[error("cannot draw plot {path:?}: {message}")]
-    Draw {
-        /// The file.
-        path: String,
-        /// The backend's message.
-        message: String,
-    },
+/// Samples at a steady interval for a plot of a run of any length: when they
+/// fill their capacity, every other one is dropped and the interval doubles,
+/// so memory stays bounded and nothing is allocated after the start.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    every: f64,
+    next: f64,
+    samples: Vec<Sample>,
 }
+
+impl Sampler {
+    /// A sampler every `every_s` seconds keeping at most `cap` (>= 4) samples.
+    pub fn new(every_s: f64, cap: usize) -> Sampler {
+        Sampler {
+            every: every_s,
+            next: 0.0,
+            samples: Vec::with_capacity(cap.max(4)),
+        }
+    }
+
+    /// Whether a sample at `t` is due.
+    #[inline]
+    pub fn due(&self, t: f64) -> bool {
+        t >= self.next
+    }
+
+    /// Records `s` (call when [`Sampler::due`]; also for the last sample).
+    pub fn push(&mut self, s: Sample) {
+        if self.samples.last().is_some_and(|l| s.t <= l.t) {
+            return;
+        }
+        if self.samples.len() == self.samples.capacity() {
+            let mut i = 0;
+            self.samples.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.every *= 2.0;
+        }
+        self.samples.push(s);
+        self.next = s.t + self.every;
+    }
+
+    /// Records the last sample, at the end: one that closes an interval
+    /// shorter than half the usual replaces the sample before it, so the plot
+    /// ends without a sliver whose rate means nothing.
+    pub fn push_last(&mut self, s: Sample) {
+        let n = self.samples.len();
+        if n >= 2 && s.t > self.samples[n - 1].t && s.t - self.samples[n - 1].t < self.every / 2.0 {
+            self.samples[n - 1] = s;
+        } else {
+            self.push(s);
+        }
+    }
+
+    /// The samples so far.
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+
+    /// The interval between samples now.
+    pub fn every_s(&self) -> f64 {
+        self.every
+    }
+}
+
+pub use crate::plot::PlotError;
 
 /// Per interval between consecutive samples: (end time, Gb/s, fraction
 /// present in the interval when anything was expected in it, cumulative
@@ -58,26 +110,11 @@ pub fn intervals(samples: &[Sample]) -> Vec<(f64, f64, Option<f64>, Option<f64>)
 /// Draws the receive to `path` (`.svg` or `.png`, 1200x700); `what` names
 /// the fraction ("heaps present in chunks", "heaps complete").
 pub fn plot(title: &str, what: &str, samples: &[Sample], path: &Path) -> Result<(), PlotError> {
-    crate::report::register_plot_font();
-    let name = path.display().to_string();
-    let err = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: name.clone(),
-        message: e.to_string(),
-    };
-    let size = (1200, 700);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("svg") => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            draw(title, what, samples, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        Some("png") => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            draw(title, what, samples, &root).map_err(|e| err(&e))?;
-            root.present().map_err(|e| err(&e))
-        }
-        _ => Err(PlotError::Format(name)),
-    }
+    crate::plot::to_file(
+        path,
+        |r| draw(title, what, samples, r),
+        |r| draw(title, what, samples, r),
+    )
 }
 
 fn draw<DB: DrawingBackend>(
@@ -87,7 +124,7 @@ fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 22))?;
+    let root = root.titled(title, crate::plot::TITLE)?;
     let (top, bottom) = root.split_vertically(330);
     let iv = intervals(samples);
     let t_end = samples.last().map_or(1.0, |s| s.t).max(0.001);
@@ -95,15 +132,9 @@ fn draw<DB: DrawingBackend>(
     let blue = RGBColor(31, 119, 180);
     let green = RGBColor(44, 160, 44);
 
-    let mut rate = ChartBuilder::on(&top)
-        .margin(12)
-        .x_label_area_size(30)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0.0..t_end, 0.0..g_max)?;
-    rate.configure_mesh()
+    let mut rate = crate::plot::frame(&top, 12, 30).build_cartesian_2d(0.0..t_end, 0.0..g_max)?;
+    crate::plot::mesh(&mut rate)
         .y_desc("received [Gb/s]")
-        .label_style(("sans-serif", 14))
-        .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
     // Steps: each interval's rate held over the interval.
     let mut pts = Vec::new();
@@ -123,16 +154,11 @@ fn draw<DB: DrawingBackend>(
     } else {
         0.0
     };
-    let mut frac = ChartBuilder::on(&bottom)
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(80)
-        .build_cartesian_2d(0.0..t_end, f_lo..1.0005)?;
-    frac.configure_mesh()
+    let mut frac =
+        crate::plot::frame(&bottom, 12, 40).build_cartesian_2d(0.0..t_end, f_lo..1.0005)?;
+    crate::plot::mesh(&mut frac)
         .x_desc("time since start [s]")
         .y_desc(format!("fraction {what}"))
-        .label_style(("sans-serif", 14))
-        .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
     frac.draw_series(
         iv.iter()
@@ -146,12 +172,7 @@ fn draw<DB: DrawingBackend>(
     ))?
     .label("so far")
     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
-    frac.configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .draw()?;
+    crate::plot::legend(&mut frac, SeriesLabelPosition::LowerRight).draw()?;
     Ok(())
 }
 
@@ -191,5 +212,77 @@ mod test {
             plot("recv", "x", &samples, &dir.path().join("r.gif")),
             Err(PlotError::Format(_))
         ));
+    }
+
+    /// Every interval in which data was expected is drawn: one marker per
+    /// interval (plus the legend's), and the rate step over the whole run.
+    #[test]
+    fn every_interval_is_drawn() {
+        let mut sampler = Sampler::new(0.5, 64);
+        let mut t = 0.0;
+        let (mut bytes, mut good, mut total) = (0u64, 0u64, 0u64);
+        while t < 10.0 {
+            if sampler.due(t) {
+                sampler.push(Sample {
+                    t,
+                    bytes,
+                    good,
+                    total,
+                });
+            }
+            t += 0.01;
+            bytes += 1_000_000;
+            total += 10;
+            // A loss now and then, so the fractions differ.
+            good += if (t * 100.0).round() as u64 % 37 == 0 {
+                9
+            } else {
+                10
+            };
+        }
+        sampler.push_last(Sample {
+            t,
+            bytes,
+            good,
+            total,
+        });
+        let samples = sampler.samples();
+        let n = intervals(samples).len();
+        assert_eq!(n, samples.len() - 1);
+        assert!(n >= 19, "{n}");
+        // The last sample closed a sliver: it replaced the one before.
+        let w = samples.windows(2).last().unwrap();
+        assert!(w[1].t - w[0].t >= 0.25, "{w:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.svg");
+        plot("recv", "heaps present", samples, &p).unwrap();
+        let svg = std::fs::read_to_string(&p).unwrap();
+        let markers = svg.matches("<circle").count();
+        assert_eq!(markers, n + 1, "one marker per interval and the legend's");
+        let png = dir.path().join("r.png");
+        plot("recv", "heaps present", samples, &png).unwrap();
+        assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+    }
+
+    #[test]
+    fn sampler_thins_when_full() {
+        let mut s = Sampler::new(1.0, 8);
+        for i in 0..20 {
+            let t = i as f64;
+            if s.due(t) {
+                s.push(Sample {
+                    t,
+                    bytes: i,
+                    good: i,
+                    total: i,
+                });
+            }
+        }
+        assert!(s.samples().len() <= 8);
+        assert_eq!(s.samples()[0].t, 0.0);
+        assert!(s.every_s() >= 2.0);
+        assert!(s.samples().windows(2).all(|w| w[1].t > w[0].t));
+        // Stays within its first allocation.
+        assert_eq!(s.samples.capacity(), 8);
     }
 }

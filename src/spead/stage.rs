@@ -31,13 +31,15 @@ use std::time::Duration;
 use super::check::{write_chunk, CheckReport, Checker};
 use super::chunk::{Chunk, ChunkConfig, ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use super::fsim::{Fsim, FsimConfig};
+use super::live::{publish_recv, publish_sink, SinkTotals};
+use super::plot::{Sample, Sampler};
 use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
 use crate::buf::counter::CacheAligned;
 use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
-use crate::runtime::{Context, Poll, Stage, StageCounters};
+use crate::runtime::{Context, Poll, Stage, StageCounters, StageValues};
 use crate::time::Instant;
 
 /// Bytes of the Ethernet, IPv4 and UDP headers of [`Encap::Udp`].
@@ -640,17 +642,20 @@ pub struct SpeadRecv {
     end: Option<EndReason>,
     done_signalled: bool,
     counters: Arc<CacheAligned<StageCounters>>,
+    values: Arc<StageValues>,
 }
 
 impl SpeadRecv {
     /// A receiver from `input`, handing chunks to `link` (or, without one,
-    /// recycling them at once).
+    /// recycling them at once), publishing its stream's counters in `values`
+    /// (made from [`super::live::recv_defs`]).
     pub fn new(
         spec: SpeadRecvSpec,
         input: Input,
         link: Option<RecvEnd>,
         cache: PoolCache,
         counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
     ) -> SpeadRecv {
         SpeadRecv {
             stream: ChunkStream::new(spec.chunk_config(), spec.place()),
@@ -671,8 +676,19 @@ impl SpeadRecv {
             end: None,
             done_signalled: false,
             counters,
+            values,
             spec,
         }
+    }
+
+    /// Publishes the counters for live readers (a few relaxed stores).
+    fn publish(&self) {
+        publish_recv(
+            &self.values,
+            self.stream.stats(),
+            self.not_udp,
+            self.wrong_flavour,
+        );
     }
 
     /// Takes chunks back from the sink and hands flushed ones to it; returns
@@ -796,6 +812,9 @@ impl Stage for SpeadRecv {
             }
             self.done_signalled = true;
         }
+        if busy {
+            self.publish();
+        }
         if self.done_signalled {
             Poll::Finished
         } else if busy {
@@ -807,6 +826,12 @@ impl Stage for SpeadRecv {
 
     fn is_finite(&self) -> bool {
         true
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        // The last values, equal to the report's.
+        self.publish();
+        Ok(())
     }
 
     fn detail(&self) -> Option<serde_json::Value> {
@@ -859,7 +884,17 @@ pub struct ChunkSinkSpec {
     pub mode: ChunkSinkMode,
     /// Wrong bytes kept (located) in the report.
     pub keep_wrong: usize,
+    /// Draw fraction present and Gb/s over time to this path with `.svg`
+    /// and `.png` at the end.
+    pub plot: Option<PathBuf>,
 }
+
+/// How often a chunk sink samples its totals for its plot (doubled as the
+/// samples fill [`PLOT_SAMPLES`]).
+const PLOT_EVERY_S: f64 = 0.5;
+
+/// Most samples a chunk sink keeps for its plot.
+const PLOT_SAMPLES: usize = 4096;
 
 /// The `chunk_sink` stage.
 pub struct ChunkSink {
@@ -868,24 +903,25 @@ pub struct ChunkSink {
     place: KatgpucbfPlace,
     checker: Checker,
     held: Vec<Chunk>,
-    chunks: u64,
-    present: u64,
-    slots: u64,
-    bytes: u64,
-    files: u64,
+    totals: SinkTotals,
+    start: Option<Instant>,
     first: Option<Instant>,
     last: Option<Instant>,
+    sampler: Option<Sampler>,
     failure: Option<String>,
     counters: Arc<CacheAligned<StageCounters>>,
+    values: Arc<StageValues>,
 }
 
 impl ChunkSink {
-    /// A sink of `link`'s chunks, laid out by `recv`.
+    /// A sink of `link`'s chunks, laid out by `recv`, publishing its totals
+    /// in `values` (made from [`super::live::sink_defs`]).
     pub fn new(
         spec: ChunkSinkSpec,
         recv: &SpeadRecvSpec,
         link: SinkEnd,
         counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
     ) -> Result<ChunkSink, String> {
         if let ChunkSinkMode::Write(dir) = &spec.mode {
             std::fs::create_dir_all(dir)
@@ -897,31 +933,34 @@ impl ChunkSink {
             place,
             link,
             held: Vec::new(),
-            chunks: 0,
-            present: 0,
-            slots: 0,
-            bytes: 0,
-            files: 0,
+            totals: SinkTotals::default(),
+            start: None,
             first: None,
             last: None,
+            sampler: spec
+                .plot
+                .as_ref()
+                .map(|_| Sampler::new(PLOT_EVERY_S, PLOT_SAMPLES)),
             failure: None,
             counters,
+            values,
             spec,
         })
     }
 
     fn consume(&mut self, c: &Chunk) {
-        self.chunks += 1;
-        self.present += c.present_count() as u64;
-        self.slots += c.present.len() as u64;
-        self.bytes += c.data.len() as u64;
+        let t = &mut self.totals;
+        t.chunks += 1;
+        t.present += c.present_count() as u64;
+        t.present_slots += c.present.len() as u64;
+        t.bytes += c.data.len() as u64;
         match &self.spec.mode {
             ChunkSinkMode::Discard => {}
             ChunkSinkMode::Check => {
-                self.checker.check(c, |_| {});
+                t.wrong_bytes += self.checker.check(c, |_| {});
             }
             ChunkSinkMode::Write(dir) => match write_chunk(dir, &self.place, c) {
-                Ok(_) => self.files += 2,
+                Ok(_) => t.files += 2,
                 Err(e) => {
                     self.failure
                         .get_or_insert(format!("writing chunk {}: {e}", c.chunk_id));
@@ -931,8 +970,51 @@ impl ChunkSink {
     }
 }
 
+impl ChunkSink {
+    /// The totals as a plot sample at `now`.
+    fn sample(&self, now: Instant) -> Sample {
+        Sample {
+            t: self.start.map_or(0.0, |s| (now - s).as_secs_f64()),
+            bytes: self.totals.bytes,
+            good: self.totals.present,
+            total: self.totals.present_slots,
+        }
+    }
+
+    /// Draws the plot (`PATH.svg`, `PATH.png`).
+    fn draw(&self, path: &std::path::Path, sampler: &Sampler) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let title = format!(
+            "chunk_sink of `{}`: heaps present in chunks",
+            self.spec.from
+        );
+        for ext in ["svg", "png"] {
+            super::plot::plot(
+                &title,
+                "heaps present in chunks",
+                sampler.samples(),
+                &path.with_extension(ext),
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
 impl Stage for ChunkSink {
     fn poll(&mut self, cx: &Context) -> Poll {
+        let start = *self.start.get_or_insert(cx.now);
+        if let Some(s) = &self.sampler {
+            if s.due((cx.now - start).as_secs_f64()) {
+                let sample = self.sample(cx.now);
+                if let Some(s) = self.sampler.as_mut() {
+                    s.push(sample);
+                }
+            }
+        }
         if !self.held.is_empty() {
             self.link.free.push_bulk(&mut self.held);
         }
@@ -954,6 +1036,7 @@ impl Stage for ChunkSink {
             self.first.get_or_insert(cx.now);
             self.last = Some(cx.now);
             self.counters.packets_in.add(n as u64);
+            publish_sink(&self.values, &self.totals);
             return Poll::Busy;
         }
         if upstream_done && self.held.is_empty() {
@@ -968,6 +1051,17 @@ impl Stage for ChunkSink {
     }
 
     fn finish(&mut self) -> Result<(), String> {
+        publish_sink(&self.values, &self.totals);
+        if let (Some(path), Some(mut sampler)) = (self.spec.plot.clone(), self.sampler.take()) {
+            // The last sample at the last chunk (or the last poll before it).
+            let end = self.last.or(self.start);
+            if let Some(end) = end {
+                sampler.push_last(self.sample(end));
+            }
+            let drawn = self.draw(&path, &sampler);
+            self.sampler = Some(sampler);
+            drawn.map_err(|e| format!("plot {}: {e}", path.display()))?;
+        }
         if let Some(f) = &self.failure {
             return Err(f.clone());
         }
@@ -989,18 +1083,29 @@ impl Stage for ChunkSink {
         };
         let check: Option<&CheckReport> =
             matches!(self.spec.mode, ChunkSinkMode::Check).then(|| self.checker.report());
+        let t = &self.totals;
+        let plot = match (&self.spec.plot, &self.sampler) {
+            (Some(p), Some(s)) => serde_json::json!({
+                "svg": p.with_extension("svg"),
+                "png": p.with_extension("png"),
+                "intervals": s.samples().len().saturating_sub(1),
+                "interval_s": s.every_s(),
+            }),
+            _ => serde_json::Value::Null,
+        };
         Some(serde_json::json!({
             "mode": match self.spec.mode { ChunkSinkMode::Discard => "discard", ChunkSinkMode::Check => "check", ChunkSinkMode::Write(_) => "write" },
-            "chunks": self.chunks,
-            "present": self.present,
-            "present_slots": self.slots,
-            "fraction_present": if self.slots == 0 { 1.0 } else { self.present as f64 / self.slots as f64 },
-            "bytes": self.bytes,
-            "gbps": if secs > 0.0 { self.bytes as f64 * 8.0 / secs / 1e9 } else { 0.0 },
+            "chunks": t.chunks,
+            "present": t.present,
+            "present_slots": t.present_slots,
+            "fraction_present": t.fraction_present(),
+            "bytes": t.bytes,
+            "gbps": if secs > 0.0 { t.bytes as f64 * 8.0 / secs / 1e9 } else { 0.0 },
             "wrong_bytes": check.map(|c| c.wrong_bytes),
             "check": check,
-            "files": self.files,
+            "files": t.files,
             "failure": self.failure,
+            "plot": plot,
         }))
     }
 }

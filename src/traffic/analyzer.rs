@@ -342,7 +342,7 @@ impl Stage for Analyzer {
         }
         // The clock read after the burst arrived: the pass's start time may
         // precede the sender's stamp of a packet received in this very pass.
-        let now = crate::time::monotonic_now().as_nanos();
+        let now = crate::time::stamp_ns(crate::time::monotonic_now());
         let mut bytes = 0;
         for pkt in self.burst.iter() {
             let data = pkt.data();

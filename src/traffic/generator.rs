@@ -317,7 +317,7 @@ impl Stage for Generator {
         let stamp = StampRepr {
             stream: self.config.stream,
             seq: self.seq,
-            tx_ns: cx.now.as_nanos(),
+            tx_ns: crate::time::stamp_ns(cx.now),
             epoch: t.epoch as u8,
             flags: 0,
         };

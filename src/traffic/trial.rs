@@ -9,7 +9,7 @@
 //! way, then asks each analyzer for its report. Packets stamped for an earlier
 //! trial that arrive later are counted as `stale` and excluded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -49,6 +49,12 @@ pub struct TrialResult {
     /// Where most of the loss happened, when there was loss (see
     /// [`LimitedBy`]); the loss itself is counted the same either way.
     pub limited_by: Option<LimitedBy>,
+    /// Packets our own receiving ports dropped over the trial: missed by the
+    /// device, no mbuf, dropped by the kernel at a full AF_PACKET socket ring
+    /// or on the kernel interface a net_af_xdp/net_af_packet port receives
+    /// from (`eth_imissed + eth_rx_nombuf + socket_rx_dropped +
+    /// kernel_rx_dropped` of the ports). They are part of `lost`.
+    pub rx_dropped: u64,
     /// Sent packets per second of the trial.
     pub tx_pps: f64,
     /// Received packets per second of the trial.
@@ -78,9 +84,104 @@ pub struct TrialResult {
     pub analyzers: BTreeMap<String, AnalyzerShare>,
     /// Port counters over the trial (deltas).
     pub ports: BTreeMap<String, PortReport>,
+    /// Across hosts: each host's part (its generators, analyzers, ports and
+    /// their totals), by host name. Empty for one process.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, HostSection>,
+    /// Across hosts: whether the latency is one-way latency, and why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockNote>,
+    /// Across hosts: what coordinating the ranks cost this trial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<HostsTiming>,
     /// The pooled latency histogram (not serialized here; see stats files).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
+}
+
+/// One host's part of a trial across hosts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostSection {
+    /// The MPI rank that played it.
+    pub rank: usize,
+    /// Its generators' offered packets.
+    pub offered: u64,
+    /// Its generators' sent packets.
+    pub sent: u64,
+    /// Its generators' unsent packets.
+    pub unsent: u64,
+    /// Its analyzers' distinct received packets.
+    pub received: u64,
+    /// Its analyzers' duplicates.
+    pub duplicates: u64,
+    /// Its analyzers' reordered packets.
+    pub reordered: u64,
+    /// Per generator.
+    pub generators: BTreeMap<String, GeneratorShare>,
+    /// Per analyzer.
+    pub analyzers: BTreeMap<String, AnalyzerShare>,
+    /// Its ports' counters over the trial (the drops of each cause are in
+    /// their details).
+    pub ports: BTreeMap<String, PortReport>,
+    /// From the barrier that started the trial to its first packet, in ns
+    /// (hosts with generators).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+}
+
+impl HostSection {
+    /// The section of `part`, played by `rank`.
+    pub fn of(rank: usize, part: &TrialPart) -> HostSection {
+        let r = assemble(
+            0,
+            0.0,
+            Duration::from_secs(1),
+            std::slice::from_ref(part),
+            &BTreeSet::new(),
+        );
+        HostSection {
+            rank,
+            offered: r.offered,
+            sent: r.sent,
+            unsent: r.unsent,
+            received: r.received,
+            duplicates: r.duplicates,
+            reordered: r.reordered,
+            generators: r.generators,
+            analyzers: r.analyzers,
+            ports: r.ports,
+            start_ns: part.start_ns,
+        }
+    }
+}
+
+/// Across hosts: the cost of coordinating a trial's ranks.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct HostsTiming {
+    /// The slowest host's time from the barrier that starts the trial to
+    /// its first packet, in ns.
+    pub start_ns: Option<u64>,
+    /// Rank 0's time from having its own part (its analyzers' reports) to
+    /// the assembled result: every rank's status, then their parts encoded,
+    /// gathered, decoded and added up.
+    pub reduce_ns: u64,
+}
+
+/// Across hosts: what the latency of a trial means.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClockNote {
+    /// `tai` when every host stamps with CLOCK_TAI, else `monotonic`.
+    pub clock: String,
+    /// Whether every stream's latency is in the result.
+    pub latency: bool,
+    /// Which streams have no latency and why; empty when all have.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub why: String,
+    /// With `tai`: the largest measured bound on the offset between a
+    /// host's clock and rank 0's, in ns (one-way latencies are exact to
+    /// within it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_bound_ns: Option<u64>,
 }
 
 impl std::fmt::Debug for TrialResult {
@@ -102,10 +203,13 @@ pub enum LimitedBy {
     /// at this rate; the tool was.
     Generator,
     /// Our own receive side: drops counted by the receiving ports (missed by
-    /// the device, no mbuf) make up most of the loss.
+    /// the device, no mbuf, the kernel's drops at net_af_packet's socket ring
+    /// or at the interface net_af_xdp receives from)
+    /// make up most of the loss. The device was not measured at this rate;
+    /// our analyzer was.
     Receiver,
-    /// Lost after leaving: the device under test, or a receive path whose
-    /// drops our port cannot see (net_af_packet's socket ring).
+    /// Lost after leaving and not by our receiving ports: the device under
+    /// test (or a receive path whose drops no counter shows).
     Dut,
 }
 
@@ -135,13 +239,16 @@ impl LimitedBy {
                  if it was only late"
             }
             LimitedBy::Receiver => {
-                "our receiving port dropped most of the lost packets (missed, no mbuf): \
-                 give its analyzer an lcore of its own, more rx descriptors or mbufs"
+                "our receiving port dropped most of the lost packets (missed, no mbuf, or \
+                 the kernel dropped them on our side: net_af_packet's socket ring full, \
+                 `socket_rx_dropped`; net_af_xdp's ring full, `kernel_rx_dropped`): give \
+                 its analyzer an lcore (a core) of its own, a larger receive ring \
+                 (net_af_packet's `framecnt=` vdev argument, the port's `rx_desc`) or \
+                 more mbufs"
             }
             LimitedBy::Dut => {
-                "the packets were lost after they left: in the device under test, or on \
-                 the way back in a receive ring our port cannot count (net_af_packet reports \
-                 no drops); the device's own counters tell which"
+                "the packets were lost after they left, and not by our receiving ports: \
+                 in the device under test; its own counters confirm it"
             }
         }
     }
@@ -238,6 +345,8 @@ pub struct TrialRunner {
     options: TrialOptions,
     epoch: u32,
     clock: Clock,
+    /// Port counters when the current trial was armed.
+    before: BTreeMap<String, PortReport>,
 }
 
 /// Port details that are levels, not counts: a trial reports them as they are.
@@ -284,8 +393,23 @@ fn port_delta(a: &PortReport, b: &PortReport) -> PortReport {
 impl TrialRunner {
     /// Builds the pipeline with idle generators and starts its lcores.
     pub fn start(plan: &Plan, options: TrialOptions) -> Result<TrialRunner, TrialError> {
+        TrialRunner::start_with(plan, options, true)
+    }
+
+    /// As [`TrialRunner::start`], for one host's part of a run across hosts:
+    /// the part may have no generator or no analyzer (a DUT host has
+    /// neither); the whole file is checked for both before.
+    pub fn start_part(plan: &Plan, options: TrialOptions) -> Result<TrialRunner, TrialError> {
+        TrialRunner::start_with(plan, options, false)
+    }
+
+    fn start_with(
+        plan: &Plan,
+        options: TrialOptions,
+        whole: bool,
+    ) -> Result<TrialRunner, TrialError> {
         let mut built = build_with(plan, Mode::Trials)?;
-        if built.generators.is_empty() || built.analyzers.is_empty() {
+        if whole && (built.generators.is_empty() || built.analyzers.is_empty()) {
             return Err(TrialError::Input(format!(
                 "{}: trials need at least one `generator` stage and one `analyzer` stage",
                 plan.pipeline.file.display()
@@ -300,6 +424,7 @@ impl TrialRunner {
             options,
             epoch: 0,
             clock,
+            before: BTreeMap::new(),
         })
     }
 
@@ -345,8 +470,47 @@ impl TrialRunner {
         interrupt: &AtomicBool,
         progress: &mut dyn FnMut(f64, Option<&Histogram<u64>>),
     ) -> Result<TrialResult, TrialError> {
-        self.epoch += 1;
-        let epoch = self.epoch;
+        let epoch = self.epoch + 1;
+        self.arm(epoch, interrupt)?;
+        let share = self.share();
+        self.launch(epoch, rate_pps, share, duration);
+        self.wait_generators(epoch, duration, interrupt, progress)?;
+        std::thread::sleep(self.options.drain);
+        let part = self.part(interrupt)?;
+        Ok(assemble(
+            epoch,
+            rate_pps,
+            duration,
+            &[part],
+            &BTreeSet::new(),
+        ))
+    }
+
+    /// The sum of this runner's generators' shares of a trial's rate.
+    pub fn share(&self) -> f64 {
+        self.built.generators.iter().map(|g| g.2).sum()
+    }
+
+    /// When this runner's earliest generator sent the last trial's first
+    /// packet (ns, monotonic); None without generators.
+    pub fn first_packet_ns(&self) -> Option<u64> {
+        self.built
+            .generators
+            .iter()
+            .map(|(_, g, _)| g.first_ns.load(Ordering::Relaxed))
+            .min()
+    }
+
+    /// The drain interval of the options.
+    pub fn drain(&self) -> Duration {
+        self.options.drain
+    }
+
+    /// First step of a trial: moves the analyzers to trial `epoch` (reset,
+    /// acknowledged) and notes the port counters the trial's deltas start
+    /// from. Across hosts every rank arms before any generator starts.
+    pub fn arm(&mut self, epoch: u32, interrupt: &AtomicBool) -> Result<(), TrialError> {
+        self.epoch = epoch;
         for (_, a) in &self.built.analyzers {
             a.epoch.store(epoch, Ordering::Release);
         }
@@ -356,8 +520,14 @@ impl TrialRunner {
                 .iter()
                 .all(|(_, a)| a.ack_epoch.load(Ordering::Acquire) == epoch)
         })?;
-        let before = snapshot(&self.built, 0.0).ports;
-        let total_share: f64 = self.built.generators.iter().map(|g| g.2).sum();
+        self.before = snapshot(&self.built, 0.0).ports;
+        Ok(())
+    }
+
+    /// Starts this runner's generators on trial `epoch`: each gets its share
+    /// of `rate_pps`, out of `total_share` (the shares of every generator of
+    /// the run, on every host).
+    pub fn launch(&self, epoch: u32, rate_pps: f64, total_share: f64, duration: Duration) {
         for (_, g, share) in &self.built.generators {
             g.start(
                 epoch,
@@ -366,6 +536,17 @@ impl TrialRunner {
                 None,
             );
         }
+    }
+
+    /// Waits until this runner's generators have finished trial `epoch`
+    /// (at most `duration` and 5 s), calling `progress` on the way.
+    pub fn wait_generators(
+        &self,
+        epoch: u32,
+        duration: Duration,
+        interrupt: &AtomicBool,
+        progress: &mut dyn FnMut(f64, Option<&Histogram<u64>>),
+    ) -> Result<(), TrialError> {
         let start = self.clock.now();
         let limit = duration + Duration::from_secs(5);
         let b = &self.built;
@@ -392,117 +573,38 @@ impl TrialRunner {
                 progress(fraction, hist.as_ref());
             }
             b.generators.iter().all(|(_, g, _)| g.is_done(epoch))
-        })?;
-        std::thread::sleep(self.options.drain);
+        })
+    }
+
+    /// This runner's part of the trial so far: its generators' counts, its
+    /// analyzers' reports and its ports' deltas since [`TrialRunner::arm`].
+    /// Call it after the drain.
+    pub fn part(&self, interrupt: &AtomicBool) -> Result<TrialPart, TrialError> {
         let reports = self.collect(interrupt)?;
         let after = snapshot(&self.built, 0.0).ports;
-        let mut offered = 0;
-        let mut sent = 0;
-        let mut unsent = 0;
-        let mut gaps = Vec::new();
-        let mut generators = BTreeMap::new();
+        let mut part = TrialPart {
+            ports: ports_delta(&after, &self.before),
+            ..TrialPart::default()
+        };
         for (name, g, _) in &self.built.generators {
-            gaps.extend(g.gaps.pop());
-            let share = GeneratorShare {
-                offered: g.offered.load(Ordering::Relaxed),
-                sent: g.sent.load(Ordering::Relaxed),
-                unsent: g.unsent.load(Ordering::Relaxed),
-            };
-            offered += share.offered;
-            sent += share.sent;
-            unsent += share.unsent;
-            generators.insert(name.clone(), share);
+            part.gaps.extend(g.gaps.pop());
+            part.generators.insert(
+                name.clone(),
+                GeneratorShare {
+                    offered: g.offered.load(Ordering::Relaxed),
+                    sent: g.sent.load(Ordering::Relaxed),
+                    unsent: g.unsent.load(Ordering::Relaxed),
+                },
+            );
         }
-        let hist = latency::merge(
-            reports
-                .iter()
-                .flat_map(|a| a.streams.iter().map(|s| &s.histogram)),
-        );
-        let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
-            (0, 0, 0, 0, 0);
-        let mut analyzers = BTreeMap::new();
-        // A stream may arrive at several analyzers (replicas on RSS queues):
-        // its counts add up, its histograms merge.
-        let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
-        for ((name, _), r) in self.built.analyzers.iter().zip(&reports) {
-            stale += r.stale;
-            invalid_latency += r.invalid_latency;
-            let mut share = AnalyzerShare {
-                received: 0,
-                duplicates: 0,
-                reordered: 0,
-                stale: r.stale,
-            };
-            for s in &r.streams {
-                share.received += s.unique;
-                share.duplicates += s.duplicates;
-                share.reordered += s.reordered;
-                let e = by_stream.entry(s.stream).or_default();
-                e.0 += s.unique;
-                e.1 += s.duplicates;
-                e.2 += s.reordered;
-                e.3.push(&s.histogram);
-            }
-            received += share.received;
-            duplicates += share.duplicates;
-            reordered += share.reordered;
-            analyzers.insert(name.clone(), share);
-        }
-        let streams = by_stream
-            .into_iter()
-            .map(|(stream, (received, duplicates, reordered, h))| {
-                let histogram = latency::merge(h);
-                StreamResult {
-                    stream,
-                    received,
-                    duplicates,
-                    reordered,
-                    latency_ns: Summary::of(&histogram),
-                    histogram,
-                }
-            })
+        part.analyzers = self
+            .built
+            .analyzers
+            .iter()
+            .map(|(name, _)| name.clone())
+            .zip(reports)
             .collect();
-        let secs = duration.as_secs_f64();
-        let lost = offered.saturating_sub(received);
-        let ports = ports_delta(&after, &before);
-        let rx_dropped: u64 = ports
-            .values()
-            .map(|p| {
-                ["eth_imissed", "eth_rx_nombuf"]
-                    .iter()
-                    .map(|k| p.detail.get(k).copied().unwrap_or(0))
-                    .sum::<u64>()
-            })
-            .sum();
-        Ok(TrialResult {
-            trial: epoch,
-            rate_pps,
-            duration_s: secs,
-            offered,
-            sent,
-            unsent,
-            received,
-            lost,
-            loss_ratio: if offered == 0 {
-                0.0
-            } else {
-                lost as f64 / offered as f64
-            },
-            limited_by: LimitedBy::of(lost, unsent, rx_dropped),
-            tx_pps: sent as f64 / secs,
-            rx_pps: received as f64 / secs,
-            duplicates,
-            reordered,
-            stale,
-            invalid_latency,
-            latency_ns: Summary::of(&hist),
-            burst_gap_ns: Summary::of(&latency::merge(gaps.iter())),
-            streams,
-            generators,
-            analyzers,
-            ports,
-            histogram: hist,
-        })
+        Ok(part)
     }
 
     /// Each analyzer's current report (mid-trial too: histograms are cumulative).
@@ -547,5 +649,146 @@ impl Drop for TrialRunner {
         if let Some(rt) = self.rt.take() {
             let _ = rt.stop();
         }
+    }
+}
+
+/// One process's part of a trial (one host's, across hosts): what its
+/// generators sent, what its analyzers received and its ports' deltas.
+/// [`assemble`] adds parts up exactly.
+#[derive(Debug, Clone, Default)]
+pub struct TrialPart {
+    /// Per generator.
+    pub generators: BTreeMap<String, GeneratorShare>,
+    /// The generators' burst-gap histograms.
+    pub gaps: Vec<Histogram<u64>>,
+    /// Per analyzer, its report.
+    pub analyzers: Vec<(String, AnalyzerReport)>,
+    /// Port counters over the trial (deltas).
+    pub ports: BTreeMap<String, PortReport>,
+    /// Across hosts: from the barrier that started the trial to this part's
+    /// first packet, in ns (None without generators).
+    pub start_ns: Option<u64>,
+}
+
+/// The trial result of `parts` (one per host, or one for a single process):
+/// counts are sums (saturating: parts may come from another rank), a stream
+/// seen by several analyzers is one entry, and histograms are merged, never
+/// averaged. The latency samples of the streams in `no_latency` (part index,
+/// stream id) are left out: their stamps were written on a clock the
+/// receiving host cannot compare with its own.
+pub fn assemble(
+    epoch: u32,
+    rate_pps: f64,
+    duration: Duration,
+    parts: &[TrialPart],
+    no_latency: &BTreeSet<(usize, u16)>,
+) -> TrialResult {
+    let empty = latency::merge(std::iter::empty());
+    let (mut offered, mut sent, mut unsent) = (0u64, 0u64, 0u64);
+    let mut generators = BTreeMap::new();
+    let mut ports = BTreeMap::new();
+    for p in parts {
+        for (name, g) in &p.generators {
+            offered = offered.saturating_add(g.offered);
+            sent = sent.saturating_add(g.sent);
+            unsent = unsent.saturating_add(g.unsent);
+            generators.insert(name.clone(), *g);
+        }
+        ports.extend(p.ports.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut analyzers = BTreeMap::new();
+    // A stream may arrive at several analyzers (replicas on RSS queues):
+    // its counts add up, its histograms merge.
+    let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
+    for (i, p) in parts.iter().enumerate() {
+        for (name, r) in &p.analyzers {
+            stale = stale.saturating_add(r.stale);
+            invalid_latency = invalid_latency.saturating_add(r.invalid_latency);
+            let mut share = AnalyzerShare {
+                received: 0,
+                duplicates: 0,
+                reordered: 0,
+                stale: r.stale,
+            };
+            for s in &r.streams {
+                share.received = share.received.saturating_add(s.unique);
+                share.duplicates = share.duplicates.saturating_add(s.duplicates);
+                share.reordered = share.reordered.saturating_add(s.reordered);
+                let e = by_stream.entry(s.stream).or_default();
+                e.0 = e.0.saturating_add(s.unique);
+                e.1 = e.1.saturating_add(s.duplicates);
+                e.2 = e.2.saturating_add(s.reordered);
+                e.3.push(if no_latency.contains(&(i, s.stream)) {
+                    &empty
+                } else {
+                    &s.histogram
+                });
+            }
+            received = received.saturating_add(share.received);
+            duplicates = duplicates.saturating_add(share.duplicates);
+            reordered = reordered.saturating_add(share.reordered);
+            analyzers.insert(name.clone(), share);
+        }
+    }
+    let hist = latency::merge(by_stream.values().flat_map(|e| e.3.iter().copied()));
+    let streams = by_stream
+        .into_iter()
+        .map(|(stream, (received, duplicates, reordered, h))| {
+            let histogram = latency::merge(h);
+            StreamResult {
+                stream,
+                received,
+                duplicates,
+                reordered,
+                latency_ns: Summary::of(&histogram),
+                histogram,
+            }
+        })
+        .collect();
+    let secs = duration.as_secs_f64();
+    let lost = offered.saturating_sub(received);
+    let rx_dropped: u64 = ports
+        .values()
+        .map(|p: &PortReport| {
+            ["eth_imissed", "eth_rx_nombuf"]
+                .iter()
+                .map(|k| p.detail.get(k).copied().unwrap_or(0))
+                .sum::<u64>()
+        })
+        .sum();
+    TrialResult {
+        trial: epoch,
+        rate_pps,
+        duration_s: secs,
+        offered,
+        sent,
+        unsent,
+        received,
+        lost,
+        loss_ratio: if offered == 0 {
+            0.0
+        } else {
+            lost as f64 / offered as f64
+        },
+        limited_by: LimitedBy::of(lost, unsent, rx_dropped),
+        rx_dropped,
+        tx_pps: sent as f64 / secs,
+        rx_pps: received as f64 / secs,
+        duplicates,
+        reordered,
+        stale,
+        invalid_latency,
+        latency_ns: Summary::of(&hist),
+        burst_gap_ns: Summary::of(&latency::merge(parts.iter().flat_map(|p| p.gaps.iter()))),
+        streams,
+        generators,
+        analyzers,
+        ports,
+        hosts: BTreeMap::new(),
+        clock: None,
+        timing: None,
+        histogram: hist,
     }
 }

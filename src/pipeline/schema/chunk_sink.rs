@@ -40,6 +40,12 @@ const KEYS: &[Key] = &[
         "16",
         "wrong heaps described in full by mode = \"check\"",
     ),
+    Key::new(
+        "plot",
+        "path",
+        "none",
+        "at the end, draw Gb/s and the fraction of heaps present over time to PATH.svg and PATH.png",
+    ),
 ];
 
 // A chunk sink has no rx: the span of its `from` (resolved by the plan)
@@ -110,6 +116,7 @@ fn parse_chunk_sink(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ChunkSinkSpec
         keep_wrong: t
             .int(sink, "keep_wrong", 0..1 << 20)
             .map_or(16, |(k, _)| k as usize),
+        plot: t.string(sink, "plot").map(|(p, _)| PathBuf::from(p)),
     }
 }
 
@@ -119,7 +126,7 @@ impl StageConfig for ChunkSinkSpec {
     }
 
     fn describe(&self) -> String {
-        format!(
+        let mut d = format!(
             "chunk_sink, {} the chunks of `{}`",
             match &self.mode {
                 ChunkSinkMode::Discard => "discards".to_string(),
@@ -127,7 +134,11 @@ impl StageConfig for ChunkSinkSpec {
                 ChunkSinkMode::Write(d) => format!("writes to {}", d.display()),
             },
             self.from
-        )
+        );
+        if let Some(p) = &self.plot {
+            d += &format!(", plots to {}.svg and .png", p.display());
+        }
+        d
     }
 
     /// Links this sink to the spead_recv stage it names, through a ring of
@@ -151,7 +162,8 @@ impl StageConfig for ChunkSinkSpec {
         let (end, recv) = cx
             .take_link::<(SinkEnd, SpeadRecvSpec)>()
             .ok_or_else(|| cx.missing("chunk link of", &cx.spec.name))?;
-        let stage = ChunkSink::new(self.clone(), &recv, end, cx.counters.clone())
+        let values = cx.publish(crate::spead::live::sink_defs());
+        let stage = ChunkSink::new(self.clone(), &recv, end, cx.counters.clone(), values)
             .map_err(|e| cx.input_error(e))?;
         Ok(Box::new(stage))
     }

@@ -165,7 +165,8 @@ impl StageConfig for SpeadRecvSpec {
             i,
             link,
             cx.pool.cache(),
-            cx.counters,
+            cx.counters.clone(),
+            cx.publish(crate::spead::live::recv_defs()),
         )))
     }
 }

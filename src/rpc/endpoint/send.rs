@@ -192,6 +192,18 @@ impl<U> Endpoint<U> {
     /// Whether a metadata-only credit batch is due: `Some((fits before the ring
     /// end, producer after it))`.
     pub(super) fn credit_batch_due(&self) -> Option<(bool, u64)> {
+        // No grant can reach 32 bytes when R is within 32 of its cap (a client
+        // that is never called stays there): the common answer, without the
+        // ring arithmetic below (this runs after every response at depth 1).
+        if self.flow.max_resp_reservation()
+            - self
+                .flow
+                .resp_reservation()
+                .min(self.flow.max_resp_reservation())
+            < ALIGNMENT
+        {
+            return None;
+        }
         let producer = self.send.producer();
         let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
         let cons = if fits {

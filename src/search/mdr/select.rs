@@ -22,6 +22,14 @@ impl MdrSearch {
         }
         // One interval width (at least the goal) for the first steps of a walk, then the
         // interval doubles: exponential search that starts gently.
+        // After a jump to a forwarding-rate hint that still failed, the hint was off by
+        // noise, not by the interval: continue with steps of the goal width (else the
+        // next step is the whole jump again, far below the truth).
+        let width = if down && self.hint_index(g, hi) == Some(lo) {
+            0
+        } else {
+            width
+        };
         let base = width.max(goal);
         let mut step = if self.ext_runs[g] < LINEAR_STEPS {
             base
@@ -29,15 +37,23 @@ impl MdrSearch {
             2 * base
         };
         if down {
-            if let Some(s) = self.samples.get(&lo).and_then(|v| v.last()) {
-                let q = self.cfg.goals[g].loss_ratio;
-                if s.loss_ratio - q >= HINT_MIN_EXCESS_LOSS {
-                    let hint = self.grid.rate(lo) * (1.0 - s.loss_ratio) / (1.0 - q);
-                    step = step.max(lo - self.grid.floor_index(hint).min(lo));
-                }
+            if let Some(h) = self.hint_index(g, lo) {
+                step = step.max(lo - h);
             }
         }
         step
+    }
+
+    /// The grid index of the forwarding-rate hint `rate * (1 - loss) / (1 - goal loss
+    /// ratio)` of the latest trial at `idx`, when it lost at least `HINT_MIN_EXCESS_LOSS`
+    /// more than goal `g` allows.
+    fn hint_index(&self, g: usize, idx: usize) -> Option<usize> {
+        let s = self.samples.get(&idx)?.last()?;
+        let q = self.cfg.goals[g].loss_ratio;
+        (s.loss_ratio - q >= HINT_MIN_EXCESS_LOSS).then(|| {
+            let hint = self.grid.rate(idx) * (1.0 - s.loss_ratio) / (1.0 - q);
+            self.grid.floor_index(hint).min(idx)
+        })
     }
 
     /// The next load of phase `p` by the seed's priorities, or None to end the phase.

@@ -700,3 +700,108 @@ fn consistent_dut_contains_truth() {
         ]
     );
 }
+
+/// The trials of one search of `model` with CSIT's configuration: (phase, rate, duration).
+fn csit_trials(model: SimModel) -> Vec<(Phase, f64, f64)> {
+    let mut s = MdrSearch::new(SearchConfig::csit()).unwrap();
+    let r = crate::search::drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap();
+    r.trials
+        .iter()
+        .map(|t| (t.phase, t.rate_pps, t.duration_s))
+        .collect()
+}
+
+#[test]
+fn duration_check_passed_runs_intermediate_phases_short() {
+    let s = MdrSearch::new(SearchConfig::csit()).unwrap();
+    let check = s.check_duration();
+    assert!((check - 30f64.sqrt().sqrt()).abs() < 1e-12);
+    let model = SimModel {
+        ndr: 10e6,
+        pdr: 10.2e6,
+        ..SimModel::default()
+    };
+    let trials = csit_trials(model);
+    let second: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.0 == Phase::Intermediate(2))
+        .map(|t| t.2)
+        .collect();
+    // One check trial, then the phase runs at the initial duration.
+    assert_eq!(second[0], check);
+    assert!(second.len() > 1 && second[1..].iter().all(|&d| d == 1.0));
+    // The final phase only confirms the two lower bounds: one final trial per goal.
+    let finals = trials.iter().filter(|t| t.0 == Phase::Final).count();
+    assert_eq!(finals, 2);
+    let total: f64 = trials.iter().map(|t| t.2).sum();
+    assert!(total < 72.0, "{total}");
+}
+
+#[test]
+fn duration_check_failed_runs_the_ladder() {
+    // A buffer hides loss in 1 s trials: the check at a lower load in a longer trial
+    // fails the PDR, so phase 2 runs its own duration, as the seed does.
+    let model = SimModel {
+        ndr: 10e6,
+        pdr: 10.2e6,
+        buffer: 2e6,
+        ..SimModel::default()
+    };
+    let s = MdrSearch::new(SearchConfig::csit()).unwrap();
+    let (check, d2) = (s.check_duration(), s.phase_duration(2));
+    let trials = csit_trials(model);
+    let second: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.0 == Phase::Intermediate(2))
+        .map(|t| t.2)
+        .collect();
+    assert_eq!(second[0], check);
+    assert!(second[1..].iter().all(|&d| d == d2), "{second:?}");
+}
+
+#[test]
+fn no_duration_check_in_seed_exact_or_draft_mode_or_one_phase() {
+    let model = SimModel::default();
+    let run = |c: SearchConfig| {
+        let mut s = MdrSearch::new(c.clone()).unwrap();
+        let r = crate::search::drive(&mut s, &mut SimDut::new(model), &mut |_, _| {}).unwrap();
+        let durations: Vec<f64> = (1..=c.phases).map(|p| s.phase_duration(p)).collect();
+        (r, durations)
+    };
+    let mut draft = SearchConfig::csit();
+    draft.goals[1].exceed_ratio = 0.5;
+    draft.goals[1].duration_sum = Some(30.0);
+    for c in [
+        seed(),
+        draft,
+        SearchConfig {
+            phases: 1,
+            ..SearchConfig::csit()
+        },
+    ] {
+        let (r, durations) = run(c.clone());
+        for t in &r.trials {
+            if let Phase::Intermediate(p) = t.phase {
+                assert_eq!(t.duration_s, durations[p as usize - 1], "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_failed_hint_jump_continues_with_goal_steps() {
+    // Final phase: 120 lost 20 %, the jump to its forwarding-rate hint failed by a hair:
+    // the next step down is one goal width, not the whole jump again.
+    let grid = MdrSearch::new(cfg()).unwrap().grid().clone();
+    let h = grid.floor_index(grid.rate(120) * 0.8);
+    let mut s = placed(
+        cfg(),
+        3,
+        &[(h, 30.0, 0.0001), (120, 30.0, 0.2)],
+        &[(h, 120), (h, 120)],
+    );
+    assert_eq!(s.select(3), Some(h - s.phase_steps(0, 3)));
+    // After a plain walk step (no hint), the step stays the interval width.
+    s.samples.get_mut(&120).unwrap()[0].loss_ratio = 0.001;
+    assert_eq!(s.select(3), Some(h - (120 - h)));
+}

@@ -105,6 +105,9 @@ pub struct DevInfo {
     pub tx_offload_capa: u64,
     /// NUMA socket of the device (-1 when unknown).
     pub socket: i32,
+    /// The kernel interface index behind the device (net_af_packet,
+    /// net_af_xdp, net_tap; 0 when there is none).
+    pub if_index: u32,
 }
 
 /// An ethdev port. Stopped and closed on drop.
@@ -222,6 +225,7 @@ impl EthPort {
             tx_offload_capa: info.tx_offload_capa,
             // SAFETY: plain query on a valid port.
             socket: unsafe { ffi::rte_eth_dev_socket_id(self.id) },
+            if_index: info.if_index,
         })
     }
 
