@@ -189,6 +189,20 @@ impl<U> Endpoint<U> {
         true
     }
 
+    /// Where a metadata-only credit batch would leave the send ring: `(fits
+    /// before the ring end, producer after it)`; a wrap marker when it does not fit.
+    #[inline]
+    pub(super) fn credit_batch_target(&self) -> (bool, u64) {
+        let producer = self.send.producer();
+        let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
+        let cons = if fits {
+            FLOW_METADATA_SIZE as u64
+        } else {
+            room_to_end(producer, self.send.size())
+        };
+        (fits, producer + cons)
+    }
+
     /// Whether a metadata-only credit batch is due: `Some((fits before the ring
     /// end, producer after it))`.
     pub(super) fn credit_batch_due(&self) -> Option<(bool, u64)> {
@@ -205,16 +219,10 @@ impl<U> Endpoint<U> {
             return None;
         }
         let producer = self.send.producer();
-        let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
-        let cons = if fits {
-            FLOW_METADATA_SIZE as u64
-        } else {
-            room_to_end(producer, self.send.size())
-        };
-        if !self.flow.has_room(producer, cons) {
+        let (fits, target) = self.credit_batch_target();
+        if !self.flow.has_room(producer, target - producer) {
             return None;
         }
-        let target = producer + cons;
         let g = self.flow.grant(target);
         let max_r = self.flow.max_resp_reservation();
         let worthwhile =
