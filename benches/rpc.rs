@@ -9,6 +9,11 @@
 //!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
 //!   core 1), to separate transport from endpoint cost.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
+//! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
+//!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
+//!   `poll`; the client calls, flushes and polls until the response): for
+//!   instruction counts under `valgrind --tool=callgrind` (one thread, so no
+//!   cache-line transfers and no spin).
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 //! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
@@ -73,6 +78,60 @@ fn local(ring: u64, depth: u32, rounds: u32) {
         ns / ha.1 as f64,
         ha.1 as f64 / ns * 1e3
     );
+}
+
+/// Depth-1 round trips over the shm transport in one thread (see the module doc).
+fn local_shm(rounds: u64) {
+    use linerate::rpc::transport::shm::ShmTransport;
+    use linerate::rpc::{Config, Endpoint, Handler, Request};
+    /// Answers in `poll`, or keeps the request when the answer would wrap.
+    struct Server([u8; 32], Vec<Request>);
+    impl Handler<()> for Server {
+        fn answer(&mut self, _: Request, _: &[u8]) -> Option<&[u8]> {
+            Some(&self.0)
+        }
+        fn on_request(&mut self, r: Request, _: &[u8]) {
+            self.1.push(r);
+        }
+        fn on_response(&mut self, _: u32, _: (), _: &[u8]) {}
+    }
+    struct Client(u64);
+    impl Handler<u64> for Client {
+        fn on_request(&mut self, _: Request, _: &[u8]) {}
+        fn on_response(&mut self, _: u32, _: u64, _: &[u8]) {
+            self.0 += 1;
+        }
+    }
+    let path = std::env::temp_dir().join(format!("linerate-local-shm-{}", std::process::id()));
+    let ring = 1u64 << 20;
+    let mut ts = ShmTransport::create(&path, ring).unwrap();
+    let mut tc = ShmTransport::open(&path).unwrap();
+    let c = Config::new(ring);
+    ts.publish_info(&c.local_info());
+    tc.publish_info(&c.local_info());
+    let mut s: Endpoint<()> = Endpoint::new(c, tc.peer_info().unwrap()).unwrap();
+    let mut cl: Endpoint<u64> = Endpoint::new(c, ts.peer_info().unwrap()).unwrap();
+    let (mut hs, mut hc) = (Server([0x5a; 32], Vec::with_capacity(16)), Client(0));
+    let msg = [0xa5u8; 32];
+    let start = std::time::Instant::now();
+    for i in 0..rounds {
+        cl.call(&msg, 32, i).unwrap();
+        cl.flush(&mut tc).unwrap();
+        while hc.0 <= i {
+            s.poll(&mut ts, &mut hs).unwrap();
+            for r in hs.1.drain(..) {
+                s.reply(&r, &hs.0).unwrap();
+            }
+            cl.poll(&mut tc, &mut hc).unwrap();
+        }
+    }
+    let ns = start.elapsed().as_nanos() as f64;
+    println!(
+        "local-shm (one thread, both sides): {rounds} depth-1 RPCs, {:.1} ns per RPC",
+        ns / rounds as f64
+    );
+    drop((ts, tc));
+    let _ = std::fs::remove_file(&path);
 }
 
 /// Transport alone: a write-with-immediate echoed back, no endpoint.
@@ -386,6 +445,14 @@ fn main() {
             &args[3],
             if args[2] == "server" { 0 } else { 1 },
             len,
+        );
+        return;
+    }
+    if args.len() >= 2 && args[1] == "local-shm" {
+        local_shm(
+            args.get(2)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1_000_000),
         );
         return;
     }

@@ -272,3 +272,29 @@ proptest::proptest! {
         proptest::prop_assert_eq!((a.samples, a.min, a.p50, a.p99, a.max), (b.samples, b.min, b.p50, b.p99, b.max));
     }
 }
+
+#[test]
+fn spead_replicas_that_cannot_split_are_refused_naming_the_key() {
+    let geo = "n_ants = 2\nn_channels_total = 64\nn_channels_per_stream = 4\nn_samples_per_channel = 256\nn_pols = 2\npacket_payload = 1024\n";
+    // More simulator replicas than antennas.
+    let head = "[pipeline]\nlcores = \"0-2\"\npin = false\n[port.w]\nkind = \"mem\"\nqueues = 3\n";
+    refused(
+        &format!("{head}[stage.f]\nkind = \"spead_send\"\nlcores = \"0-2\"\ntx = \"w\"\n{geo}[stage.r]\nkind = \"spead_recv\"\nlcores = \"0-2\"\nrx = \"w\"\n{geo}"),
+        &["stage.f", "lcores", "need at least 3 antennas; it has 2"],
+    );
+    // Generic heaps are one ordered stream.
+    refused(
+        &format!("{HEAD}[port.w]\nkind = \"mem\"\nqueues = 2\n[stage.f]\nkind = \"spead_send\"\nsource = \"heaps\"\nlcores = \"0-1\"\ntx = \"w\"\n[stage.k]\nkind = \"sink\"\nrx = \"w\"\n"),
+        &["stage.f", "lcores", "generic heaps are one ordered stream"],
+    );
+    // A receive group needs a queue per member.
+    refused(
+        &format!("{HEAD}[port.w]\nkind = \"mem\"\n[stage.f]\nkind = \"spead_send\"\ntx = \"w\"\n{geo}[stage.r]\nkind = \"spead_recv\"\nlcores = \"0-1\"\nrx = \"w\"\n{geo}"),
+        &["stage.r", "lcores", "2 rx queues of port `w`, which has 1"],
+    );
+    // A bad eviction mode names the key and the choices.
+    refused(
+        &format!("{HEAD}[port.w]\nkind = \"mem\"\nqueues = 2\n[stage.f]\nkind = \"spead_send\"\nlcores = \"0-1\"\ntx = \"w\"\n{geo}[stage.r]\nkind = \"spead_recv\"\nlcores = \"0-1\"\nrx = \"w\"\neviction = \"never\"\n{geo}"),
+        &["stage.r", "eviction", "lossless"],
+    );
+}

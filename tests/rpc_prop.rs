@@ -261,27 +261,137 @@ proptest! {
 
     #[test]
     fn random_interleavings(ring_log in 10u32..13, modes in [0u8..3, 0u8..3], ops in prop::collection::vec(op(), 1..400)) {
-        let mut w = World::with_answers(1 << ring_log, modes);
-        let mut calls = 0u64;
-        for op in ops {
-            match op {
-                Op::Call { side, len, resp } => {
-                    if w.call(side, len, resp).is_ok() {
-                        calls += 1;
-                    }
+        replay(1 << ring_log, modes, ops);
+    }
+}
+
+/// Runs `ops` on a fresh world, then checks every call was answered and that a
+/// largest call gets through from either side once both are idle.
+fn replay(ring: u64, modes: [u8; 2], ops: Vec<Op>) {
+    let mut w = World::with_answers(ring, modes);
+    let mut calls = 0u64;
+    for op in ops {
+        match op {
+            Op::Call { side, len, resp } => {
+                if w.call(side, len, resp).is_ok() {
+                    calls += 1;
                 }
-                Op::Reply { side, pick } => w.reply(side, pick),
-                Op::Poll { side } => w.poll(side),
-                Op::Busy { side, n } => w.link.refuse_writes(side, n),
             }
-            w.check();
+            Op::Reply { side, pick } => w.reply(side, pick),
+            Op::Poll { side } => w.poll(side),
+            Op::Busy { side, n } => w.link.refuse_writes(side, n),
         }
-        w.drain();
-        prop_assert_eq!(w.sides[0].answered + w.sides[1].answered, calls);
-        w.big_call_completes(0);
-        w.big_call_completes(1);
         w.check();
     }
+    w.drain();
+    assert_eq!(w.sides[0].answered + w.sides[1].answered, calls);
+    w.big_call_completes(0);
+    w.big_call_completes(1);
+    w.check();
+}
+
+/// Regression: proptest's minimal failing input for a credit deadlock. The pair
+/// ends idle with side 1 holding `R` one grant (32) below `max_R` and a stale
+/// view of side 0's consumer: by that view a credit batch would itself shrink
+/// the grant to 0, so none was sent and no consumer read was asked for, and side
+/// 0 could never make a largest call.
+#[test]
+fn idle_pair_regains_full_credit() {
+    use Op::*;
+    let ops = vec![
+        Call {
+            side: 1,
+            len: 8,
+            resp: 8,
+        },
+        Poll { side: 1 },
+        Call {
+            side: 1,
+            len: 21,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 53,
+        },
+        Poll { side: 0 },
+        Reply { side: 0, pick: 0 },
+        Poll { side: 1 },
+        Poll { side: 0 },
+        Reply { side: 1, pick: 0 },
+        Poll { side: 1 },
+        Poll { side: 0 },
+        Call {
+            side: 1,
+            len: 117,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 149,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Poll { side: 0 },
+        Poll { side: 1 },
+        Reply { side: 1, pick: 0 },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Poll { side: 1 },
+        Poll { side: 0 },
+        Poll { side: 1 },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 181,
+        },
+        Call {
+            side: 1,
+            len: 8,
+            resp: 8,
+        },
+        Poll { side: 0 },
+        Poll { side: 1 },
+        Busy { side: 1, n: 2 },
+        Reply { side: 1, pick: 0 },
+        Reply { side: 0, pick: 0 },
+        Poll { side: 1 },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Call {
+            side: 0,
+            len: 8,
+            resp: 8,
+        },
+        Reply { side: 0, pick: 0 },
+    ];
+    replay(1 << 10, [2, 0], ops);
 }
 
 /// Calls of pseudo-random sizes, one batch each, until wrap markers have been

@@ -356,3 +356,218 @@ fn plain_copy_knob_places_the_same_bytes_and_a_bad_mode_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unknown copy mode `fast`"), "{stderr}");
 }
+
+/// The replicated receiver's detail: the receive group, reported by its
+/// first replica.
+fn group_detail(r: &RunReport, stage: &str) -> Value {
+    r.stages[stage].replicas[0]
+        .detail
+        .as_ref()
+        .map_or(Value::Null, |d| d["receive_group"].clone())
+}
+
+#[test]
+fn telescope_ingest_group_as_shipped_counts_as_one_receiver() {
+    let r = util::run_text(
+        "telescope-ingest-group.toml",
+        &pipeline("telescope-ingest-group.toml"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.stopped_by, Some(StopReason::Finished), "{r:?}");
+    let recv = &r.stages["recv"];
+    assert_eq!(recv.replicas.len(), 2);
+    // 4096 heaps of 16 packets, plus an end-of-stream packet per member.
+    assert_eq!(recv.packets_in, 4096 * 16 + 2);
+    for m in &recv.replicas {
+        let d = m.detail.as_ref().unwrap();
+        // Each member took its sender replica's two antennas.
+        assert_eq!(d["heaps_complete"], 2048, "{d}");
+        assert_eq!(d["ended_by"], "end_of_stream", "{d}");
+    }
+    let g = group_detail(&r, "recv");
+    assert_eq!(g["members"], 2, "{g}");
+    assert_eq!(g["heaps_complete"], 4096, "{g}");
+    assert_eq!(g["heaps_incomplete"], 0, "{g}");
+    assert_eq!(g["chunks"], 32, "{g}");
+    assert_eq!(g["present"], 4096, "{g}");
+    assert_eq!(g["stream"]["packets_too_old"], 0, "{g}");
+    let check = detail(&r, "check");
+    assert_eq!(check["chunks"], 32, "{check}");
+    assert_eq!(check["present"], 4096, "{check}");
+    assert_eq!(check["wrong_bytes"], 0, "{check}");
+    assert_eq!(check["check"]["heaps_checked"], 4096, "{check}");
+}
+
+/// A small ingest into chunk files: `replicas` sender replicas on the mem
+/// port's queues, the receiver replicated as well (a receive group) or not.
+fn ingest(dir: &Path, replicas: bool, eviction: &str) -> String {
+    let geo = "n_ants = 4\nn_channels_total = 64\nn_channels_per_stream = 4\nn_samples_per_channel = 256\nn_pols = 2\npacket_payload = 1024\nflavour = \"64-40\"\n";
+    let (queues, send, recv) = if replicas {
+        (2, "lcores = \"0-1\"", "lcores = \"0-1\"")
+    } else {
+        (1, "lcore = 0", "lcore = 0")
+    };
+    format!(
+        r#"
+[pipeline]
+lcores = "0-1"
+pin = false
+[port.wire]
+kind = "mem"
+ring = 32768
+queues = {queues}
+[stage.fsim]
+kind = "spead_send"
+{send}
+tx = "wire"
+timestamps = 96
+{geo}
+[stage.recv]
+kind = "spead_recv"
+{recv}
+rx = "wire"
+heaps_per_fengine_per_chunk = 4
+max_chunks = 2
+n_chunks = 8
+eviction = "{eviction}"
+{geo}
+[stage.out]
+kind = "chunk_sink"
+lcore = 1
+from = "recv"
+mode = "write"
+dir = "{}"
+"#,
+        dir.display()
+    )
+}
+
+/// Every file in `dir`, by name.
+fn files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_receive_group_in_a_pipeline_writes_the_chunks_a_single_receiver_writes() {
+    // The same heaps, sent by one simulator into one receiver, and by two
+    // simulator replicas (half the antennas each) into a receive group of two
+    // members on two lcores: the same chunk files, byte for byte (data and
+    // the present maps in the sidecars), and the same counts.
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+    let a = util::run_text(
+        "single.toml",
+        &ingest(&one, false, "lossless"),
+        Duration::from_secs(120),
+    );
+    let b = util::run_text(
+        "group.toml",
+        &ingest(&two, true, "lossless"),
+        Duration::from_secs(120),
+    );
+    assert_eq!(a.stopped_by, Some(StopReason::Finished), "{a:?}");
+    assert_eq!(b.stopped_by, Some(StopReason::Finished), "{b:?}");
+    let (fa, fb) = (files(&one), files(&two));
+    // 96 timestamps / 4 per chunk = 24 chunks, two files each.
+    assert_eq!(fa.len(), 48);
+    assert_eq!(fa.keys().collect::<Vec<_>>(), fb.keys().collect::<Vec<_>>());
+    for (name, data) in &fa {
+        assert!(data == &fb[name], "{name} differs");
+    }
+    let single = detail(&a, "recv");
+    let group = group_detail(&b, "recv");
+    for k in [
+        "heaps_complete",
+        "chunks",
+        "present",
+        "present_slots",
+        "packets_accepted",
+        "bytes",
+    ] {
+        assert_eq!(
+            single["stream"][k], group["stream"][k],
+            "{k}: {single} vs {group}"
+        );
+    }
+    assert_eq!(detail(&a, "out")["chunks"], detail(&b, "out")["chunks"]);
+}
+
+#[test]
+fn a_receive_group_on_so_reuseport_sockets_builds_every_chunk() {
+    // Two simulator replicas send from two source ports (a sending udp port
+    // without `bind`: one ephemeral port per socket); the receiver's three
+    // SO_REUSEPORT sockets are a group of three members, and the kernel's
+    // hash decides which member gets which sender (at least one gets none,
+    // and must not hold the lossless group: it ends by its idle timeout).
+    let port = util::free_udp_port();
+    let geo = "n_ants = 4\nn_channels_total = 64\nn_channels_per_stream = 4\nn_samples_per_channel = 256\nn_pols = 2\npacket_payload = 1024\n";
+    let text = format!(
+        r#"
+[pipeline]
+lcores = "0-2"
+pin = false
+[port.out]
+kind = "udp"
+connect = "127.0.0.1:{port}"
+queues = 2
+[port.in]
+kind = "udp"
+bind = "127.0.0.1:{port}"
+queues = 3
+rcvbuf = "16 MiB"
+[stage.fsim]
+kind = "spead_send"
+lcores = "0-1"
+tx = "out"
+timestamps = 64
+rate = "200 Mbps"
+{geo}
+[stage.recv]
+kind = "spead_recv"
+lcores = "0-2"
+rx = "in"
+heaps_per_fengine_per_chunk = 4
+max_chunks = 2
+n_chunks = 8
+eviction = "lossless"
+idle_timeout = "300ms"
+{geo}
+[stage.check]
+kind = "chunk_sink"
+lcore = 2
+from = "recv"
+mode = "check"
+"#
+    );
+    let r = util::run_text("udp-group.toml", &text, Duration::from_secs(120));
+    assert_eq!(r.stopped_by, Some(StopReason::Finished), "{r:?}");
+    let recv = &r.stages["recv"];
+    assert_eq!(recv.replicas.len(), 3);
+    // The kernel may drop datagrams on a loaded machine: whatever arrived is
+    // counted once, by the member that got it, and every chunk is whole or
+    // counted absent, never wrong.
+    let g = group_detail(&r, "recv");
+    let sent = 64 * 4;
+    let got = g["heaps_complete"].as_u64().unwrap();
+    assert!(got <= sent, "{g}");
+    assert_eq!(g["chunks"], 16, "{g}");
+    assert_eq!(g["present"], got, "{g}");
+    assert_eq!(g["present_slots"], sent, "{g}");
+    assert_eq!(g["stream"]["packets_duplicate"], 0, "{g}");
+    let check = detail(&r, "check");
+    assert_eq!(check["chunks"], 16, "{check}");
+    assert_eq!(check["present"], got, "{check}");
+    assert_eq!(check["wrong_bytes"], 0, "{check}");
+    let per: Vec<u64> = recv.replicas.iter().map(|m| m.packets_in).collect();
+    assert_eq!(per.iter().sum::<u64>(), recv.packets_in);
+    assert!(per.contains(&0), "two senders over three sockets: {per:?}");
+}

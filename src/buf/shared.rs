@@ -69,7 +69,53 @@ impl WriterSet {
         present_len: usize,
         stride: usize,
     ) -> SharedChunk<B> {
-        SharedChunk::new(self.group, data, present_len, stride)
+        SharedChunk::new(self.group, data, Slots::new(present_len), stride)
+    }
+
+    /// A chunk for this group's writers on recycled `slots` (cleared here
+    /// unless [`Slots::clear`] already did), one per region.
+    pub fn chunk_on<B: DerefMut<Target = [u8]>>(
+        &self,
+        data: B,
+        mut slots: Slots,
+        stride: usize,
+    ) -> SharedChunk<B> {
+        slots.clear();
+        SharedChunk::new(self.group, data, slots, stride)
+    }
+}
+
+/// A chunk's per-region owner and `present` slots, kept to be reused by the
+/// next chunk (a chunk's worth of cache lines is not allocated per chunk).
+pub struct Slots(Box<[Slot]>, bool);
+
+impl Slots {
+    /// `regions` cleared slots.
+    pub fn new(regions: usize) -> Slots {
+        Slots((0..regions).map(|_| Slot::default()).collect(), false)
+    }
+
+    /// Regions.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Clears every slot, if a chunk used them (whoever recycles them may
+    /// do it away from a lock; [`WriterSet::chunk_on`] does it otherwise).
+    pub fn clear(&mut self) {
+        if !self.1 {
+            return;
+        }
+        for s in self.0.iter_mut() {
+            *s.owner.get_mut() = 0;
+            *s.present.get_mut() = 0;
+        }
+        self.1 = false;
     }
 }
 
@@ -86,6 +132,17 @@ pub enum Claim {
     Invalid,
 }
 
+/// One region's owner and `present` flag, on a cache line of their own:
+/// neighbouring regions usually belong to different writers (heaps of
+/// interleaved antennas), and sharing a line would move it between their
+/// cores on every claim, write and mark.
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    owner: AtomicU8,
+    present: AtomicU8,
+}
+
 /// A chunk of a group: data regions, their owners and their `present` map.
 pub struct SharedChunk<B> {
     group: u64,
@@ -96,8 +153,7 @@ pub struct SharedChunk<B> {
     base: *mut u8,
     len: usize,
     stride: usize,
-    owner: Box<[AtomicU8]>,
-    present: Box<[AtomicU8]>,
+    slots: Slots,
 }
 
 // SAFETY: the data behind `base` is written only through `write`, by the one
@@ -109,7 +165,7 @@ unsafe impl<B: Send> Sync for SharedChunk<B> {}
 unsafe impl<B: Send> Send for SharedChunk<B> {}
 
 impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
-    fn new(group: u64, data: B, present_len: usize, stride: usize) -> Self {
+    fn new(group: u64, data: B, slots: Slots, stride: usize) -> Self {
         let data = Box::new(UnsafeCell::new(data));
         // SAFETY: the only access to `data` until `into_parts`, which takes
         // the chunk by value.
@@ -121,14 +177,13 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
             base,
             len,
             stride: stride.max(1),
-            owner: (0..present_len).map(|_| AtomicU8::new(0)).collect(),
-            present: (0..present_len).map(|_| AtomicU8::new(0)).collect(),
+            slots,
         }
     }
 
     /// Regions (`present` entries).
     pub fn regions(&self) -> usize {
-        self.owner.len()
+        self.slots.0.len()
     }
 
     /// Bytes per region.
@@ -139,10 +194,13 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
     /// Claims region `r` for `w`.
     #[inline]
     pub fn claim(&self, w: &Writer, r: usize) -> Claim {
-        let Some(o) = self.owner.get(r).filter(|_| w.group == self.group) else {
+        let Some(o) = self.slots.0.get(r).filter(|_| w.group == self.group) else {
             return Claim::Invalid;
         };
-        match o.compare_exchange(0, w.id, Ordering::Relaxed, Ordering::Relaxed) {
+        match o
+            .owner
+            .compare_exchange(0, w.id, Ordering::Relaxed, Ordering::Relaxed)
+        {
             Ok(_) => Claim::Claimed,
             Err(x) if x == w.id => Claim::Mine,
             Err(_) => Claim::Taken,
@@ -155,9 +213,10 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
     pub fn write(&self, w: &Writer, r: usize, at: usize, src: &[u8], mode: CopyMode) -> bool {
         let owned = w.group == self.group
             && self
-                .owner
+                .slots
+                .0
                 .get(r)
-                .is_some_and(|o| o.load(Ordering::Relaxed) == w.id);
+                .is_some_and(|o| o.owner.load(Ordering::Relaxed) == w.id);
         let start = r * self.stride + at;
         let fits = at
             .checked_add(src.len())
@@ -181,11 +240,12 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
     pub fn set_present(&self, w: &Writer, r: usize) -> bool {
         let owned = w.group == self.group
             && self
-                .owner
+                .slots
+                .0
                 .get(r)
-                .is_some_and(|o| o.load(Ordering::Relaxed) == w.id);
+                .is_some_and(|o| o.owner.load(Ordering::Relaxed) == w.id);
         if owned {
-            self.present[r].store(1, Ordering::Relaxed);
+            self.slots.0[r].present.store(1, Ordering::Relaxed);
         }
         owned
     }
@@ -193,20 +253,31 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
     /// Whether region `r` is marked present.
     #[inline]
     pub fn is_present(&self, r: usize) -> bool {
-        self.present
+        self.slots
+            .0
             .get(r)
-            .is_some_and(|p| p.load(Ordering::Relaxed) != 0)
+            .is_some_and(|p| p.present.load(Ordering::Relaxed) != 0)
     }
 
     /// The data and the `present` map, the chunk taken by value.
     pub fn into_parts(self) -> (B, Vec<u8>) {
+        let (data, present, _) = self.into_parts_keep();
+        (data, present)
+    }
+
+    /// [`SharedChunk::into_parts`], keeping the slots for the next chunk
+    /// ([`WriterSet::chunk_on`]).
+    pub fn into_parts_keep(self) -> (B, Vec<u8>, Slots) {
         let present = self
-            .present
+            .slots
+            .0
             .iter()
-            .map(|p| p.load(Ordering::Relaxed))
+            .map(|p| p.present.load(Ordering::Relaxed))
             .collect();
         let cell = *self.data;
-        (cell.into_inner(), present)
+        let mut slots = self.slots;
+        slots.1 = true;
+        (cell.into_inner(), present, slots)
     }
 }
 

@@ -397,7 +397,10 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                 );
             }
             StageKind::ChunkSink(c) => {
-                let recv = p.stages.iter().find(|x| x.name == c.from);
+                // A replicated receiver's replicas are named `from[k]`.
+                let recv = p.stages.iter().find(|x| {
+                    x.name == c.from || x.replica.as_ref().is_some_and(|r| r.of == c.from)
+                });
                 match recv.map(|x| &x.kind) {
                     Some(StageKind::SpeadRecv(_)) => {
                         if let Some(other) = sink_of.insert(c.from.as_str(), s.name.as_str()) {
@@ -416,12 +419,17 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                         None,
                     ),
                     None => {
-                        let recvs: Vec<&str> = p
+                        let mut recvs: Vec<&str> = p
                             .stages
                             .iter()
                             .filter(|x| matches!(x.kind, StageKind::SpeadRecv(_)))
-                            .map(|x| x.name.as_str())
+                            .map(|x| {
+                                x.replica
+                                    .as_ref()
+                                    .map_or(x.name.as_str(), |r| r.of.as_str())
+                            })
                             .collect();
+                        recvs.dedup();
                         sink.error(
                             s.rx_span.clone(),
                             &section,

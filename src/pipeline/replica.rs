@@ -206,8 +206,30 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
             | StageKind::Forward(_)
             | StageKind::Sink(_)
             | StageKind::Source(_) => None,
-            StageKind::SpeadRecv(_) => Some("a spead_recv stage's replicas would need a receive group (not yet built on this branch)"),
-            StageKind::SpeadSend(_) => Some("the F-engine simulator sends one ordered stream of heaps"),
+            // Its replicas are the members of a receive group.
+            StageKind::SpeadRecv(_) => None,
+            // Replica k simulates antennas k, k + n, ... (F-engines on
+            // separate hosts, each reaching its own queue).
+            StageKind::SpeadSend(c) => match &c.source {
+                crate::spead::stage::SendSource::Fsim(f) if f.n_ants < n => {
+                    sink.error(
+                        s.lcores_span.clone(),
+                        &section,
+                        Some("lcores"),
+                        format!(
+                            "{n} replicas of the F-engine simulator need at least {n} antennas; it has {}",
+                            f.n_ants
+                        ),
+                        Some(format!("at most {} lcores, or more `n_ants`", f.n_ants)),
+                    );
+                    ok = false;
+                    None
+                }
+                crate::spead::stage::SendSource::Fsim(_) => None,
+                crate::spead::stage::SendSource::Heaps { .. } => {
+                    Some("generic heaps are one ordered stream (source = \"fsim\" splits its antennas over replicas)")
+                }
+            },
             StageKind::ChunkSink(_) => Some("a chunk sink consumes one receiver's chunks"),
             StageKind::Reliable(_) => Some("a reliable channel is one ordered sequence space"),
             StageKind::Impair(_) => Some("an impairment stage keeps one ordered schedule of delays"),
@@ -317,6 +339,10 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
                     g.frames = flow_slice(&g.frames, k, n);
                 }
                 StageKind::Source(c) => c.count = c.count.map(split),
+                StageKind::SpeadSend(c) => {
+                    c.antennas = (k, n);
+                    c.rate_bps = c.rate_bps.map(|b| b / n as f64);
+                }
                 _ => {}
             }
             out.push(r);

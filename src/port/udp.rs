@@ -31,7 +31,8 @@ pub struct UdpConfig {
     /// Send buffer size to ask the kernel for.
     pub sndbuf: Option<usize>,
     /// Sockets (queues): more than one binds them all to `bind` with
-    /// `SO_REUSEPORT`, so the kernel spreads flows over them by hash.
+    /// `SO_REUSEPORT`, so the kernel spreads flows over them by hash;
+    /// without `bind`, each takes its own ephemeral port (one source each).
     pub queues: u16,
 }
 
@@ -131,8 +132,15 @@ pub fn open(config: &UdpConfig, pool: &Pool) -> Result<OpenPort, PortError> {
     for k in 0..n {
         let one = open_one(config, pool, bind, true)?;
         if k == 0 {
-            // The others join the port the first one got (an ephemeral port).
-            bind = one.local;
+            if config.bind.is_some() {
+                // The others join the port the first one got (`bind` may
+                // name port 0), sharing its traffic by the kernel's hash.
+                bind = one.local;
+            }
+            // Without `bind` (a sending port) each socket keeps its own
+            // ephemeral port: several sources, as several senders would be,
+            // which a receiver's SO_REUSEPORT sockets (or a NIC's RSS)
+            // spread by their 4-tuples.
             port.warnings = one.open.warnings;
         }
         port.rx.extend(one.open.rx);

@@ -176,6 +176,16 @@ pub fn config_from_table(table: &toml::Table, skip: &[&str]) -> Result<Config, K
                     }
                 }
             }
+            "seq_bits" => {
+                cfg.seq_bits =
+                    match v.as_integer() {
+                        Some(b @ (16 | 32)) => b as u32,
+                        _ => return Err(bad(
+                            key,
+                            "16 (usnic's wire format: no SACK ranges, window at most 16384) or 32",
+                        )),
+                    }
+            }
             "initial_seq" => {
                 cfg.initial_seq =
                     int(key, v, 0, i64::from(u32::MAX), "an integer 0..=4294967295")? as u32
@@ -232,6 +242,36 @@ mod test {
         let c = config_from_table(&table("flight_gain = 0\nflight_floor = 8"), &[]).unwrap();
         assert_eq!((c.flight_gain, c.flight_floor), (0, 8));
         assert_eq!(Config::usnic().flight_gain, 0);
+    }
+
+    #[test]
+    fn every_listed_key_is_read() {
+        // One valid value per key: none may be refused as unknown.
+        let valid = |k: &str| match k {
+            "mode" => "'usnic'",
+            "window" | "credits" | "flight_floor" => "128",
+            "priority_mtu" | "data_mtu" => "1024",
+            "sack" | "ack_on_gap" | "ordered" => "true",
+            "ack_delay" | "rto_initial" | "rto_min" | "rto_max" | "peer_timeout" => "'1ms'",
+            "ack_every" | "retry_limit" | "resend_cap" | "flight_gain" => "4",
+            "max_message" => "'64 KiB'",
+            "initial_seq" => "7",
+            "seq_bits" => "16",
+            other => panic!("no test value for `{other}`"),
+        };
+        for k in KEYS {
+            let t = table(&format!("{k} = {}", valid(k)));
+            assert!(config_from_table(&t, &[]).is_ok(), "{k}");
+        }
+        let c = config_from_table(&table("seq_bits = 16"), &[]).unwrap();
+        assert_eq!(
+            (c.seq_bits, c.wire_bits(), c.sack_ranges()),
+            (16, 16, false)
+        );
+        let c = config_from_table(&table("mode = 'usnic'\nseq_bits = 32"), &[]).unwrap();
+        assert_eq!(c.wire_bits(), 32);
+        let e = config_from_table(&table("seq_bits = 24"), &[]).unwrap_err();
+        assert!(e.to_string().contains("`seq_bits`") && e.to_string().contains("16"));
     }
 
     #[test]

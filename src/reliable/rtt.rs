@@ -132,6 +132,11 @@ impl RttEstimator {
         self.srtt
     }
 
+    /// The RTT variation (RFC 6298's RTTVAR), once sampled.
+    pub fn rttvar(&self) -> Option<Duration> {
+        self.srtt.map(|_| self.rttvar)
+    }
+
     /// Timeouts since the last sample.
     pub fn backoffs(&self) -> u32 {
         self.backoff_shift

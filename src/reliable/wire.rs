@@ -18,7 +18,11 @@
 //! 22..24   region     PUT target region (PUT)
 //! 24..32   put_offset PUT target offset in the region (PUT)
 //! 32..     ACK blocks, priority first: cum (u32, next expected seq), then
-//!          `n` SACK ranges `[start u32, end u32)`, highest first, all above cum
+//!          `n` SACK ranges `[start u32, end u32)`, highest first, all above cum;
+//!          each starts just above a missing segment, the first is the
+//!          receiver's highest run, and the others are consecutive runs (a
+//!          window that rotates through the older ones from ACK to ACK), so
+//!          every gap between two of them is missing at the receiver
 //!  ..      chunk payload (`chunk_len` bytes)
 //! ```
 //!

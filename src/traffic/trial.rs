@@ -752,10 +752,15 @@ pub fn assemble(
     let rx_dropped: u64 = ports
         .values()
         .map(|p: &PortReport| {
-            ["eth_imissed", "eth_rx_nombuf"]
-                .iter()
-                .map(|k| p.detail.get(k).copied().unwrap_or(0))
-                .sum::<u64>()
+            [
+                "eth_imissed",
+                "eth_rx_nombuf",
+                "socket_rx_dropped",
+                "kernel_rx_dropped",
+            ]
+            .iter()
+            .map(|k| p.detail.get(k).copied().unwrap_or(0))
+            .sum::<u64>()
         })
         .sum();
     TrialResult {

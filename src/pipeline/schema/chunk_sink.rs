@@ -9,6 +9,7 @@ use super::common::{KIND, LCORE};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::runtime::build::{BuildError, LinkCtx, StageCtx};
 use crate::runtime::Stage;
+use crate::spead::group::ChunkGroup;
 use crate::spead::stage::{
     chunk_link, ChunkSink, ChunkSinkMode, ChunkSinkSpec, SinkEnd, SpeadRecvSpec,
 };
@@ -47,6 +48,13 @@ const KEYS: &[Key] = &[
         "at the end, draw Gb/s and the fraction of heaps present over time to PATH.svg and PATH.png",
     ),
 ];
+
+/// What a chunk sink takes its chunks from: one receiver's chunk link, or
+/// the receive group of a replicated receiver.
+enum SinkLink {
+    One(SinkEnd),
+    Group(ChunkGroup),
+}
 
 // A chunk sink has no rx: the span of its `from` (resolved by the plan)
 // stands in the rx span.
@@ -144,6 +152,24 @@ impl StageConfig for ChunkSinkSpec {
     /// Links this sink to the spead_recv stage it names, through a ring of
     /// full chunks and a ring of free ones.
     fn link(&self, cx: &mut LinkCtx<'_>) -> Result<(), BuildError> {
+        // A replicated receiver: its replicas are a receive group, whose
+        // chunks this sink polls.
+        let group = cx
+            .pipeline
+            .stages
+            .iter()
+            .find_map(|x| match (&x.kind, &x.replica) {
+                (StageKind::SpeadRecv(r), Some(rep)) if rep.of == self.from => {
+                    Some((r.clone(), rep.count))
+                }
+                _ => None,
+            });
+        if let Some((recv, count)) = group {
+            let group = super::spead_recv::group_links(cx, &recv, &self.from, count, true)?;
+            let name = cx.spec.name.clone();
+            cx.put_link(&name, (SinkLink::Group(group), recv));
+            return Ok(());
+        }
         let recv = cx.pipeline.stages.iter().find_map(|x| match &x.kind {
             StageKind::SpeadRecv(r) if x.name == self.from => Some(r),
             _ => None,
@@ -154,17 +180,24 @@ impl StageConfig for ChunkSinkSpec {
         cx.rings.push((format!("{}.free_chunks", self.from), free));
         cx.put_link(&self.from, re);
         let name = cx.spec.name.clone();
-        cx.put_link(&name, (se, recv.clone()));
+        cx.put_link(&name, (SinkLink::One(se), recv.clone()));
         Ok(())
     }
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let (end, recv) = cx
-            .take_link::<(SinkEnd, SpeadRecvSpec)>()
+            .take_link::<(SinkLink, SpeadRecvSpec)>()
             .ok_or_else(|| cx.missing("chunk link of", &cx.spec.name))?;
         let values = cx.publish(crate::spead::live::sink_defs());
-        let stage = ChunkSink::new(self.clone(), &recv, end, cx.counters.clone(), values)
-            .map_err(|e| cx.input_error(e))?;
+        let stage = match end {
+            SinkLink::One(end) => {
+                ChunkSink::new(self.clone(), &recv, end, cx.counters.clone(), values)
+            }
+            SinkLink::Group(g) => {
+                ChunkSink::for_group(self.clone(), &recv, g, cx.counters.clone(), values)
+            }
+        }
+        .map_err(|e| cx.input_error(e))?;
         Ok(Box::new(stage))
     }
 }

@@ -47,7 +47,7 @@ const ENDPOINT_KEYS: &[Key] = &[
     Key::new(
         "credits",
         "integer 1..=32768",
-        "256",
+        "1024 (usnic mode: 256)",
         "fragments in flight per channel (rounded up to a power of two)",
     ),
     Key::new(
@@ -126,9 +126,9 @@ const ENDPOINT_KEYS: &[Key] = &[
     ),
     Key::new(
         "seq_bits",
-        "integer",
-        "32",
-        "sequence number bits on the wire",
+        "16 or 32",
+        "32 (usnic mode: 16)",
+        "sequence number bits on the wire (16: no SACK ranges, window at most 16384)",
     ),
     Key::new(
         "flight_gain",

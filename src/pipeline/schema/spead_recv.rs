@@ -3,20 +3,23 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, rx, BURST, KIND, LCORE, RX};
+use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
 };
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::buf::copy::CopyMode;
+use crate::runtime::build::LinkCtx;
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
-use crate::spead::stage::{RecvEnd, SpeadRecv, SpeadRecvSpec};
+use crate::spead::group::{ChunkGroup, Eviction};
+use crate::spead::stage::{MemberEnd, RecvEnd, SpeadRecv, SpeadRecvSpec};
 
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     RX,
     FLAVOUR,
     Key::new(
@@ -54,6 +57,12 @@ const KEYS: &[Key] = &[
         "duration",
         "none",
         "finish after this long without a packet",
+    ),
+    Key::new(
+        "eviction",
+        "\"lossy\" or \"lossless\"",
+        "\"lossy\"",
+        "with `lcores` (a receive group): move the window on past a member still holding a chunk (lossy) or wait for it (lossless)",
     ),
     ENCAP,
     BURST,
@@ -133,6 +142,15 @@ fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec
                 "\"stream\" (non-temporal stores) or \"plain\"",
             )
             .unwrap_or(CopyMode::Stream),
+        eviction: t
+            .choice(
+                sink,
+                "eviction",
+                "eviction mode",
+                &[("lossy", Eviction::Lossy), ("lossless", Eviction::Lossless)],
+                "\"lossy\" (the group moves on; a laggard's late heaps are too old) or \"lossless\" (the group waits for it)",
+            )
+            .unwrap_or_default(),
     }
 }
 
@@ -155,8 +173,38 @@ impl StageConfig for SpeadRecvSpec {
         )
     }
 
+    /// A replicated receiver is a receive group: its first replica makes
+    /// the group and a member for each replica, unless a chunk sink takes
+    /// its chunks (the sink's `link` makes them then, see [`group_links`]).
+    fn link(&self, cx: &mut LinkCtx<'_>) -> Result<(), BuildError> {
+        let Some(r) = cx.spec.replica.clone() else {
+            return Ok(());
+        };
+        let has_sink =
+            cx.pipeline.stages.iter().any(
+                |x| matches!(&x.kind, crate::pipeline::StageKind::ChunkSink(c) if c.from == r.of),
+            );
+        if r.index == 0 && !has_sink {
+            group_links(cx, self, &r.of, r.count, false)?;
+        }
+        Ok(())
+    }
+
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let i = cx.input()?;
+        if cx.spec.replica.is_some() {
+            let end = cx
+                .take_link::<MemberEnd>()
+                .ok_or_else(|| cx.missing("receive group member of", &cx.spec.name))?;
+            return Ok(Box::new(SpeadRecv::member(
+                self.clone(),
+                i,
+                end,
+                cx.pool.cache(),
+                cx.counters.clone(),
+                cx.publish(crate::spead::live::recv_defs()),
+            )));
+        }
         // Its chunk sink's link, made by the sink's `link` (none: chunks are
         // recycled at once).
         let link = cx.take_link::<RecvEnd>();
@@ -169,4 +217,28 @@ impl StageConfig for SpeadRecvSpec {
             cx.publish(crate::spead::live::recv_defs()),
         )))
     }
+}
+
+/// Makes the receive group of replicated receiver `of` (`count` replicas)
+/// and leaves each replica its member; returns the group. Every member joins
+/// here, before any receives.
+pub(super) fn group_links(
+    cx: &mut LinkCtx<'_>,
+    spec: &SpeadRecvSpec,
+    of: &str,
+    count: usize,
+    sink: bool,
+) -> Result<ChunkGroup, BuildError> {
+    let group = ChunkGroup::new(spec.chunk_config(), spec.eviction)
+        .map_err(|e| BuildError::Input(format!("[stage.{of}]: {e}")))?;
+    for k in 0..count {
+        let member = group
+            .member(spec.place())
+            .map_err(|e| BuildError::Input(format!("[stage.{of}] lcores: {e}")))?;
+        cx.put_link(
+            &crate::pipeline::replica::instance_name(of, k),
+            MemberEnd { member, sink },
+        );
+    }
+    Ok(group)
 }

@@ -3,7 +3,7 @@
 
 use super::super::diag::Sink;
 use super::super::table::Table;
-use super::common::{burst, tx, BURST, KIND, LCORE, TX};
+use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, TX};
 use super::spead::{
     encap, flavour, fsim_geometry, ENCAP, FLAVOUR, N_ANTS, N_CHANNELS_PER_STREAM, N_CHANNELS_TOTAL,
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
@@ -17,6 +17,7 @@ use crate::units::{si, Rate};
 const KEYS: &[Key] = &[
     KIND,
     LCORE,
+    LCORES,
     TX,
     Key::new(
         "source",
@@ -206,6 +207,7 @@ fn parse_spead_send(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadSendSpec
         end_of_stream: t.boolean(sink, "end_of_stream").unwrap_or(true),
         encap: encap(t, sink),
         burst: burst(t, sink),
+        antennas: (0, 1),
     }
 }
 
@@ -237,8 +239,12 @@ impl StageConfig for SpeadSendSpec {
         let rate = c
             .rate_bps
             .map_or("as fast as possible".into(), |b| format!("{}bps", si(b)));
+        let slice = match c.antennas {
+            (_, 1) => String::new(),
+            (k, n) => format!(", antennas {k}, {}, ... (one in {n})", k + n),
+        };
         format!(
-            "spead_send, {what}, SPEAD-64-{}, {rate}, burst {}",
+            "spead_send, {what}{slice}, SPEAD-64-{}, {rate}, burst {}",
             c.flavour.heap_address_bits(),
             c.burst
         )

@@ -23,7 +23,9 @@ pub struct Config {
     pub data_mtu: usize,
     /// Send SACK ranges and detect losses from them.
     pub sack: bool,
-    /// Segments SACKed above an unacknowledged one before it is declared lost.
+    /// Segments acknowledged above a hole an ACK shows before it is declared
+    /// lost, until reordering is seen (RACK's time rule decides after); and,
+    /// without SACK ranges, duplicate ACKs before the hole is resent.
     pub reorder_threshold: u32,
     /// Duplicate cumulative ACKs that trigger a resend of the oldest segment (0: never).
     pub dup_ack_threshold: u32,
@@ -109,7 +111,7 @@ impl Default for Config {
             pass_interval: Duration::from_micros(1),
             retry_limit: Some(16),
             max_message: 1 << 20,
-            credits: 256,
+            credits: 1024,
             ordered: [true, true],
             initial_seq: 0,
             seq_bits: 32,
@@ -143,6 +145,7 @@ impl Config {
             resend_cap: 16,
             retry_limit: None,
             seq_bits: 16,
+            credits: 256,
             flight_gain: 0,
             ..Config::default()
         }
@@ -166,6 +169,13 @@ impl Config {
         } else {
             32
         }
+    }
+
+    /// SACK ranges travel: `sack` is on and sequence numbers are 32 bits
+    /// wide (16-bit ones carry none). Without them, losses are found by
+    /// duplicate ACKs (`reorder_threshold` of them, or `dup_ack_threshold`).
+    pub fn sack_ranges(&self) -> bool {
+        self.sack && self.wire_bits() >= 32
     }
 
     pub(super) fn credits_len(&self) -> u32 {

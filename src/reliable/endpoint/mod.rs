@@ -58,11 +58,13 @@
 //! when one is pending and sent standalone when the delayed-ACK timer fires,
 //! after `ack_every` segments, at once on a duplicate (the sign of a lost ACK),
 //! and (our default) at once when a gap appears. The receiver reports the
-//! cumulative point plus, unless disabled, SACK ranges; the sender declares a
-//! segment lost when a segment sent after it was acknowledged and either
-//! `reorder_threshold` later segments were SACKed or it was sent a quarter RTT
-//! before that one (RACK's rules; one loss costs one resend, not a window), or
-//! on `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Every
+//! cumulative point plus, unless disabled, SACK ranges: the highest run of
+//! received segments first, then a window of consecutive older runs that
+//! rotates from ACK to ACK (see below). The sender declares a segment lost
+//! when an ACK proves it missing and a segment sent at least the reordering
+//! window after it was acknowledged (RACK's time rule; before any reordering
+//! is seen, `reorder_threshold` later segments acknowledged also do), or on
+//! `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Every
 //! segment has its timer in the hotel, but (with `tail_probe`, our default) a
 //! channel times out as RFC 6298's single timer does: only after an RTO with
 //! no ACK of new data, and then at most once per backed-off RTO. A timeout
@@ -93,6 +95,49 @@
 //! jitter from 7x slower than usnic mode to faster than it (`linerate
 //! reliable compare --jitter 1ms`, virtual time).
 //!
+//! What remained at 20 % loss each way with 0-2 ms of jitter was 20 % of
+//! lossless goodput, for three reasons, each fixed where it arises:
+//!
+//! - **Unreported SACK ranges.** With 200 holes in a flight and at most 8
+//!   ranges per ACK, a receiver that always reports its highest runs never
+//!   reports the others once the ACKs that did were lost, and a sender that
+//!   took "below the highest SACKed, not SACKed" for lost resent them: ~10 500
+//!   resends for ~3 000 losses. The receiver now sends the highest run (the
+//!   newest arrivals) plus a window of consecutive older runs that rotates
+//!   down to the cumulative point and starts again (RFC 2018's advice to
+//!   repeat blocks; QUIC sends all its ranges), and after a clump of
+//!   arrivals answered at once, it sends further ACKs until the rotation is
+//!   complete, at most one per segment received. The sender declares lost
+//!   only what an ACK proves missing: the cumulative point, the segment just
+//!   below each range (ranges are maximal runs) and the gaps between the
+//!   consecutive older ranges. What an ACK SACKs stays acknowledged; it is
+//!   never resent. Resends per lost segment went from 2.6 to 1.00.
+//! - **Reordering.** Jitter that lets packets overtake each other makes a
+//!   hole look lost for up to the jitter's width. RACK's reordering window is
+//!   a quarter of the minimum RTT until reordering is seen, then the RTT
+//!   variation, or 1.25 x the largest reordering measured lately if more: a
+//!   segment an ACK showed missing that then arrives without a resend
+//!   measures it (RFC 8985 adapts its window to reordering it observes, too).
+//! - **Credits and the flight bound.** In-order delivery frees a credit only
+//!   when every earlier message is complete. At 20 % loss a few of the
+//!   thousand segments of a flight need four or five repair rounds, each a
+//!   round trip, so the credits must cover several round trips of data or
+//!   the sender idles: 256 credits left ours at 30 % of lossless in virtual
+//!   time with no spurious resend at all; the default is now 1024 (the
+//!   window, 4096 segments, bounds what is in flight, so the receiver holds
+//!   no more memory at once). Before the first delivery-rate sample the
+//!   flight is bounded at [`INITIAL_FLIGHT`] segments (the old first flight),
+//!   so the larger credits do not queue a first burst in front of a slow link.
+//!
+//! Together (`linerate reliable compare --loss 0,20 --jitter 2ms
+//! --bandwidth 3Gbps --messages 4000 --seeds 3`): ours 20 % -> 52 % of
+//! lossless with order kept, with 1.00 resend per lost segment (2.6 before).
+//! Left: with packets overtaking each other (`--jitter-order any`) the
+//! flight bound, built on the minimum RTT, falls to its floor (lossless 0.13
+//! Gb/s against usnic mode's 2.8); taking the jitter into the path's delay
+//! (min RTT + 2 RTTVAR) fixed that but let a standing queue grow the bound,
+//! so it was not kept.
+//!
 //! # A dead peer
 //!
 //! A segment resent by timeout more than `retry_limit` times in a row, with
@@ -112,6 +157,12 @@ mod tx;
 
 pub use config::{Config, DEFAULT_PEER_TIMEOUT, PIGGYBACK_RESERVE};
 pub use event::{DeadReason, Event, SendError, Stats};
+
+/// Segments in flight before the first delivery-rate sample, with a flight
+/// bound (TCP's initial window, in spirit): what the 256 credits of one
+/// segment each sent at once before the credits grew to 1024; a first
+/// flight of all the credits queued 13 ms in front of a 2.5 Gb/s link.
+pub const INITIAL_FLIGHT: u32 = 256;
 
 /// Abort datagrams sent when the endpoint gives up (one may be lost).
 pub const ABORT_REPEATS: u32 = 3;
@@ -187,6 +238,7 @@ impl Endpoint {
             largest_acked: cfg.initial_seq,
             any_acked: false,
             rack_time: Instant::ZERO,
+            reorder_seen: Duration::ZERO,
             last_cum: cfg.initial_seq,
             dup_acks: 0,
             segs: vec![TxSeg::default(); w as usize],
@@ -210,7 +262,11 @@ impl Endpoint {
             ack_epoch: Instant::ZERO,
             ack_epoch_acked: 0,
             extra_acked: [0.0; 2],
-            flight_cap: u32::MAX,
+            flight_cap: if cfg.flight_gain > 0 {
+                INITIAL_FLIGHT
+            } else {
+                u32::MAX
+            },
         });
         let rx = Channel::ALL.map(|ch| RxChannel {
             wmask: w - 1,
@@ -221,6 +277,9 @@ impl Endpoint {
             ack_now: false,
             ack_due: None,
             unacked: 0,
+            sack_cursor: cfg.initial_seq,
+            sack_more: false,
+            ack_credit: 0,
             reasm: Reassembly::new(c, cfg.initial_seq, cfg.ordered[ch.index()], cfg.max_message),
         });
         Endpoint {
@@ -298,7 +357,8 @@ impl Endpoint {
     /// `credits` bound it too.
     pub fn flight_bound(&self, ch: Channel) -> Option<u32> {
         let t = &self.tx[ch.index()];
-        (self.cfg.flight_gain > 0 && t.flight_cap != u32::MAX).then_some(t.flight_cap)
+        let measured = t.bw[0] > 0.0 || t.bw[1] > 0.0;
+        (self.cfg.flight_gain > 0 && measured).then_some(t.flight_cap)
     }
 
     /// Messages and PUTs accepted by `send`/`put` of which nothing was sent yet.

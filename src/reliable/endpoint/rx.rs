@@ -9,6 +9,9 @@ use super::super::wire::{
 use super::{DeadReason, Endpoint, Event};
 use crate::time::Instant;
 
+/// Most continuation ACKs banked per channel.
+const ACK_CREDIT_MAX: u32 = 64;
+
 #[derive(Debug)]
 pub(super) struct RxChannel {
     pub(super) wmask: u32,
@@ -19,6 +22,16 @@ pub(super) struct RxChannel {
     pub(super) ack_now: bool,
     pub(super) ack_due: Option<Instant>,
     pub(super) unacked: u32,
+    /// Where the rotating window of older SACK ranges continues (see
+    /// [`RxChannel::build_ack`]).
+    pub(super) sack_cursor: u32,
+    /// The last ACK's rotating window stopped short of `rcv_next`: older
+    /// runs are still to be reported.
+    pub(super) sack_more: bool,
+    /// Segments received that may still be answered by an ACK of their own
+    /// (one each, as an ACK per arrival would be); continuation ACKs that
+    /// finish a rotation spend them (see [`Endpoint::poll_transmit`]).
+    pub(super) ack_credit: u32,
     pub(super) reasm: Reassembly,
 }
 
@@ -37,36 +50,79 @@ impl RxChannel {
         }
     }
 
-    /// The ACK block: cumulative point and up to `max_ranges` SACK ranges, highest first.
-    pub(super) fn build_ack(&self, max_ranges: usize) -> AckRepr {
+    /// The highest run of received segments below `from` (exclusive), down
+    /// to `rcv_next` (whose bit is never set), as a SACK range; `None` when
+    /// nothing between `rcv_next` and `from` was received.
+    fn run_below(&self, from: u32) -> Option<SackRange> {
+        let mut end = from;
+        loop {
+            let s = end.wrapping_sub(1);
+            if end == self.rcv_next || s == self.rcv_next {
+                return None;
+            }
+            if self.bit(s) {
+                break;
+            }
+            end = s;
+        }
+        let mut start = end.wrapping_sub(1);
+        loop {
+            let s = start.wrapping_sub(1);
+            if s == self.rcv_next || !self.bit(s) {
+                break;
+            }
+            start = s;
+        }
+        Some(SackRange { start, end })
+    }
+
+    /// The ACK block: cumulative point and up to `max_ranges` SACK ranges,
+    /// highest first. The first range is always the highest run (the newest
+    /// arrivals); the others are a window of consecutive runs that rotates
+    /// down through the older ones from ACK to ACK (`sack_cursor`), and
+    /// starts again below the highest run once it has reached `rcv_next`.
+    /// A fixed "highest runs first" list never reports the runs below the
+    /// first few when there are more holes than ranges (200 holes in a
+    /// 1000-segment flight at 20 % loss): once the ACKs that reported a run
+    /// are lost, the sender never learns of it and resends it. RFC 2018
+    /// asks receivers to repeat recent blocks for the same reason.
+    pub(super) fn build_ack(&mut self, max_ranges: usize) -> AckRepr {
         let mut ack = AckRepr::cumulative(self.rcv_next);
-        let span = self.highest.wrapping_sub(self.rcv_next);
-        if max_ranges == 0 || span == 0 {
+        let max_ranges = max_ranges.min(MAX_SACK_RANGES);
+        if max_ranges == 0 || self.highest == self.rcv_next {
             return ack;
         }
-        let max_ranges = max_ranges.min(MAX_SACK_RANGES);
-        let mut n = 0;
-        let mut run_end = None;
-        // Walk from highest-1 down to rcv_next (whose bit is never set).
-        for i in 1..=span {
-            let s = self.highest.wrapping_sub(i);
-            let set = s != self.rcv_next && self.bit(s);
-            match (set, run_end) {
-                (true, None) => run_end = Some(s.wrapping_add(1)),
-                (false, Some(end)) => {
-                    ack.ranges[n] = SackRange {
-                        start: s.wrapping_add(1),
-                        end,
-                    };
+        let Some(top) = self.run_below(self.highest) else {
+            return ack;
+        };
+        ack.ranges[0] = top;
+        let mut n = 1;
+        let c = self.sack_cursor;
+        let mut from = if seq::gt(c, self.rcv_next) && seq::le(c, top.start) {
+            c
+        } else {
+            top.start
+        };
+        let mut bottom = false;
+        while n < max_ranges {
+            match self.run_below(from) {
+                Some(r) => {
+                    ack.ranges[n] = r;
                     n += 1;
-                    run_end = None;
-                    if n == max_ranges {
-                        break;
-                    }
+                    from = r.start;
                 }
-                _ => {}
+                None if n == 1 && from != top.start => {
+                    // Nothing left below the cursor: start again at the top.
+                    from = top.start;
+                }
+                None => {
+                    bottom = true;
+                    break;
+                }
             }
         }
+        self.sack_cursor = if bottom { top.start } else { from };
+        self.sack_more = !bottom;
         ack.n_ranges = n as u8;
         ack
     }
@@ -209,10 +265,76 @@ impl Endpoint {
         }
         rx.ack_pending = true;
         rx.unacked += 1;
+        rx.ack_credit = (rx.ack_credit + 1).min(ACK_CREDIT_MAX);
         if (self.cfg.ack_on_gap && rx.rcv_next != rx.highest) || rx.unacked >= self.cfg.ack_every {
             rx.ack_now = true;
         } else if rx.ack_due.is_none() {
             rx.ack_due = Some(now + self.cfg.ack_delay);
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::super::{Config, Endpoint};
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// A receive channel holding `runs` runs of 2 segments above 1-segment holes.
+    fn holey(runs: u32) -> RxChannel {
+        let ep = Endpoint::new(Config::default());
+        let mut rx = ep.rx.into_iter().next().unwrap();
+        for r in 0..runs {
+            for s in [3 * r + 1, 3 * r + 2] {
+                rx.set_bit(s, true);
+            }
+        }
+        rx.highest = 3 * runs;
+        rx
+    }
+
+    #[test]
+    fn rotating_ranges_report_every_run_and_stay_well_formed() {
+        let mut rx = holey(30);
+        let mut seen = BTreeSet::new();
+        for i in 0..8 {
+            let ack = rx.build_ack(8);
+            let r = ack.ranges();
+            assert_eq!(
+                r[0],
+                SackRange { start: 88, end: 90 },
+                "ACK {i}: the highest run first"
+            );
+            // Descending with gaps, every range a maximal run.
+            for w in r.windows(2) {
+                assert!(seq::lt(w[1].end, w[0].start), "ACK {i}: {r:?}");
+            }
+            for x in r {
+                assert!(
+                    !rx.bit(x.start.wrapping_sub(1)) && x.end - x.start == 2,
+                    "{x:?}"
+                );
+                seen.insert(x.start);
+            }
+            // The ranges after the first are consecutive runs.
+            for w in r[1..].windows(2) {
+                assert_eq!(w[0].start - w[1].end, 1, "ACK {i}: {r:?}");
+            }
+        }
+        // 30 runs, 7 rotating slots per ACK: all reported within 5 ACKs.
+        assert_eq!(seen.len(), 30);
+        // Few runs: every ACK lists them all.
+        let mut rx = holey(5);
+        for _ in 0..3 {
+            assert_eq!(rx.build_ack(8).n_ranges, 5);
+            assert!(!rx.sack_more);
+        }
+        // Two ranges (a piggy-backed ACK): the highest and one rotating.
+        let mut rx = holey(4);
+        let starts: Vec<u32> = (0..6).map(|_| rx.build_ack(2).ranges()[1].start).collect();
+        assert_eq!(starts, [7, 4, 1, 7, 4, 1]);
+        // One run only: just it.
+        let mut rx = holey(1);
+        assert_eq!(rx.build_ack(8).ranges(), &[SackRange { start: 1, end: 3 }]);
     }
 }

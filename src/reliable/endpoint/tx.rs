@@ -28,6 +28,9 @@ pub(super) struct TxSeg {
     pub(super) in_pipe: bool,
     /// The channel's delivery state when this segment was (last) sent.
     pub(super) rate: RateSnap,
+    /// An ACK showed this segment (as last sent) missing at the peer, but
+    /// it was not yet declared lost (within the reordering window).
+    pub(super) holed: bool,
 }
 
 /// Delivery-rate bookkeeping (BBR's rate sample, draft-cheng-iccrg-delivery-rate-estimation).
@@ -67,6 +70,10 @@ pub(super) struct TxChannel {
     pub(super) largest_acked: u32,
     pub(super) any_acked: bool,
     pub(super) rack_time: Instant,
+    /// Largest reordering observed lately (RACK's adaptive window): how
+    /// much earlier than the newest acknowledged segment a segment was sent
+    /// that an ACK showed missing and a later ACK showed received.
+    pub(super) reorder_seen: Duration,
     pub(super) last_cum: u32,
     pub(super) dup_acks: u32,
     pub(super) segs: Vec<TxSeg>,
@@ -95,6 +102,7 @@ pub(super) struct TxChannel {
     pub(super) bw_period: Instant,
     /// Smallest RTT sampled.
     pub(super) min_rtt: Option<Duration>,
+
     /// Start of the current ACK-aggregation epoch, and segments acknowledged in it.
     pub(super) ack_epoch: Instant,
     pub(super) ack_epoch_acked: u64,
@@ -306,6 +314,7 @@ impl Endpoint {
             room: None,
             in_pipe: false,
             rate: RateSnap::default(),
+            holed: false,
         };
         Some(s)
     }
@@ -317,7 +326,7 @@ impl Endpoint {
             if !rx.ack_pending || space < ACK_BLOCK_LEN {
                 continue;
             }
-            let max_ranges = if self.cfg.sack && self.cfg.wire_bits() >= 32 {
+            let max_ranges = if self.cfg.sack_ranges() {
                 (space - ACK_BLOCK_LEN) / SACK_RANGE_LEN
             } else {
                 0
@@ -329,6 +338,15 @@ impl Endpoint {
             rx.clear_ack();
             if !standalone {
                 self.stats.piggybacked_acks += 1;
+            } else {
+                rx.ack_credit = rx.ack_credit.saturating_sub(1);
+                if rx.sack_more && rx.ack_credit > 0 {
+                    // A clump of arrivals answered by one ACK would leave
+                    // most runs unreported: finish the rotation with
+                    // further ACKs, at most one per segment received.
+                    rx.ack_pending = true;
+                    rx.ack_now = true;
+                }
             }
         }
         acks
@@ -360,6 +378,7 @@ impl Endpoint {
         seg.sent_at = now;
         seg.xmits = seg.xmits.saturating_add(1);
         seg.rate = rate;
+        seg.holed = false;
         if !seg.in_pipe {
             seg.in_pipe = true;
             t.pipe += 1;

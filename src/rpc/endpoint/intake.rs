@@ -76,6 +76,18 @@ impl<U> Endpoint<U> {
 
     /// The piggy-backed consumer position is stale when a call found the ring
     /// full, or when the invariant (not the policy cap) keeps credit from the peer.
+    ///
+    /// The grant is judged where it would be given: at the open batch's close,
+    /// or else in a credit batch, whose own 32 bytes count as in flight. Judged
+    /// at the bare producer, an idle side could see enough room for the
+    /// policy's last 32 bytes of grant, yet the credit batch carrying them
+    /// would leave a grant of 0 by its stale consumer view: no credit batch and
+    /// no read, and a peer short of credit for its largest call waited forever.
+    /// With the target counted, a grant short of the policy always asks for a
+    /// read until the view is current; then in flight is at most the credit
+    /// batch itself (the peer consumed the rest), and since `max_R <= C/4`,
+    /// `(C - 32)/2 - R >= max_R - R`: the full grant, so an idle pair converges
+    /// to full credit.
     pub(super) fn wants_read(&self) -> bool {
         if self.flow.remote_consumer() >= self.send.flushed() {
             return false;
@@ -83,7 +95,11 @@ impl<U> Endpoint<U> {
         if self.want_read {
             return true;
         }
-        let producer = self.send.producer();
+        let producer = if self.send.batch_open() || self.has_unflushed() {
+            self.send.producer()
+        } else {
+            self.credit_batch_target().1
+        };
         let by_policy = self.flow.max_resp_reservation()
             - self
                 .flow

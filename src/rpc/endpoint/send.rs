@@ -189,9 +189,10 @@ impl<U> Endpoint<U> {
         true
     }
 
-    /// Whether a metadata-only credit batch is due: `Some((fits before the ring
-    /// end, producer after it))`.
-    pub(super) fn credit_batch_due(&self) -> Option<(bool, u64)> {
+    /// Where a metadata-only credit batch would leave the send ring: `(fits
+    /// before the ring end, producer after it)`; a wrap marker when it does not fit.
+    #[inline]
+    pub(super) fn credit_batch_target(&self) -> (bool, u64) {
         let producer = self.send.producer();
         let fits = fits_before_end(producer, FLOW_METADATA_SIZE as u64, self.send.size());
         let cons = if fits {
@@ -199,10 +200,29 @@ impl<U> Endpoint<U> {
         } else {
             room_to_end(producer, self.send.size())
         };
-        if !self.flow.has_room(producer, cons) {
+        (fits, producer + cons)
+    }
+
+    /// Whether a metadata-only credit batch is due: `Some((fits before the ring
+    /// end, producer after it))`.
+    pub(super) fn credit_batch_due(&self) -> Option<(bool, u64)> {
+        // No grant can reach 32 bytes when R is within 32 of its cap (a client
+        // that is never called stays there): the common answer, without the
+        // ring arithmetic below (this runs after every response at depth 1).
+        if self.flow.max_resp_reservation()
+            - self
+                .flow
+                .resp_reservation()
+                .min(self.flow.max_resp_reservation())
+            < ALIGNMENT
+        {
             return None;
         }
-        let target = producer + cons;
+        let producer = self.send.producer();
+        let (fits, target) = self.credit_batch_target();
+        if !self.flow.has_room(producer, target - producer) {
+            return None;
+        }
         let g = self.flow.grant(target);
         let max_r = self.flow.max_resp_reservation();
         let worthwhile =

@@ -200,6 +200,12 @@ pub struct ShmTransport {
     recv_seq: u64,
     recv_pos: u64,
     base: *mut u8,
+    /// Both receive rings and both completion rings, by side: computed once so
+    /// the per-poll address arithmetic is one mask, shift and add.
+    rings: [*mut u8; 2],
+    slots: [*mut u8; 2],
+    /// The taken count is published when `recv_seq & publish_mask == 0`.
+    publish_mask: u64,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -239,7 +245,7 @@ impl ShmTransport {
         // governed by the ring protocol.
         let mut map = unsafe { MmapOptions::new().len(len).map_mut(&file) }.map_err(io)?;
         let base = map.as_mut_ptr();
-        let t = ShmTransport {
+        let mut t = ShmTransport {
             map,
             path: path.to_owned(),
             me: 0,
@@ -250,7 +256,11 @@ impl ShmTransport {
             recv_seq: 0,
             recv_pos: 0,
             base,
+            rings: [base; 2],
+            slots: [base; 2],
+            publish_mask: 0,
         };
+        t.set_layout(ring_size, comp_slots);
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
             .store(comp_slots, Ordering::Relaxed);
@@ -288,6 +298,9 @@ impl ShmTransport {
             recv_seq: 0,
             recv_pos: 0,
             base,
+            rings: [base; 2],
+            slots: [base; 2],
+            publish_mask: 0,
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -301,9 +314,25 @@ impl ShmTransport {
         {
             return Err(ShmError::Corrupt(path.to_owned()));
         }
-        t.ring_size = ring_size;
-        t.comp_slots = comp;
+        t.set_layout(ring_size, comp);
         Ok(t)
+    }
+
+    /// Sets the ring size and slot count and the ring and slot bases they
+    /// place (the caller checked them against the mapping's length).
+    fn set_layout(&mut self, ring_size: u64, comp_slots: u64) {
+        self.ring_size = ring_size;
+        self.comp_slots = comp_slots;
+        self.publish_mask = (comp_slots / 8).max(1) - 1;
+        let ring = ring_size as usize;
+        let comp = HEADER_SIZE + 2 * ring;
+        for side in 0..2 {
+            // Inside the mapping: the layout (`layout_len`) fits its length.
+            self.rings[side] = self.base.wrapping_add(HEADER_SIZE + side * ring);
+            self.slots[side] = self
+                .base
+                .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE);
+        }
     }
 
     /// The file backing the region.
@@ -379,32 +408,30 @@ impl ShmTransport {
         })
     }
 
+    /// Base of `side`'s receive ring (inside the mapping, see `set_layout`).
     #[inline]
     fn ring_ptr(&self, side: usize) -> *mut u8 {
-        // SAFETY: the layout places both rings after the header, inside the
-        // mapping (checked against the file length when opening).
-        unsafe { self.base.add(HEADER_SIZE + side * self.ring_size as usize) }
+        self.rings[side & 1]
     }
 
     /// Base of completion slot `seq` of `side`'s completion ring.
     #[inline]
     fn slot_ptr(&self, side: usize, seq: u64) -> *mut u8 {
         let idx = (seq & (self.comp_slots - 1)) as usize;
-        let off = HEADER_SIZE
-            + 2 * self.ring_size as usize
-            + (side * self.comp_slots as usize + idx) * SLOT_SIZE;
-        // SAFETY: the completion rings follow the receive rings inside the
-        // mapping (its length was checked against the layout).
-        unsafe { self.base.add(off) }
+        // In bounds: `idx < comp_slots` and the ring lies inside the mapping
+        // (its length was checked against the layout).
+        self.slots[side & 1].wrapping_add(idx * SLOT_SIZE)
     }
 
-    /// The 8-byte word at `off` in slot `seq` of `side`.
-    #[inline]
-    fn slot_word(&self, side: usize, seq: u64, off: usize) -> &AtomicU64 {
+    /// The 8-byte word at `off` of the completion slot at `slot` (from
+    /// [`slot_ptr`](Self::slot_ptr)).
+    #[inline(always)]
+    fn slot_word_in(&self, slot: *mut u8, off: usize) -> &AtomicU64 {
         debug_assert!(off % 8 == 0 && off + 8 <= SLOT_SIZE);
-        // SAFETY: the slot is 128-byte aligned inside the mapping and `off` an
-        // 8-aligned offset within it; these words are only accessed atomically.
-        unsafe { &*(self.slot_ptr(side, seq).add(off) as *const AtomicU64) }
+        // SAFETY: `slot` is a 128-byte aligned slot inside the mapping, which
+        // lives as long as `self`, and `off` an 8-aligned offset within it;
+        // these words are only ever accessed atomically, by both processes.
+        unsafe { &*(slot.add(off) as *const AtomicU64) }
     }
 
     #[inline]
@@ -417,43 +444,78 @@ impl ShmTransport {
         self.word(OFF_COMP_TAIL + 128 * side)
     }
 
-    /// While waiting on the first line of the next completion slot, asks for its
-    /// second line, so an inline write's two lines travel in parallel.
-    #[inline]
-    fn prefetch_next(&self) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self
-                .slot_ptr(self.me, self.recv_seq)
-                .wrapping_add(SLOT_LINE1_TAG) as *const i8;
-            // SAFETY: SSE is part of the x86_64 baseline; the line lies inside the
-            // slot. A prefetch is a hint, not a memory access, so a concurrent
-            // write by the peer is no data race.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
-        }
-    }
-
-    /// While waiting, asks for the two lines of this side's receive ring where
-    /// the next write lands (the receive position: writes are sequential), so
-    /// copying an inline write there does not miss on a line last used a lap
-    /// ago.
-    #[inline]
-    fn prefetch_ring(&self) {
+    /// While waiting on the first line of completion slot `slot`, asks for its
+    /// second line, so an inline write's two lines travel in parallel, and for
+    /// the two lines of this side's receive ring where the next write lands
+    /// (the receive position: writes are sequential), so copying an inline
+    /// write there does not miss on a line last used a lap ago.
+    #[inline(always)]
+    fn prefetch_waiting(&self, slot: *mut u8) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let off = (self.recv_pos & (self.ring_size - 1)) as usize & !63;
-            let ring = self.ring_ptr(self.me);
-            for line in [off, off + 64] {
-                if line < self.ring_size as usize {
-                    // SAFETY: SSE is part of the x86_64 baseline; the line lies
-                    // inside this side's receive ring. A prefetch is a hint, not
-                    // a memory access.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(ring.wrapping_add(line) as *const i8) };
-                }
+            let line = self.ring_ptr(self.me).wrapping_add(off);
+            // SAFETY: SSE is part of the x86_64 baseline. A prefetch is a hint,
+            // not a memory access (no fault, no data race with the peer's
+            // writes), and these lines lie inside the slot and the ring, the
+            // second ring line at most one line past a ring offset (the next
+            // thing in the mapping).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(SLOT_LINE1_TAG) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
             }
         }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
+    /// Copies an inline write (completion `slot`, tag `v`, info word `info`)
+    /// to the receive-ring offset the info word names.
+    #[inline]
+    fn copy_inline(&self, slot: *mut u8, v: u64, info: u64) -> Result<(), TransportError> {
+        let len = (info & 0xffff) as usize;
+        let offset = (info & !INLINE_FLAG) >> 16;
+        let corrupt = || TransportError::Failed(format!("corrupt inline completion {info:#x}"));
+        if len > INLINE_MAX
+            || !matches!(offset.checked_add(len as u64), Some(e) if e <= self.ring_size)
+        {
+            return Err(corrupt());
+        }
+        let first = len.min(LINE0_DATA_MAX);
+        let dst = self.ring_ptr(self.me);
+        if len > first {
+            if self
+                .slot_word_in(slot, SLOT_LINE1_TAG)
+                .load(Ordering::Acquire)
+                != v
+            {
+                return Err(corrupt());
+            }
+            // SAFETY: 56 bytes at most from the slot's second data area (the
+            // peer finished it: its tag matched) to `offset + 48..offset + len`
+            // of this side's receive ring, in bounds as checked; the ring
+            // range belongs to this write until the consumer passes it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    slot.add(SLOT_LINE1_DATA),
+                    dst.add(offset as usize + first),
+                    len - first,
+                );
+            }
+        }
+        // SAFETY: at most 48 bytes from the slot's first data area (complete:
+        // its tag was read with Acquire) to `offset..offset + 48` of this
+        // side's receive ring, in bounds as checked.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                slot.add(SLOT_LINE0_DATA),
+                dst.add(offset as usize),
+                first,
+            );
+        }
+        Ok(())
     }
 
     /// Length of the mapping.
@@ -497,7 +559,7 @@ impl Transport for ShmTransport {
                         data.len() - first,
                     );
                 }
-                self.slot_word(peer, seq, SLOT_LINE1_TAG)
+                self.slot_word_in(slot, SLOT_LINE1_TAG)
                     .store(tag, Ordering::Release);
             }
             // SAFETY: at most 48 bytes into the first line's data area of the
@@ -505,7 +567,7 @@ impl Transport for ShmTransport {
             unsafe {
                 std::ptr::copy_nonoverlapping(data.as_ptr(), slot.add(SLOT_LINE0_DATA), first);
             }
-            self.slot_word(peer, seq, 8)
+            self.slot_word_in(slot, 8)
                 .store(INLINE_FLAG | (offset << 16) | len, Ordering::Relaxed);
         } else {
             // SAFETY: `offset + len <= ring_size` was checked, so the destination
@@ -519,71 +581,31 @@ impl Transport for ShmTransport {
                     data.len(),
                 );
             }
-            self.slot_word(peer, seq, 8).store(0, Ordering::Relaxed);
+            self.slot_word_in(slot, 8).store(0, Ordering::Relaxed);
         }
-        self.slot_word(peer, seq, 0).store(tag, Ordering::Release);
+        self.slot_word_in(slot, 0).store(tag, Ordering::Release);
         self.send_seq += 1;
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
         let seq = self.recv_seq;
-        let v = self.slot_word(self.me, seq, 0).load(Ordering::Acquire);
+        let slot = self.slot_ptr(self.me, seq);
+        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
         if (v >> 32) as u32 != (seq + 1) as u32 {
-            self.prefetch_next();
-            self.prefetch_ring();
+            self.prefetch_waiting(slot);
             return Ok(None);
         }
-        let info = self.slot_word(self.me, seq, 8).load(Ordering::Relaxed);
+        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
         if info & INLINE_FLAG != 0 {
-            let len = (info & 0xffff) as usize;
-            let offset = (info & !INLINE_FLAG) >> 16;
-            let corrupt = || TransportError::Failed(format!("corrupt inline completion {info:#x}"));
-            if len > INLINE_MAX
-                || !matches!(offset.checked_add(len as u64), Some(e) if e <= self.ring_size)
-            {
-                return Err(corrupt());
-            }
-            let first = len.min(LINE0_DATA_MAX);
-            let slot = self.slot_ptr(self.me, seq);
-            let dst = self.ring_ptr(self.me);
-            if len > first {
-                if self
-                    .slot_word(self.me, seq, SLOT_LINE1_TAG)
-                    .load(Ordering::Acquire)
-                    != v
-                {
-                    return Err(corrupt());
-                }
-                // SAFETY: 56 bytes at most from the slot's second data area (the
-                // peer finished it: its tag matched) to `offset + 48..offset + len`
-                // of this side's receive ring, in bounds as checked; the ring
-                // range belongs to this write until the consumer passes it.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        slot.add(SLOT_LINE1_DATA),
-                        dst.add(offset as usize + first),
-                        len - first,
-                    );
-                }
-            }
-            // SAFETY: at most 48 bytes from the slot's first data area (complete:
-            // its tag was read with Acquire) to `offset..offset + 48` of this
-            // side's receive ring, in bounds as checked.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    slot.add(SLOT_LINE0_DATA),
-                    dst.add(offset as usize),
-                    first,
-                );
-            }
+            self.copy_inline(slot, v, info)?;
         }
         self.recv_seq += 1;
         self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
         // Published every eighth of the ring only: the writer reads it when it
         // believes the ring full, and each read pulls the line from this core.
-        if self.recv_seq & ((self.comp_slots / 8).max(1) - 1) == 0 {
+        if self.recv_seq & self.publish_mask == 0 {
             self.taken_word(self.me)
                 .store(self.recv_seq, Ordering::Release);
         }

@@ -152,6 +152,32 @@ pub struct ChunkStats {
 }
 
 impl ChunkStats {
+    /// Counts a packet discarded for `why` (a single receiver's and a group
+    /// member's count alike).
+    #[inline]
+    pub(crate) fn discarded(&mut self, why: ChunkDiscard) -> Push {
+        match why {
+            ChunkDiscard::Malformed => self.packets_malformed += 1,
+            ChunkDiscard::Duplicate => self.packets_duplicate += 1,
+            ChunkDiscard::Unsized => self.packets_unsized += 1,
+            ChunkDiscard::Inconsistent => self.packets_inconsistent += 1,
+            ChunkDiscard::TooOld => self.packets_too_old += 1,
+            ChunkDiscard::Rejected | ChunkDiscard::OutOfBounds => self.packets_rejected += 1,
+            ChunkDiscard::AfterStop => self.packets_after_stop += 1,
+        }
+        Push::Discarded(why)
+    }
+
+    /// Counts a heap discarded for `why` (its packet is counted by
+    /// [`ChunkStats::discarded`]).
+    #[inline]
+    pub(crate) fn heap_discarded(&mut self, why: ChunkDiscard) {
+        match why {
+            ChunkDiscard::TooOld => self.heaps_too_old += 1,
+            _ => self.heaps_rejected += 1,
+        }
+    }
+
     /// Fraction of `present` entries set in delivered chunks (1.0 when none yet).
     pub fn fraction_present(&self) -> f64 {
         if self.present_slots == 0 {
@@ -183,6 +209,22 @@ struct LiveHeap {
     received: u64,
     offsets: Vec<u64>,
     age: u64,
+}
+
+/// Adds a packet's payload offset to its heap's sorted list; false when it is
+/// there already (a duplicate). In-order packets append.
+#[inline]
+pub(crate) fn insert_offset(offsets: &mut Vec<u64>, offset: u64) -> bool {
+    let at = match offsets.last() {
+        Some(&last) if last < offset => offsets.len(),
+        None => 0,
+        _ => match offsets.binary_search(&offset) {
+            Ok(_) => return false,
+            Err(at) => at,
+        },
+    };
+    offsets.insert(at, offset);
+    true
 }
 
 /// The chunk stream: packets in, chunks out.
@@ -324,16 +366,7 @@ impl<P: Place> ChunkStream<P> {
     }
 
     fn discard(&mut self, why: ChunkDiscard) -> Push {
-        match why {
-            ChunkDiscard::Malformed => self.stats.packets_malformed += 1,
-            ChunkDiscard::Duplicate => self.stats.packets_duplicate += 1,
-            ChunkDiscard::Unsized => self.stats.packets_unsized += 1,
-            ChunkDiscard::Inconsistent => self.stats.packets_inconsistent += 1,
-            ChunkDiscard::TooOld => self.stats.packets_too_old += 1,
-            ChunkDiscard::Rejected | ChunkDiscard::OutOfBounds => self.stats.packets_rejected += 1,
-            ChunkDiscard::AfterStop => self.stats.packets_after_stop += 1,
-        }
-        Push::Discarded(why)
+        self.stats.discarded(why)
     }
 
     /// Offers one packet from `sender`.
@@ -508,10 +541,7 @@ impl<P: Place> ChunkStream<P> {
         heap_length: u64,
         why: ChunkDiscard,
     ) -> Push {
-        match why {
-            ChunkDiscard::TooOld => self.stats.heaps_too_old += 1,
-            _ => self.stats.heaps_rejected += 1,
-        }
+        self.stats.heap_discarded(why);
         if !single {
             // Remember the heap so its other packets are counted, not re-placed.
             self.new_live(sender, cnt, heap_length, HeapState::Discarding(why));
@@ -533,15 +563,9 @@ impl<P: Place> ChunkStream<P> {
         if l.heap_length != heap_length {
             return self.discard(ChunkDiscard::Inconsistent);
         }
-        let at = match l.offsets.last() {
-            Some(&last) if last < offset => l.offsets.len(),
-            None => 0,
-            _ => match l.offsets.binary_search(&offset) {
-                Ok(_) => return self.discard(ChunkDiscard::Duplicate),
-                Err(at) => at,
-            },
-        };
-        l.offsets.insert(at, offset);
+        if !insert_offset(&mut l.offsets, offset) {
+            return self.discard(ChunkDiscard::Duplicate);
+        }
         l.received += payload.len() as u64;
         let complete = l.received == l.heap_length;
         // The heap's chunk is in the window: flushing a chunk removes its live heaps.
