@@ -862,7 +862,8 @@ fn an_interrupted_repeat_across_hosts_writes_the_finished_trials() {
         ],
         "rank 0 host a pid ",
         "-TERM",
-        Duration::from_millis(1500),
+        // Long enough for a trial on a loaded machine, well before the 50th.
+        Duration::from_millis(3000),
     ) else {
         return;
     };
