@@ -776,6 +776,23 @@ tx = "dout"
         "PDR [{lower}, {upper}]: {pdr}\n{r}"
     );
     assert!(upper > lower, "{pdr}");
+    // Every trial has its per-host breakdown, as in `trial`'s JSON: the
+    // totals are the hosts' sums.
+    let trials = r["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "{r}");
+    for t in trials {
+        let hosts = t["hosts"].as_object().unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(hosts.len(), 2, "{t}");
+        for k in ["offered", "received"] {
+            let sum: u64 = hosts.values().map(|h| h[k].as_u64().unwrap()).sum();
+            assert_eq!(Some(sum), t[k].as_u64(), "{k}: {t}");
+        }
+        let ranks: Vec<u64> = hosts
+            .values()
+            .map(|h| h["rank"].as_u64().unwrap())
+            .collect();
+        assert!(ranks.contains(&0) && ranks.contains(&1), "{t}");
+    }
 }
 
 #[test]
@@ -812,6 +829,59 @@ fn a_rank_killed_mid_trial_ends_the_job_naming_it() {
     assert_ne!(code, Some(124), "the wall-clock guard fired: {stderr}");
     assert!(stderr.contains("rank 1"), "{stderr}");
     assert!(secs < 30.0, "took {secs} s");
+}
+
+#[test]
+fn an_interrupted_repeat_across_hosts_writes_the_finished_trials() {
+    let Some(ns) = Namespaces::make("up", "i") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
+    )
+    .unwrap();
+    let json = dir.path().join("t.json");
+    let Some((code, stderr, secs)) = signal_rank(
+        2,
+        &[
+            "trial",
+            "--rate",
+            "2 kpps",
+            "--repeat",
+            "50",
+            "--duration",
+            "0.3s",
+            "--timeout",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        "rank 0 host a pid ",
+        "-TERM",
+        // Long enough for a trial on a loaded machine, well before the 50th.
+        Duration::from_millis(3000),
+    ) else {
+        return;
+    };
+    // Rank 0's status (128 + SIGTERM), passed on by mpirun.
+    assert_eq!(code, Some(143), "{stderr}");
+    assert!(secs < 30.0, "took {secs} s");
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {stderr}")),
+    )
+    .unwrap();
+    assert_eq!(doc["interrupted"], true, "{doc}");
+    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    let trials = doc["trials"].as_array().unwrap();
+    assert!(!trials.is_empty() && trials.len() < 50, "{doc}");
+    for t in trials {
+        assert!(t["hosts"]["a"].is_object(), "{t}");
+    }
 }
 
 #[test]

@@ -448,7 +448,8 @@ pub fn run(
     let stdout = std::io::stdout();
     let _ = print_summary(&report, &mut stdout.lock());
     if let Some(path) = &args.json {
-        let written = serde_json::to_string_pretty(&report)
+        let written = with_hosts(&report, measurer.replayed(), &measurer.hosts_of_trials())
+            .and_then(|v| serde_json::to_string_pretty(&v))
             .map_err(|e| e.to_string())
             .and_then(|s| crate::report::write_text(path, &(s + "\n")).map_err(|e| e.to_string()));
         if let Err(e) = written {
@@ -496,6 +497,24 @@ pub fn run(
     i32::from(failed)
 }
 
+/// The report as JSON, each trial measured across hosts (those after the
+/// `replayed` ones, in order) with its `hosts` section as in `trial`'s JSON.
+fn with_hosts(
+    report: &Report,
+    replayed: usize,
+    hosts: &[serde_json::Value],
+) -> serde_json::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(report)?;
+    if let Some(trials) = v.get_mut("trials").and_then(|t| t.as_array_mut()) {
+        for (t, h) in trials.iter_mut().skip(replayed).zip(hosts) {
+            if let Some(t) = t.as_object_mut() {
+                t.insert("hosts".into(), h.clone());
+            }
+        }
+    }
+    Ok(v)
+}
+
 /// `mpirun -np N linerate search FILE` with a file of several hosts (feature
 /// `mpi`): rank 0 runs the search, every rank its host's part of each trial.
 /// `None` when the file has no hosts (or does not load: the ordinary path
@@ -540,7 +559,7 @@ pub fn across_hosts(args: &SearchArgs) -> Option<i32> {
             .borrow_mut()
             .take()
             .ok_or_else(|| anyhow::anyhow!("the cluster is already measuring"))?;
-        Ok(Box::new(HostsMeasurer(c)) as Box<dyn Measurer>)
+        Ok(Box::new(HostsMeasurer(c, Vec::new())) as Box<dyn Measurer>)
     });
     // A search that never measured still releases the other ranks.
     drop(cell);

@@ -216,9 +216,22 @@ fn across_hosts(
     if !cluster.is_driver() {
         return cluster.follow().map_err(|e| Failure::Silent(e.code()));
     }
+    let interrupt = interrupt_flag();
     let mut results = Vec::new();
     for _ in 0..args.repeat {
-        let r = cluster.trial(rate_pps, args.duration).map_err(fail)?;
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let r = match cluster.trial(rate_pps, args.duration) {
+            // A signal to this rank: every rank agreed the trial under way is
+            // not a result and ended it; report what finished.
+            Err(crate::hosts::trial::HostsError::Interrupted)
+                if crate::sys::signals::received().is_some() =>
+            {
+                break
+            }
+            r => r.map_err(fail)?,
+        };
         if let Some(dir) = &args.results {
             let path = next_result_path(dir)?;
             let doc = serde_json::json!({
@@ -235,7 +248,11 @@ fn across_hosts(
         }
         results.push(r);
     }
+    // Between trials the other ranks wait for this: they end cleanly.
     cluster.finish();
+    if let Some(status) = crate::sys::signals::exit_status() {
+        return interrupted(args, &results, status);
+    }
     if let Some(path) = &args.json {
         if results.len() == 1 {
             write_json(path, &results[0])?;
@@ -337,21 +354,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
     }
     let _ = runner.finish();
     if let Some(status) = crate::sys::signals::exit_status() {
-        let signal = crate::sys::signals::name().unwrap_or("a signal");
-        eprintln!(
-            "interrupted by {signal}: {} of {} trial(s) finished",
-            results.len(),
-            args.repeat
-        );
-        if let Some(path) = &args.json {
-            let doc = serde_json::json!({
-                "interrupted": true,
-                "signal": signal,
-                "trials": &results,
-            });
-            write_json(path, &doc)?;
-        }
-        return Err(Failure::Silent(status));
+        return interrupted(args, &results, status);
     }
     if let Some(path) = &args.json {
         if results.len() == 1 {
@@ -365,6 +368,26 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
     }
     args.metrics.stop(server);
     Ok(())
+}
+
+/// After a signal: says how many trials finished, writes them to `--json`
+/// with `"interrupted": true`, and exits with `status` (130 or 143).
+fn interrupted(args: &TrialArgs, results: &[TrialResult], status: u8) -> Result<(), Failure> {
+    let signal = crate::sys::signals::name().unwrap_or("a signal");
+    eprintln!(
+        "interrupted by {signal}: {} of {} trial(s) finished",
+        results.len(),
+        args.repeat
+    );
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "interrupted": true,
+            "signal": signal,
+            "trials": results,
+        });
+        write_json(path, &doc)?;
+    }
+    Err(Failure::Silent(status))
 }
 
 /// The latency plot of all trials: each trial's merged curve, and its streams'

@@ -483,8 +483,9 @@ pub fn agree(ranks: &Ranks, step: &str, timeout: Duration, status: u64) -> Resul
 }
 
 /// The search's measurer across hosts (rank 0): each trial runs on every
-/// host through the [`Cluster`].
-pub struct HostsMeasurer(pub Cluster);
+/// host through the [`Cluster`]. It keeps each finished trial's per-host
+/// breakdown for the report.
+pub struct HostsMeasurer(pub Cluster, pub Vec<serde_json::Value>);
 
 impl crate::search::measurer::Measurer for HostsMeasurer {
     fn measure(
@@ -499,17 +500,25 @@ impl crate::search::measurer::Measurer for HostsMeasurer {
                 output: String::new(),
             })?;
         match self.0.trial(rate_pps, duration) {
-            Ok(r) => Ok(TrialCounts {
-                offered: r.offered,
-                received: r.received,
-                unsent: Some(r.unsent),
-                rx_dropped: Some(r.rx_dropped),
-            }),
+            Ok(r) => {
+                self.1
+                    .push(serde_json::to_value(&r.hosts).unwrap_or_default());
+                Ok(TrialCounts {
+                    offered: r.offered,
+                    received: r.received,
+                    unsent: Some(r.unsent),
+                    rx_dropped: Some(r.rx_dropped),
+                })
+            }
             Err(HostsError::Interrupted) => Err(MeasureError::Interrupted),
             Err(e) => Err(MeasureError::Failed {
                 message: e.to_string(),
                 output: String::new(),
             }),
         }
+    }
+
+    fn hosts_of_trials(&self) -> Vec<serde_json::Value> {
+        self.1.clone()
     }
 }

@@ -78,6 +78,13 @@ pub trait Measurer {
     fn probe(&self) -> Option<crate::runtime::run::Probe> {
         None
     }
+
+    /// Across hosts: the per-host breakdown of every trial this measurer
+    /// finished, in order (one JSON object of host name to section each, as
+    /// in `trial`'s `hosts`). Empty for a measurer on one host.
+    fn hosts_of_trials(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
 }
 
 impl<M: Measurer + ?Sized> Measurer for Box<M> {
@@ -87,6 +94,10 @@ impl<M: Measurer + ?Sized> Measurer for Box<M> {
 
     fn probe(&self) -> Option<crate::runtime::run::Probe> {
         (**self).probe()
+    }
+
+    fn hosts_of_trials(&self) -> Vec<serde_json::Value> {
+        (**self).hosts_of_trials()
     }
 }
 

@@ -67,6 +67,14 @@ impl<M: Measurer> Measurer for Interruptible<M> {
         }
         Ok(counts)
     }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        self.inner.probe()
+    }
+
+    fn hosts_of_trials(&self) -> Vec<serde_json::Value> {
+        self.inner.hosts_of_trials()
+    }
 }
 
 /// Answers the first proposals from an earlier run's trials.
@@ -114,6 +122,14 @@ impl<M: Measurer> Measurer for Replay<M> {
                 self.inner.measure(rate_pps, duration_s)
             }
         }
+    }
+
+    fn probe(&self) -> Option<crate::runtime::run::Probe> {
+        self.inner.probe()
+    }
+
+    fn hosts_of_trials(&self) -> Vec<serde_json::Value> {
+        self.inner.hosts_of_trials()
     }
 }
 
