@@ -436,3 +436,57 @@ fn spead_stage_counters_rise_live_and_end_at_the_report() {
         b"PNG"
     );
 }
+
+/// A pipeline search serves its pipeline's port counters, not only the
+/// search's progress (the resume wrappers once dropped the measurer's probe).
+#[test]
+fn a_pipeline_search_serves_its_port_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_tcp_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let child = bin()
+        .args(["search", "pipelines/ndr-mem.toml", "--quiet"])
+        .args(["--max-rate", "400 kpps", "--min-rate", "100 kpps"])
+        .args(["--initial-duration", "0.1", "--final-duration", "0.2"])
+        .args(["--phases", "0", "--width", "0.2"])
+        .args(["--metrics-hold", "5s", "--metrics", &addr.to_string()])
+        .arg("--json")
+        .arg(dir.path().join("s.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = Reap(child);
+    let start = Instant::now();
+    let mut last = String::new();
+    // Scrape until the search has ended and the held endpoint answers with
+    // its final numbers (or the process is gone).
+    while start.elapsed() < Duration::from_secs(60) {
+        match get(addr, "/metrics", Duration::from_secs(3)) {
+            Ok(r) if !truncated(&r) => last = r,
+            _ => {}
+        }
+        if child.0.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::fs::metadata(dir.path().join("s.json")).is_ok() && !last.is_empty() {
+            // The report is written: one more scrape of the held values.
+            std::thread::sleep(Duration::from_millis(200));
+            if let Ok(r) = get(addr, "/metrics", Duration::from_secs(3)) {
+                if !truncated(&r) {
+                    last = r;
+                }
+            }
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tx = sample(
+        &last,
+        r#"linerate_port_tx_packets_total{pipeline="ndr-mem",port="dut""#,
+    );
+    assert!(
+        tx.is_some_and(|v| v > 0.0),
+        "no port counter served:\n{last}"
+    );
+}
