@@ -189,7 +189,17 @@ impl TxChannel {
         let Some(min_rtt) = self.min_rtt else {
             return;
         };
-        let bdp = self.bw[0].max(self.bw[1]) * min_rtt.as_secs_f64();
+        // Where packets overtake one another, the minimum RTT is a rare
+        // lucky sample (20 us under 2 ms of reordering jitter): a flight of
+        // rate x minimum RTT idles the sender for most of each round trip
+        // and the rate, and the bound with it, shrinks to the floor. The
+        // reordering measured lately is the spread of the path's delay; a
+        // packet waits half of it on average (uniform jitter), so the bound
+        // adds that. A FIFO path (a standing queue, however deep) reorders
+        // nothing and keeps the bound at the minimum RTT (the deep-queue
+        // tests). Adding 2 x RTTVAR instead let a standing queue grow there.
+        let span = min_rtt + self.reorder_seen / 2;
+        let bdp = self.bw[0].max(self.bw[1]) * span.as_secs_f64();
         let extra = self.extra_acked[0].max(self.extra_acked[1]);
         let cap = (f64::from(gain) * bdp + extra)
             .ceil()
