@@ -75,7 +75,9 @@ pub struct Config {
     pub hotel_slots: usize,
     /// Bound the segments in flight per channel to this multiple of the
     /// measured bandwidth-delay product (delivery rate from ACKs times the
-    /// minimum RTT), as BBR's inflight cap does, so no standing queue builds
+    /// minimum RTT plus half the reordering the sender has measured, so a
+    /// path whose packets overtake one another is not bounded by a rare
+    /// lucky RTT sample), as BBR's inflight cap does, so no standing queue builds
     /// on a path that never pushes back (0: no bound beyond `window` and
     /// `credits`, as usnic).
     pub flight_gain: u32,
