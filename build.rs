@@ -154,7 +154,7 @@ mod dpdk {
             .clang_arg("-Isrc/sys")
             .allowlist_function(
                 "lr_.*|rte_eal_init|rte_eal_cleanup|rte_eal_process_type|rte_strerror|\
-                 rte_thread_register|rte_thread_unregister|rte_socket_id|rte_lcore_count|\
+                 rte_thread_register|rte_thread_unregister|rte_eal_has_hugepages|rte_socket_id|rte_lcore_count|\
                  rte_get_main_lcore|rte_version|rte_pktmbuf_pool_create|rte_mempool_free|\
                  rte_mempool_avail_count|rte_mempool_in_use_count|rte_mempool_lookup|\
                  rte_pktmbuf_free_bulk|rte_eth_.*|rte_ring_create|rte_ring_free",

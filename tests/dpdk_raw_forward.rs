@@ -10,13 +10,30 @@ mod util;
 
 #[test]
 fn raw_forward_between_dpdk_ports_keeps_every_byte() {
+    // Under --no-huge the ring ports' mbufs are packed by default.
+    raw_forward("", 1);
+}
+
+#[test]
+fn raw_forward_with_classic_mbufs_keeps_every_byte() {
+    raw_forward("mbuf_layout = \"classic\"\n", 0);
+}
+
+#[test]
+fn raw_forward_with_packed_mbufs_asked_for_keeps_every_byte() {
+    raw_forward("mbuf_layout = \"packed\"\n", 1);
+}
+
+/// Forwards the capture through net_ring0 -> net_ring1 with `layout` in both
+/// ring ports' tables; `packed` is the layout the ports must report.
+fn raw_forward(layout: &str, packed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let cap = util::record(dir.path(), 3000);
     let back = dir.path().join("back.pcap");
     let text = format!(
         "[pipeline]\nlcores = \"0\"\npin = false\n{}\
-         [port.a]\nkind = \"dpdk\"\ndevice = \"net_ring0\"\n\
-         [port.b]\nkind = \"dpdk\"\ndevice = \"net_ring1\"\n\
+         [port.a]\nkind = \"dpdk\"\ndevice = \"net_ring0\"\n{layout}\
+         [port.b]\nkind = \"dpdk\"\ndevice = \"net_ring1\"\n{layout}\
          [port.src]\nkind = \"pcap\"\nread = \"{}\"\n\
          [port.dst]\nkind = \"pcap\"\nwrite = \"{}\"\n\
          [stage.out]\nkind = \"forward\"\nlcore = 0\nrx = \"b\"\ntx = \"dst\"\n\
@@ -46,6 +63,7 @@ fn raw_forward_between_dpdk_ports_keeps_every_byte() {
         assert_eq!(port["tx_packets"], 3000, "{p}: {r}");
         assert_eq!(port["rx_bytes"], bytes, "{p}: {r}");
         assert_eq!(port["tx_bytes"], bytes, "{p}: {r}");
+        assert_eq!(port["detail"]["mbufs_packed"], packed, "{p}: {r}");
     }
     assert_eq!(r["ports"]["a"]["detail"]["copied_in"], 3000, "{r}");
     assert_eq!(

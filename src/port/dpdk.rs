@@ -47,7 +47,46 @@ pub struct DpdkConfig {
     pub cache: u32,
     /// Line rate in L1 bits/s for rates in percent (default: the link speed).
     pub line_rate_bps: Option<u64>,
+    /// How the port's mbufs lie in memory.
+    pub mbuf_layout: MbufLayout,
 }
+
+/// How a dpdk port's mbufs lie in memory (the `mbuf_layout` key).
+///
+/// DPDK's classic pool puts each 128-byte mbuf header in front of its
+/// 2 KiB data room, so the headers a burst touches are 2.3 KiB apart: with
+/// `--no-huge` (4 KiB pages) the 32 mbufs of a burst span about 19 pages,
+/// each a TLB entry, on every pass over them (the driver's allocation and
+/// reset, the length update, the free). A packed pool keeps the headers in a
+/// dense array (192 bytes apart, 21 to a page) and the data rooms in a zone
+/// of their own, so a burst's headers share 2 pages and a forwarder that
+/// never reads the data touches no data page at all. Nothing may attach to a
+/// packed mbuf (`rte_pktmbuf_clone`, GSO, IP fragmentation); linerate never
+/// does, and neither do the drivers `auto` packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MbufLayout {
+    /// Packed under `--no-huge` for the devices known to take pinned
+    /// external buffers ([`PACKED_DRIVERS`]), classic otherwise.
+    #[default]
+    Auto,
+    /// Headers packed apart from their data rooms.
+    Packed,
+    /// DPDK's default: each header in front of its data room.
+    Classic,
+}
+
+/// The drivers `mbuf_layout = "auto"` packs: software devices that reach an
+/// mbuf's data only through its `buf_addr` (moving the pointer, or copying)
+/// and never attach to it. Drivers that map the pool's own memory
+/// (net_af_xdp's UMEM, net_memif's zero-copy regions) need the classic
+/// layout, and NICs stay classic until each PMD is checked.
+pub const PACKED_DRIVERS: &[&str] = &[
+    "net_null",
+    "net_ring",
+    "net_pcap",
+    "net_af_packet",
+    "net_tap",
+];
 
 impl Default for DpdkConfig {
     fn default() -> Self {
@@ -62,6 +101,7 @@ impl Default for DpdkConfig {
             mbufs: 16383,
             cache: 256,
             line_rate_bps: None,
+            mbuf_layout: MbufLayout::Auto,
         }
     }
 }
@@ -115,6 +155,8 @@ impl PortStats for Stats {
             .insert("copied_in", sum(&self.kind_tx, |q| &q.copied_in));
         r.detail
             .insert("mbufs_in_use", u64::from(self.pool.in_use()));
+        r.detail
+            .insert("mbufs_packed", u64::from(self.pool.is_packed()));
         if !self.packet_sockets.is_empty() {
             for s in &self.packet_sockets {
                 // A failed read leaves the kernel's count for the next one.
@@ -159,10 +201,6 @@ impl PortStats for Stats {
 /// Opens a dpdk port on an initialised EAL.
 pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPort, PortError> {
     let input = |e: dpdk::DpdkError| PortError::Input(format!("device `{}`: {e}", config.device));
-    let pool_name: String = format!("lr_{name}").chars().take(24).collect();
-    let mut pc = dpdk::PoolConfig::new(&pool_name, config.mbufs, dpdk::eal::socket_id());
-    pc.cache = config.cache.min(config.mbufs * 2 / 3);
-    let pool = Arc::new(PktmbufPool::create(eal, &pc).map_err(input)?);
     let mut port = EthPort::by_name(eal, &config.device).map_err(|e| {
         PortError::Input(format!(
             "device `{}`: {e}; the EAL knows: {}",
@@ -170,6 +208,30 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
             dpdk::ethdev::port_names(eal).join(", ")
         ))
     })?;
+    let info = port.info().ok();
+    let pool_name: String = format!("lr_{name}").chars().take(24).collect();
+    let mut pc = dpdk::PoolConfig::new(&pool_name, config.mbufs, dpdk::eal::socket_id());
+    pc.cache = config.cache.min(config.mbufs * 2 / 3);
+    pc.packed = match config.mbuf_layout {
+        MbufLayout::Packed => true,
+        MbufLayout::Classic => false,
+        MbufLayout::Auto => {
+            !dpdk::eal::has_hugepages()
+                && info
+                    .as_ref()
+                    .is_some_and(|i| PACKED_DRIVERS.contains(&i.driver.as_str()))
+        }
+    };
+    let pool = match PktmbufPool::create(eal, &pc) {
+        // Auto falls back to the classic layout (the data zone is one
+        // IOVA-contiguous block, which fragmented memory may not offer).
+        Err(_) if pc.packed && config.mbuf_layout == MbufLayout::Auto => {
+            pc.packed = false;
+            PktmbufPool::create(eal, &pc)
+        }
+        r => r,
+    };
+    let pool = Arc::new(pool.map_err(input)?);
     let pcfg = dpdk::PortConfig {
         rx_queues: config.rx_queues,
         tx_queues: config.tx_queues,
@@ -203,7 +265,6 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
         tx.push(port.tx_queue(q).map_err(input)?);
     }
     let mac = port.mac_addr().ok();
-    let info = port.info().ok();
     let packet_sockets = info.as_ref().map_or_else(Vec::new, |i| {
         af_packet_sockets(i, &config.device, &mut warnings)
     });

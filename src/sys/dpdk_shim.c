@@ -34,6 +34,68 @@ int lr_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned n)
 
 uint64_t lr_mbuf_f_external(void) { return RTE_MBUF_F_EXTERNAL; }
 
+struct lr_rooms {
+    char *addr;
+    rte_iova_t iova;
+    size_t elt;
+    uint16_t room;
+};
+
+/* Each mbuf as rte_pktmbuf_init leaves it, but with its room in the zone. */
+static void lr_packed_init(struct rte_mempool *mp, void *arg, void *obj, unsigned idx)
+{
+    const struct lr_rooms *r = arg;
+    struct rte_mbuf *m = obj;
+    memset(m, 0, mp->elt_size);
+    m->priv_size = 0;
+    m->buf_addr = r->addr + (size_t)idx * r->elt;
+    rte_mbuf_iova_set(m, r->iova == RTE_BAD_IOVA ? RTE_BAD_IOVA : r->iova + (rte_iova_t)idx * r->elt);
+    m->buf_len = r->room;
+    rte_pktmbuf_reset_headroom(m);
+    m->pool = mp;
+    m->nb_segs = 1;
+    m->port = RTE_MBUF_PORT_INVALID;
+    rte_mbuf_refcnt_set(m, 1);
+    m->next = NULL;
+}
+
+struct rte_mempool *lr_pktmbuf_pool_create_packed(const char *name, const char *data_name,
+                                                  unsigned n, unsigned cache, uint16_t data_room,
+                                                  int socket, const struct rte_memzone **data_zone)
+{
+    size_t elt = RTE_ALIGN_CEIL((size_t)data_room, RTE_CACHE_LINE_SIZE);
+    const struct rte_memzone *mz =
+        rte_memzone_reserve_aligned(data_name, (size_t)n * elt, socket,
+                                    RTE_MEMZONE_IOVA_CONTIG, RTE_CACHE_LINE_SIZE);
+    if (mz == NULL)
+        return NULL;
+    /* The pool's objects are bare mbuf headers; its private area says what
+     * rte_pktmbuf_data_room_size() reports to the PMDs. */
+    struct rte_mempool *mp = rte_mempool_create_empty(name, n, sizeof(struct rte_mbuf), cache,
+                                                      sizeof(struct rte_pktmbuf_pool_private),
+                                                      socket, 0);
+    struct rte_pktmbuf_pool_private priv = {
+        .mbuf_data_room_size = data_room, .mbuf_priv_size = 0, .flags = 0,
+    };
+    struct lr_rooms r = { mz->addr, mz->iova, elt, data_room };
+    if (mp == NULL || rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL) != 0)
+        goto fail;
+    rte_pktmbuf_pool_init(mp, &priv);
+    if (rte_mempool_populate_default(mp) < 0 || mp->size != n)
+        goto fail;
+    rte_mempool_obj_iter(mp, lr_packed_init, &r);
+    *data_zone = mz;
+    return mp;
+fail:;
+    int e = rte_errno;
+    rte_mempool_free(mp); /* NULL is fine */
+    rte_memzone_free(mz);
+    rte_errno = e;
+    return NULL;
+}
+
+int lr_memzone_free(const struct rte_memzone *mz) { return rte_memzone_free(mz); }
+
 void lr_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
 char *lr_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len) { return rte_pktmbuf_prepend(m, len); }
 char *lr_pktmbuf_append(struct rte_mbuf *m, uint16_t len) { return rte_pktmbuf_append(m, len); }

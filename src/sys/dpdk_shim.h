@@ -21,6 +21,8 @@
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 #include <rte_version.h>
+#include <rte_memzone.h>
+#include <rte_mbuf_pool_ops.h>
 
 /* Constants that are function-like macros (RTE_BIT64) bindgen cannot
  * evaluate; surfaced as enumerators. build.rs static-asserts nothing: the
@@ -54,6 +56,19 @@ struct rte_mbuf *lr_pktmbuf_alloc(struct rte_mempool *mp);
 int lr_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned n);
 int lr_mempool_get_bulk(struct rte_mempool *mp, void **objs, unsigned n);
 uint64_t lr_mbuf_f_external(void);
+/* A pktmbuf pool whose mbuf headers are packed apart from their data rooms:
+ * the pool's objects are bare 128-byte mbufs, each initialised as
+ * rte_pktmbuf_init would, except that buf_addr/buf_iova point at its own
+ * room in one IOVA-contiguous memzone (*data_zone, to free with the pool).
+ * The mbufs are direct to DPDK (no external-buffer flag, so the free path is
+ * the plain one), which breaks DPDK's assumption that a direct mbuf's buffer
+ * follows its header: they must never be attached to (rte_pktmbuf_attach,
+ * rte_pktmbuf_clone, GSO, IP fragmentation). NULL with rte_errno set on
+ * failure. */
+struct rte_mempool *lr_pktmbuf_pool_create_packed(const char *name, const char *data_name,
+                                                  unsigned n, unsigned cache, uint16_t data_room,
+                                                  int socket, const struct rte_memzone **data_zone);
+int lr_memzone_free(const struct rte_memzone *mz);
 void lr_pktmbuf_free(struct rte_mbuf *m);
 char *lr_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len);
 char *lr_pktmbuf_append(struct rte_mbuf *m, uint16_t len);

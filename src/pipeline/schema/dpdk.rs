@@ -37,6 +37,13 @@ const KEYS: &[Key] = &[
     ),
     Key::new("cache", "integer 0..=512", "256", "per-lcore mempool cache"),
     Key::new(
+        "mbuf_layout",
+        "\"auto\", \"packed\" or \"classic\"",
+        "\"auto\"",
+        "packed: mbuf headers apart from their data rooms, so a burst's headers share few pages; \
+         auto: packed under --no-huge on net_null, net_ring, net_pcap, net_af_packet and net_tap",
+    ),
+    Key::new(
         "line_rate",
         "bits/s",
         "none",
@@ -62,7 +69,7 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 
 #[cfg(feature = "dpdk")]
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
-    use crate::port::dpdk::DpdkConfig;
+    use crate::port::dpdk::{DpdkConfig, MbufLayout};
     let d = DpdkConfig::default();
     let q = |t: &mut Table<'_, '_>, sink: &mut Sink<'_>, k: &str, dflt: u16, hi: i64| {
         t.int(sink, k, 1..hi + 1).map_or(dflt, |(v, _)| v as u16)
@@ -89,6 +96,19 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
         line_rate_bps: t
             .line_rate_bps(sink, "line_rate", "\"10 Gbps\"")
             .map(|b| b as u64),
+        mbuf_layout: t
+            .choice(
+                sink,
+                "mbuf_layout",
+                "mbuf layout",
+                &[
+                    ("auto", MbufLayout::Auto),
+                    ("packed", MbufLayout::Packed),
+                    ("classic", MbufLayout::Classic),
+                ],
+                "\"auto\", \"packed\" or \"classic\"",
+            )
+            .unwrap_or(d.mbuf_layout),
     };
     Some(PortKind::Dpdk(c))
 }

@@ -236,6 +236,14 @@ pub fn lcore_id() -> Option<u32> {
     (id != ffi::LCORE_ID_ANY).then_some(id)
 }
 
+/// Whether the EAL runs on hugepages (false with `--no-huge`, where DPDK's
+/// memory is 4 KiB pages).
+pub fn has_hugepages() -> bool {
+    // SAFETY: reads the EAL's configuration; valid once it is initialised,
+    // and callers hold an `Eal` (a port being opened).
+    unsafe { ffi::rte_eal_has_hugepages() != 0 }
+}
+
 /// The NUMA socket of the calling thread (`rte_socket_id()`).
 pub fn socket_id() -> i32 {
     // SAFETY: reads a thread-local; valid on any thread.
