@@ -141,6 +141,22 @@ impl PktmbufPool {
             }),
             None => {
                 let errno = rte_errno();
+                if cfg.packed {
+                    // The data zone is one IOVA-contiguous block: on
+                    // hugepages in IOVA-as-PA mode that is physically
+                    // contiguous memory, which 2 MiB pages rarely offer.
+                    return Err(DpdkError::Invalid(format!(
+                        "creating the packed mbuf pool {:?} ({} mbufs, socket {}) failed: {} \
+                         (errno {errno}); its {}-byte data rooms form one IOVA-contiguous zone, \
+                         which hugepages in IOVA-as-PA mode rarely offer: add the EAL argument \
+                         --iova-mode=va, or set mbuf_layout = \"classic\"",
+                        cfg.name,
+                        cfg.count,
+                        cfg.socket,
+                        strerror(errno),
+                        cfg.data_room
+                    )));
+                }
                 Err(DpdkError::Call {
                     op: format!(
                         "rte_pktmbuf_pool_create({:?}, {} mbufs of {} bytes, socket {})",
