@@ -105,7 +105,8 @@ pub struct BenchArgs {
     /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
-    /// Core of the server thread (`--transport reliable-mem`).
+    /// Core of the server thread (`--transport reliable-mem`) or of the
+    /// server rank (`reliable-udp`).
     #[arg(long)]
     pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).

@@ -329,6 +329,9 @@ fn server_side(
     resp_size: u32,
 ) -> u64 {
     let fail = |m: &dyn std::fmt::Display| -> ! { ranks.abort(m) };
+    if let Err((_, m)) = pin(args.server_core) {
+        fail(&m);
+    }
     let config = Config::new(args.ring);
     let mut ep: Endpoint<()> =
         Endpoint::new(config, config.local_info()).unwrap_or_else(|e| fail(&e));

@@ -70,7 +70,8 @@ pub struct BenchConfig {
     pub ring: u64,
     /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
     pub loss: f64,
-    /// Core of the server thread (`--transport reliable-mem`).
+    /// Core of the server thread (`--transport reliable-mem`) or of the
+    /// server rank (`reliable-udp`).
     pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).
     pub shm: Option<PathBuf>,
