@@ -1374,6 +1374,11 @@ fn rpc_bench_on_one_rank_exits_2_naming_the_missing_host() {
 
 /// Sends the server rank of a long rpc bench `signal` mid-run.
 fn signal_rpc_server(tag: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
+    signal_rpc_rank(tag, "rank 1 host server pid ", signal)
+}
+
+/// Sends the rank announced as `who` of a long rpc bench `signal` mid-run.
+fn signal_rpc_rank(tag: &str, who: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
     let ns = Namespaces::make("up", tag)?;
     let args = rpc_bench_args(
         &format!("{}-a", ns.0),
@@ -1381,13 +1386,7 @@ fn signal_rpc_server(tag: &str, signal: &str) -> Option<(Option<i32>, String, f6
         &["--depth", "1", "--duration", "30s", "--timeout", "3s"],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    signal_rank(
-        2,
-        &args,
-        "rank 1 host server pid ",
-        signal,
-        Duration::from_millis(1500),
-    )
+    signal_rank(2, &args, who, signal, Duration::from_millis(1500))
 }
 
 #[test]
@@ -1422,5 +1421,22 @@ fn a_killed_rpc_server_rank_ends_the_bench_naming_it() {
     // mpirun names the rank; the ranks' start-up lines map it to the host.
     assert!(stderr.contains("rank 1"), "{stderr}");
     assert!(stderr.contains("rank 1 host server pid"), "{stderr}");
+    assert!(secs < 20.0, "took {secs} s");
+}
+
+#[test]
+fn a_hung_rpc_client_rank_is_named_by_the_server() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some((code, stderr, secs)) = signal_rpc_rank("c", "rank 0 host client pid ", "-STOP")
+    else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: server (rank 1): host client (rank 0) went quiet"),
+        "{stderr}"
+    );
     assert!(secs < 20.0, "took {secs} s");
 }

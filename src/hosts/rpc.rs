@@ -111,10 +111,12 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     ranks.enter_netns(netns);
     ranks.announce();
 
-    // A descheduled peer on a shared machine is not a dead one: the bench's
-    // stall timeout (and MPI's) decide that, not the retry limit.
+    // A descheduled peer on a shared machine is not a dead one, and one
+    // timeout should decide, with one message naming the host: the bench's
+    // `--timeout` (and MPI's), not the endpoint's retry limit or silence.
     let rcfg = crate::reliable::Config {
         retry_limit: None,
+        peer_timeout: None,
         ..crate::reliable::Config::default()
     };
     let pool = Pool::new(&PoolConfig {
@@ -292,7 +294,7 @@ fn client_side(
             Err((_, m)) if m == stalled(args.timeout) => ranks.abort(&format!(
                 "host {server} stopped answering RPCs at depth {depth}: {m} (dead, hung or unreachable)"
             )),
-            Err((_, m)) => ranks.abort(&format!("depth {depth}: {m}")),
+            Err((_, m)) => ranks.abort(&format!("depth {depth}, with host {server}: {m}")),
         }
     }
     if let Err(e) = t.send_done() {
@@ -346,10 +348,10 @@ fn server_side(
     loop {
         link.pump(t, clock.now());
         if let Err(e) = ep.poll(&mut *t, &mut h) {
-            fail(&format!("{e}"));
+            fail(&format!("with host {client}: {e}"));
         }
         if let Err((_, m)) = h.reply_later(&mut ep, &mut *t).and_then(|()| h.check()) {
-            fail(&m);
+            fail(&format!("from host {client}: {m}"));
         }
         spins = spins.wrapping_add(1);
         if spins % IDLE_CHECK_SPINS != 0 {
