@@ -17,7 +17,7 @@ use crate::time::Instant;
 /// segment under 10 % kernel loss (49 000 for 67 000 segments, twice the
 /// build before the rotation), and on loopback, where both sides are
 /// CPU-bound, each ACK is a send and a receive system call: 10 % loss fell
-/// from 83 % to 75 % of lossless goodput. In virtual time it is no slower
+/// from 83 % to 74 % of lossless goodput. In virtual time it is no slower
 /// either: 20 % loss with 2 ms of order-keeping jitter 1.36 -> 1.56 Gb/s.
 pub(super) const ACK_CREDIT_PER: u32 = 4;
 /// Most credit banked per channel, segments (64 continuation ACKs).
