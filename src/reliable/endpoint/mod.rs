@@ -107,7 +107,9 @@
 //!   down to the cumulative point and starts again (RFC 2018's advice to
 //!   repeat blocks; QUIC sends all its ranges), and after a clump of
 //!   arrivals answered at once, it sends further ACKs until the rotation is
-//!   complete, at most one per segment received. The sender declares lost
+//!   complete, at most one per four segments received (four segments open
+//!   at most four new runs, and an ACK reports seven older ones, so the
+//!   rotation keeps pace; see the next paragraph). The sender declares lost
 //!   only what an ACK proves missing: the cumulative point, the segment just
 //!   below each range (ranges are maximal runs) and the gaps between the
 //!   consecutive older ranges. What an ACK SACKs stays acknowledged; it is
@@ -137,6 +139,22 @@
 //! Gb/s against usnic mode's 2.8); taking the jitter into the path's delay
 //! (min RTT + 2 RTTVAR) fixed that but let a standing queue grow the bound,
 //! so it was not kept.
+//!
+//! **What an ACK costs.** At first the continuation ACKs were allowed one
+//! per segment received. Virtual time delivers one packet at a time, so it
+//! answers every arrival anyway and showed no difference; real loopback
+//! delivers bursts, and there the rotation turned one ACK per burst into
+//! one per segment: under 10 % kernel loss 49 000 ACKs for 67 000 segments,
+//! against 22 000 before the rotation. Both processes are CPU-bound on
+//! loopback and every ACK is a send and a receive system call, so 10 % loss
+//! fell from 83 % to 74 % of lossless goodput (A/B against the build before,
+//! 10 000 messages, 4 alternating rounds; the loss detection, the credits
+//! and the reordering window measured no different). One continuation per
+//! four segments (and a bank of 64 of them) brings the ACKs back to 22 000
+//! and the cell to 86 % (the build before: 83 %), and in virtual time it
+//! is faster too: 20 % loss with 2 ms of order-keeping jitter 52 % -> 60 %
+//! of lossless, fewer ACKs queueing on the return path
+//! (`a_clump_is_reported_with_one_ack_per_four_segments` pins the rule).
 //!
 //! # A dead peer
 //!

@@ -9,8 +9,19 @@ use super::super::wire::{
 use super::{DeadReason, Endpoint, Event};
 use crate::time::Instant;
 
-/// Most continuation ACKs banked per channel.
-const ACK_CREDIT_MAX: u32 = 64;
+/// Segments received per standalone ACK the rotation may spend: a
+/// continuation ACK (see [`Endpoint::poll_transmit`]) needs this much
+/// credit. Four segments can open at most four new runs, and an ACK reports
+/// up to seven older ones besides the highest, so the rotation still keeps
+/// pace with any clump; one per segment sent an ACK for nearly every data
+/// segment under 10 % kernel loss (49 000 for 67 000 segments, twice the
+/// build before the rotation), and on loopback, where both sides are
+/// CPU-bound, each ACK is a send and a receive system call: 10 % loss fell
+/// from 83 % to 74 % of lossless goodput. In virtual time it is no slower
+/// either: 20 % loss with 2 ms of order-keeping jitter 1.36 -> 1.56 Gb/s.
+pub(super) const ACK_CREDIT_PER: u32 = 4;
+/// Most credit banked per channel, segments (64 continuation ACKs).
+const ACK_CREDIT_MAX: u32 = 64 * ACK_CREDIT_PER;
 
 #[derive(Debug)]
 pub(super) struct RxChannel {
@@ -28,9 +39,10 @@ pub(super) struct RxChannel {
     /// The last ACK's rotating window stopped short of `rcv_next`: older
     /// runs are still to be reported.
     pub(super) sack_more: bool,
-    /// Segments received that may still be answered by an ACK of their own
-    /// (one each, as an ACK per arrival would be); continuation ACKs that
-    /// finish a rotation spend them (see [`Endpoint::poll_transmit`]).
+    /// Segments received not yet paid for by a standalone ACK: each
+    /// standalone ACK spends [`ACK_CREDIT_PER`], and continuation ACKs that
+    /// finish a rotation go out only while that much is banked (see
+    /// [`Endpoint::poll_transmit`]).
     pub(super) ack_credit: u32,
     pub(super) reasm: Reassembly,
 }
@@ -276,6 +288,7 @@ impl Endpoint {
 
 #[cfg(test)]
 mod test {
+    use super::super::super::wire::{AckRepr, Channel, Packet, Repr};
     use super::super::{Config, Endpoint};
     use super::*;
     use std::collections::BTreeSet;
@@ -336,5 +349,88 @@ mod test {
         // One run only: just it.
         let mut rx = holey(1);
         assert_eq!(rx.build_ack(8).ranges(), &[SackRange { start: 1, end: 3 }]);
+    }
+
+    /// Segments `0..n` of one-segment messages from a fresh sender (no
+    /// flight bound: all of them go out at once).
+    fn flight(n: u32) -> Vec<Vec<u8>> {
+        let mut a = Endpoint::new(Config {
+            flight_gain: 0,
+            ..Config::default()
+        });
+        let mut out = Vec::new();
+        for i in 0..n {
+            a.send(Channel::Data, &i.to_be_bytes()).unwrap();
+            let mut buf = vec![0u8; 2048];
+            let len = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+            buf.truncate(len);
+            out.push(buf);
+        }
+        out
+    }
+
+    /// The standalone ACKs `b` sends now, parsed.
+    fn drain_acks(b: &mut Endpoint, now: Instant) -> Vec<AckRepr> {
+        let mut acks = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        while let Some(len) = b.poll_transmit(now, &mut buf) {
+            let pkt = Packet::new_checked(&buf[..len]).unwrap();
+            let repr = Repr::parse(&pkt).unwrap();
+            acks.push(repr.acks[Channel::Data.index()].unwrap());
+        }
+        acks
+    }
+
+    #[test]
+    fn a_clump_is_reported_with_one_ack_per_four_segments() {
+        // 400 segments arrive in one clump (a relay releasing what it
+        // held), every fifth missing: 80 holes, more runs than one ACK
+        // carries. The continuation ACKs report every run, and there are
+        // at most one per ACK_CREDIT_PER segments received, plus the first.
+        let segs = flight(400);
+        let mut b = Endpoint::new(Config::default());
+        let t = Instant::from_millis(1);
+        let mut got = 0;
+        for (i, d) in segs.iter().enumerate() {
+            if i % 5 != 0 {
+                b.on_packet(d, t);
+                got += 1;
+            }
+        }
+        let acks = drain_acks(&mut b, t);
+        // 80 runs, seven older ones per ACK besides the highest: about 12.
+        assert!(acks.len() <= 17, "{} ACKs for {got} segments", acks.len());
+        let mut seen = BTreeSet::new();
+        for a in &acks {
+            for r in a.ranges() {
+                seen.insert(r.start);
+            }
+        }
+        // Segment 0 is missing too: every run 5k+1..5k+5 is a SACK range.
+        let runs: BTreeSet<u32> = (0..80).map(|k| 5 * k + 1).collect();
+        assert_eq!(seen, runs, "every run reported");
+
+        // Small bursts on a FIFO path (the kernel's loopback under loss):
+        // three segments at a time, every fifth lost. An ACK answers each
+        // burst, and continuation ACKs add at most one per four segments
+        // (one per segment doubled the ACKs).
+        let segs = flight(600);
+        let mut b = Endpoint::new(Config::default());
+        let (mut acks, mut got) = (0, 0);
+        for (k, burst) in segs.chunks(3).enumerate() {
+            let t = Instant::from_micros(10 * k as u64);
+            for (j, d) in burst.iter().enumerate() {
+                if (3 * k + j) % 5 != 0 {
+                    b.on_packet(d, t);
+                    got += 1;
+                }
+            }
+            acks += drain_acks(&mut b, t).len();
+        }
+        let bursts = segs.len().div_ceil(3);
+        assert!(
+            acks <= bursts + got / 4,
+            "{acks} ACKs for {got} segments in {bursts} bursts"
+        );
     }
 }

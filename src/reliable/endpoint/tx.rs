@@ -7,6 +7,7 @@ use super::super::seq;
 use super::super::wire::{
     AckRepr, Channel, DataRepr, Packet, PutRepr, Repr, ACK_BLOCK_LEN, HEADER_LEN, SACK_RANGE_LEN,
 };
+use super::rx::ACK_CREDIT_PER;
 use super::{key, Endpoint, RxChannel};
 use crate::time::Instant;
 use core::time::Duration;
@@ -349,11 +350,13 @@ impl Endpoint {
             if !standalone {
                 self.stats.piggybacked_acks += 1;
             } else {
-                rx.ack_credit = rx.ack_credit.saturating_sub(1);
-                if rx.sack_more && rx.ack_credit > 0 {
+                rx.ack_credit = rx.ack_credit.saturating_sub(ACK_CREDIT_PER);
+                if rx.sack_more && rx.ack_credit >= ACK_CREDIT_PER {
                     // A clump of arrivals answered by one ACK would leave
                     // most runs unreported: finish the rotation with
-                    // further ACKs, at most one per segment received.
+                    // further ACKs, at most one per ACK_CREDIT_PER
+                    // segments received (one per segment cost a system
+                    // call for nearly every data segment on loopback).
                     rx.ack_pending = true;
                     rx.ack_now = true;
                 }
