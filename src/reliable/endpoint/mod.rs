@@ -238,6 +238,7 @@ impl Endpoint {
             largest_acked: cfg.initial_seq,
             any_acked: false,
             rack_time: Instant::ZERO,
+            reo_deadline: None,
             reorder_seen: Duration::ZERO,
             last_cum: cfg.initial_seq,
             dup_acks: 0,
@@ -451,6 +452,11 @@ impl Endpoint {
         let mut consider = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
         for rx in &self.rx {
             if let Some(d) = rx.ack_due {
+                consider(d);
+            }
+        }
+        for tx in &self.tx {
+            if let Some(d) = tx.reo_deadline {
                 consider(d);
             }
         }
