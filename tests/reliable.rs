@@ -789,6 +789,36 @@ fn jitter_and_loss_resend_only_what_was_lost() {
     }
 }
 
+/// Jitter that lets packets overtake each other (0-2 ms each way on a 3 Gb/s
+/// link, a 20 us base RTT) with 20 % loss each way: every message arrives
+/// once and in order (`saturate` checks each), ours keeps about half its
+/// lossless goodput (at least 45 %) and beats usnic mode on the same path, and resends stay
+/// below two per lost segment. Before the reordering fixes the count rule
+/// never turned off on such a path and resent half of a lossless run (ours
+/// 0.6 Gb/s against usnic mode's 0.86 at 20 % loss). Virtual time: exact
+/// for these seeds; the margins are wide.
+#[test]
+fn reordering_jitter_and_loss_beat_usnic_mode() {
+    use linerate::reliable::compare::saturate;
+    let link = |loss| LinkConfig {
+        loss,
+        jitter: Duration::from_millis(2),
+        jitter_ordered: false,
+        bandwidth_bps: 3_000_000_000,
+        ..LinkConfig::default()
+    };
+    for seed in [1, 2] {
+        let n = 1500;
+        let ours0 = saturate(&Config::default(), &link(0.0), n, 8192, seed).unwrap();
+        let ours = saturate(&Config::default(), &link(0.2), n, 8192, seed).unwrap();
+        let usnic = saturate(&Config::usnic(), &link(0.2), n, 8192, seed).unwrap();
+        let why = format!("seed {seed}: lossless {ours0:?}, 20 % {ours:?}, usnic {usnic:?}");
+        assert!(ours.goodput_bps >= usnic.goodput_bps, "{why}");
+        assert!(ours.goodput_bps >= 0.45 * ours0.goodput_bps, "{why}");
+        assert!(ours.retransmits as f64 <= ours.lost as f64 * 2.0, "{why}");
+    }
+}
+
 fn sweep_cell(cfg: Config, loss: f64, seed: u64) -> (u64, u64, u64) {
     let link = LinkConfig {
         loss,
@@ -856,8 +886,8 @@ const PINNED_SWEEP: &str = concat!(
     "ours    5%     64  1399   51        0\n",
     "ours    5%    256  4025   51        1\n",
     "ours    5%   4096  5145   51        1\n",
-    "ours   20%     64   768  255       27\n",
-    "ours   20%    256  2533  254        2\n",
+    "ours   20%     64   757  255       22\n",
+    "ours   20%    256  2681  254        0\n",
     "ours   20%   4096  5099  254        0\n",
     "usnic   0%     64  3312    0        0\n",
     "usnic   0%    256  8884    0        0\n",

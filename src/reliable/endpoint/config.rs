@@ -24,7 +24,8 @@ pub struct Config {
     /// Send SACK ranges and detect losses from them.
     pub sack: bool,
     /// Segments acknowledged above a hole an ACK shows before it is declared
-    /// lost, until reordering is seen (RACK's time rule decides after); and,
+    /// lost, until reordering is seen or the RTT varies by more than the
+    /// minimum RTT (RACK's time rule decides after); and,
     /// without SACK ranges, duplicate ACKs before the hole is resent.
     pub reorder_threshold: u32,
     /// Duplicate cumulative ACKs that trigger a resend of the oldest segment (0: never).

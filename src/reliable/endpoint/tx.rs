@@ -71,6 +71,10 @@ pub(super) struct TxChannel {
     pub(super) largest_acked: u32,
     pub(super) any_acked: bool,
     pub(super) rack_time: Instant,
+    /// When the oldest hole still inside the reordering window is due to
+    /// be declared lost by time alone (RACK's reordering timer, see
+    /// [`Endpoint::reorder_timer`]).
+    pub(super) reo_deadline: Option<Instant>,
     /// Largest reordering observed lately (RACK's adaptive window): how
     /// much earlier than the newest acknowledged segment a segment was sent
     /// that an ACK showed missing and a later ACK showed received.
