@@ -2,7 +2,7 @@
 //! each member on its own pinned core, alternating rounds, medians.
 //!
 //! ```text
-//! cargo bench --bench spead_group -- [ROUNDS] [MIB_PER_MEMBER] [MEMBERS] [BATCH]
+//! cargo bench --bench spead_group -- [ROUNDS] [MIB_PER_MEMBER] [MEMBERS] [BATCH] [NAP_US]
 //! ```
 //!
 //! The packets are the F-engine simulator's in `single` mode of
@@ -14,9 +14,15 @@
 //! Each member copies its buffer on its own thread before the clock starts.
 //! `BATCH` is the chunks a member gets per take of the group's lock (default:
 //! the group's, a member's window of 4). The main thread is the consumer: it
-//! takes every chunk and gives it back, polling every 100 us (it sleeps in
-//! between, so it does not compete with the members for their cores), and
-//! times that work.
+//! takes every chunk and gives it back, polling every `NAP_US` (default
+//! 1000) us (it sleeps in between, so it does not compete with the members
+//! for their cores), and times that work. On 2 cores it shares one with a
+//! member: each wake-up takes from that member, and a lossless group runs at
+//! its slower member's pace (100 us read 1.40-1.61x, 1000 us 1.62-1.79x in
+//! session 7); the 13 or so chunks not in the window (24 in all) cover 2 ms
+//! at 12 M packets/s, so the nap never stalls a member. `LR_LOSSY=1` in the environment makes
+//! the group lossy (a diagnostic: members no longer wait for each other, and
+//! the slower one's late heaps are counted too old, not accepted).
 //! Prints one JSON line per round (rate, chunks, the group's lock takes by
 //! members and by the consumer, lossless waits, the consumer's busy time)
 //! and the medians with their ratio.
@@ -125,8 +131,8 @@ fn round(
         if done {
             break;
         }
-        // The consumer sleep-polls: a chunk is 2048 packets (over 100 us at
-        // any rate here) and 16 spare chunks cover the nap, while a spinning
+        // The consumer sleep-polls: a chunk is 2048 packets (over 150 us at
+        // any rate here) and the spare chunks cover the nap, while a spinning
         // third thread would take a core's share from a member on this
         // 2-core machine (and none from a single member).
         std::thread::sleep(nap);
@@ -157,7 +163,7 @@ fn main() {
     let mib: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(512);
     let many: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(2);
     let batch: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(0);
-    let nap = Duration::from_micros(args.get(4).and_then(|a| a.parse().ok()).unwrap_or(100));
+    let nap = Duration::from_micros(args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1000));
     // One packet set per member count, long enough for MIB_PER_MEMBER.
     let pkt = 1024 + 64;
     let per_member_packets = mib * (1 << 20) / pkt;

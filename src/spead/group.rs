@@ -4,7 +4,7 @@
 //!
 //! What is shared and how often:
 //! - **Per packet, nothing locked.** A member places a heap with the single
-//!   receiver's placement routine ([`super::chunk::Heaps`], header prediction
+//!   receiver's placement routine (`chunk::Heaps`, header prediction
 //!   included), finds its chunk among its own held chunks, claims the heap's
 //!   region of the chunk with one compare-and-swap ([`crate::buf::shared`])
 //!   and copies the payload there. Counters are the member's own
