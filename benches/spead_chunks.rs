@@ -39,6 +39,8 @@
 //! same points as the wall clock (setup excluded).
 //! Every line printed is one JSON measurement.
 
+mod spead_common;
+
 use std::time::Instant;
 
 use linerate::buf::copy::{self, CopyMode};
@@ -136,18 +138,8 @@ fn args() -> Args {
 /// The simulator and placement for a mode.
 fn setup(mode: &str) -> (FsimConfig, u64) {
     match mode {
-        "single" => (
-            FsimConfig {
-                n_ants: 64,
-                n_channels_total: 4096,
-                n_channels_per_stream: 1,
-                n_samples_per_channel: 256,
-                n_pols: 2,
-                packet_payload: 1024,
-                ..FsimConfig::default()
-            },
-            32,
-        ),
+        // The receive-group benchmarks' packets.
+        "single" => (spead_common::cfg(), spead_common::HEAPS_PER_CHUNK),
         "multi" => (
             FsimConfig {
                 n_ants: 16,

@@ -25,33 +25,16 @@
 //! member (which includes first-touch page faults of the 24 chunks: use
 //! enough passes).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+mod spead_common;
+
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use linerate::spead::chunk::{KatgpucbfPlace, Place, PlaceInput, Placement, Push};
-use linerate::spead::fsim::{Fsim, FsimConfig, FENG_ID_ID, TIMESTAMP_ID};
-use linerate::spead::group::{ChunkGroup, Eviction};
+use linerate::spead::chunk::Push;
+use linerate::spead::fsim::{Fsim, FENG_ID_ID, TIMESTAMP_ID};
+use linerate::spead::group::ChunkGroup;
 use linerate::spead::wire::decode_visit;
-
-fn cfg() -> FsimConfig {
-    FsimConfig {
-        n_ants: 64,
-        n_channels_total: 4096,
-        n_channels_per_stream: 1,
-        n_samples_per_channel: 256,
-        n_pols: 2,
-        packet_payload: 1024,
-        ..FsimConfig::default()
-    }
-}
-
-/// Heaps per antenna per chunk.
-const HEAPS_PER_CHUNK: u64 = 32;
-/// Timestamps in one stretch of packets.
-const N_TS: u64 = 1024;
-const CHUNKS_PER_PASS: i64 = (N_TS / HEAPS_PER_CHUNK) as i64;
+use spead_common::{cfg, group, Members, CHUNKS_PER_PASS, HEAPS_PER_CHUNK, N_TS};
 
 /// Per member, per chunk of the stretch: its first two packets.
 fn pairs(n: usize) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
@@ -97,25 +80,6 @@ fn pairs(n: usize) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
         .collect()
 }
 
-/// katgpucbf's placement, shifted by whole stretches (as `spead_group`).
-#[derive(Clone)]
-struct Shifted {
-    inner: KatgpucbfPlace,
-    shift: i64,
-}
-
-impl Place for Shifted {
-    fn item_ids(&self) -> &[u64] {
-        self.inner.item_ids()
-    }
-    #[inline]
-    fn place(&mut self, input: &PlaceInput<'_>) -> Option<Placement> {
-        let mut p = self.inner.place(input)?;
-        p.chunk_id += self.shift;
-        Some(p)
-    }
-}
-
 struct Hists {
     new_chunk: Histogram<u64>,
     same_chunk: Histogram<u64>,
@@ -137,80 +101,63 @@ fn ns(t: Instant) -> u64 {
 }
 
 fn round(n: usize, set: &[Vec<(Vec<u8>, Vec<u8>)>], passes: usize) -> Hists {
-    let inner = KatgpucbfPlace::for_fsim(&cfg(), HEAPS_PER_CHUNK);
-    let group = ChunkGroup::new(inner.chunk_config(4, 24), Eviction::Lossless).expect("group");
-    let place = Shifted { inner, shift: 0 };
-    let members: Vec<_> = (0..n)
-        .map(|_| group.member(place.clone()).expect("member"))
-        .collect();
-    let go = Arc::new(AtomicBool::new(false));
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let threads: Vec<_> = members
-        .into_iter()
-        .enumerate()
-        .map(|(k, mut m)| {
-            let mine = set[k].clone();
-            let go = go.clone();
-            let group = group.clone();
-            let core = cores.get(k % cores.len().max(1)).copied();
-            std::thread::spawn(move || {
-                if let Some(c) = core {
-                    core_affinity::set_for_current(c);
-                }
-                let mut h = Hists {
-                    new_chunk: hist(),
-                    same_chunk: hist(),
-                    diff: hist(),
-                    consume: hist(),
-                    free: hist(),
-                    stalls: 0,
-                    chunks: 0,
-                    wall_ns: 0,
-                };
-                while !go.load(Ordering::Acquire) {
-                    std::hint::spin_loop();
-                }
-                let t0 = Instant::now();
-                for pass in 0..passes {
-                    m.place_mut().shift = pass as i64 * CHUNKS_PER_PASS;
-                    for (first, second) in &mine {
-                        // The timed new-chunk push is the one that succeeds;
-                        // stalls (the other member holds the window's head)
-                        // are counted, and what they cost is in the wall time.
-                        let a = loop {
-                            let s = Instant::now();
-                            match m.push(0, first) {
-                                Push::Stall => {
-                                    h.stalls += 1;
-                                    m.sync();
-                                    drain(&group, &mut h);
-                                    for _ in 0..64 {
-                                        std::hint::spin_loop();
-                                    }
-                                }
-                                _ => break ns(s),
-                            }
-                        };
+    // One chunk per lock take: every new chunk is a hand-off (`t` of the model).
+    let (group, members) = group(1, n);
+    let set = set.to_vec();
+    let g = group.clone();
+    let threads = Members::spawn(
+        members,
+        move |k| set[k].clone(),
+        move |_, mut m, mine: Vec<(Vec<u8>, Vec<u8>)>| {
+            let mut h = Hists {
+                new_chunk: hist(),
+                same_chunk: hist(),
+                diff: hist(),
+                consume: hist(),
+                free: hist(),
+                stalls: 0,
+                chunks: 0,
+                wall_ns: 0,
+            };
+            let t0 = Instant::now();
+            for pass in 0..passes {
+                m.place_mut().shift = pass as i64 * CHUNKS_PER_PASS;
+                for (first, second) in &mine {
+                    // The timed new-chunk push is the one that succeeds;
+                    // stalls (the other member holds the window's head)
+                    // are counted, and what they cost is in the wall time.
+                    let a = loop {
                         let s = Instant::now();
-                        let _ = m.push(0, second);
-                        let b = ns(s);
-                        h.new_chunk.record(a).ok();
-                        h.same_chunk.record(b).ok();
-                        h.diff.record(a.saturating_sub(b).max(1)).ok();
-                        m.sync();
-                        drain(&group, &mut h);
-                    }
+                        match m.push(0, first) {
+                            Push::Stall => {
+                                h.stalls += 1;
+                                m.sync();
+                                drain(&g, &mut h);
+                                for _ in 0..64 {
+                                    std::hint::spin_loop();
+                                }
+                            }
+                            _ => break ns(s),
+                        }
+                    };
+                    let s = Instant::now();
+                    let _ = m.push(0, second);
+                    let b = ns(s);
+                    h.new_chunk.record(a).ok();
+                    h.same_chunk.record(b).ok();
+                    h.diff.record(a.saturating_sub(b).max(1)).ok();
+                    m.sync();
+                    drain(&g, &mut h);
                 }
-                m.flush();
-                h.wall_ns = ns(t0);
-                h
-            })
-        })
-        .collect();
-    go.store(true, Ordering::Release);
+            }
+            m.flush();
+            h.wall_ns = ns(t0);
+            h
+        },
+    );
+    threads.go();
     let mut out: Option<Hists> = None;
-    for t in threads {
-        let h = t.join().expect("member");
+    for h in threads.join() {
         match &mut out {
             None => out = Some(h),
             Some(o) => {
@@ -225,6 +172,7 @@ fn round(n: usize, set: &[Vec<(Vec<u8>, Vec<u8>)>], passes: usize) -> Hists {
             }
         }
     }
+    drop(group);
     out.expect("at least one member")
 }
 

@@ -250,6 +250,15 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
         owned
     }
 
+    /// Whether any region was claimed (read once no writer is left, it says
+    /// whether anything was placed in the chunk at all).
+    pub fn claimed(&self) -> bool {
+        self.slots
+            .0
+            .iter()
+            .any(|s| s.owner.load(Ordering::Relaxed) != 0)
+    }
+
     /// Whether region `r` is marked present.
     #[inline]
     pub fn is_present(&self, r: usize) -> bool {

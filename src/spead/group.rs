@@ -3,13 +3,22 @@
 //! socket, a multicast group), fill the same chunks.
 //!
 //! What is shared and how often:
-//! - **Per packet, nothing locked.** A member places a heap, finds its chunk
-//!   in its own list of held chunks, claims the heap's region of the chunk
-//!   with one compare-and-swap ([`crate::buf::shared`]) and copies the payload
-//!   there. Counters are the member's own ([`ChunkStats`]), added up when read.
-//! - **Per chunk, the group's lock.** A member asks the group for a chunk id
-//!   it does not hold yet; the group's window (`head..tail`, at most
-//!   `max_chunks` ids) moves forward then, taking chunks from its free list.
+//! - **Per packet, nothing locked.** A member places a heap with the single
+//!   receiver's placement routine (`chunk::Heaps`, header prediction
+//!   included), finds its chunk among its own held chunks, claims the heap's
+//!   region of the chunk with one compare-and-swap ([`crate::buf::shared`])
+//!   and copies the payload there. Counters are the member's own
+//!   ([`ChunkStats`]), added up when read.
+//! - **Per window of chunks, the group's lock.** A member asks the group for a
+//!   chunk id it does not hold yet and gets, in the same lock take, up to
+//!   `batch - 1` newer ones (those the group has or can make without waiting
+//!   or evicting): it takes the lock about once per `batch` chunks. The
+//!   group's window (`head..tail`) moves forward then, taking chunks from its
+//!   free list. A member publishes how far it is done (its own window's
+//!   start) with one atomic store, not under the lock, so lossless eviction
+//!   sees a member move inside its window without that member taking the
+//!   lock. The consumer takes the lock once per batch of retired chunks
+//!   ([`ChunkGroup::poll_chunk`]) and once per chunk it gives back.
 //! - **Per burst, one atomic load.** In lossy mode a chunk that leaves the
 //!   group's window while members still hold it is *retiring*: the group
 //!   publishes the new head, each member drops what is below it at its next
@@ -20,17 +29,19 @@
 //!   until then the member asking gets [`Push::Stall`] (the group waits for
 //!   the laggard; a member that stops receiving stops the group, as in spead2).
 //!
-//! Each member also keeps at most `max_chunks` chunks itself and lets go of
-//! the oldest when it needs a newer one, so a member's window sits inside the
-//! group's. Heaps must be placed at `heap_index * stride` with `stride =
-//! chunk_bytes / present_len` (katgpucbf's layout): the claim of a heap index
-//! is then the claim of its bytes, so two members can never write the same
-//! bytes, whatever arrives where. Every member joins the group before any of
-//! them receives (a member that joins late finds the window moved on).
+//! Each member keeps the `max_chunks` chunks up to the newest it placed a heap
+//! in (its window, the reordering it tolerates) plus the at most `batch - 1`
+//! newer ones it was given ahead; the group's window spans `2 * max_chunks`
+//! ids up to the newest asked for (so members may be that far apart), and the
+//! chunks given ahead beyond it. Heaps must be placed at `heap_index * stride`
+//! with `stride = chunk_bytes / present_len` (katgpucbf's layout): the claim of
+//! a heap index is then the claim of its bytes, so two members can never write
+//! the same bytes, whatever arrives where. Every member joins the group before
+//! any of them receives (a member that joins late finds the window moved on).
 //!
 //! The file stays past 1,000 lines: the group, its members and the tests that
 //! run them against a single receiver are one protocol, read together (the
-//! tests are a third of it).
+//! tests are half of it).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -42,10 +53,12 @@ use crate::buf::copy::store_fence;
 use crate::buf::shared::{Claim, SharedChunk, Slots, Writer, WriterSet};
 
 use super::chunk::{
-    insert_offset, Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkStats, Place, PlaceInput, Push,
-    MAX_PLACE_ITEMS,
+    Chunk, ChunkBuf, ChunkConfig, ChunkDiscard, ChunkSource, ChunkStats, Heaps, Piece, Place,
+    Placement, Push,
 };
-use super::wire::{ctrl, decode_visit, id};
+
+/// Most members of a group (writer ids are one byte).
+const MAX_MEMBERS: usize = 255;
 
 /// What the group does when its window must move past a chunk a member still
 /// holds.
@@ -90,6 +103,14 @@ pub struct GroupStats {
     pub stalls: u64,
     /// Requests that waited for a laggard (lossless).
     pub waits: u64,
+    /// Members' takes of the group's lock for chunks (each gets a chunk and
+    /// up to `batch - 1` newer ones).
+    pub takes: u64,
+    /// Chunks given to members ahead of their need in those takes.
+    pub ahead: u64,
+    /// The consumer's takes of the group's lock for retired chunks (each
+    /// takes every chunk ready by then).
+    pub consumer_takes: u64,
 }
 
 type Shared = Arc<SharedChunk<ChunkBuf>>;
@@ -99,32 +120,71 @@ struct State {
     tail: i64,
     /// Chunks `head..tail`, in order.
     window: VecDeque<Shared>,
-    /// Out of the window, in id order, waiting for members to let go.
-    retiring: VecDeque<(i64, Shared)>,
+    /// Out of the window, in id order, waiting for members to let go; the
+    /// flag is false for chunks only given ahead (never delivered).
+    retiring: VecDeque<(i64, Shared, bool)>,
     free: Vec<ChunkBuf>,
     /// Slots of delivered chunks, cleared, for the next ones.
     free_slots: Vec<Slots>,
     writers: WriterSet,
-    /// Per member: chunk ids below this it is done with (its window has
-    /// moved past them); what lossless eviction waits for.
-    progress: Vec<i64>,
     stats: GroupStats,
     /// The counters of members that finished, summed.
     finished: ChunkStats,
 }
 
+/// The consumer's side: retired chunks it took in one lock take, and what it
+/// hands back at the next one (under a lock of its own, which only the
+/// consumer takes, so it is never contended by members).
+#[derive(Default)]
+struct Out {
+    ready: VecDeque<(i64, SharedChunk<ChunkBuf>)>,
+    /// Slots cleared since the last take.
+    slots: Vec<Slots>,
+    chunks: u64,
+    present: u64,
+    present_slots: u64,
+}
+
+/// One member's progress, on a cache line of its own (written by that member
+/// once per chunk it moves to, read by the others under the lock).
+#[repr(align(64))]
+struct Progress {
+    /// Chunk ids below this the member is done with.
+    done: AtomicI64,
+    /// The newest chunk id it placed a heap in.
+    top: AtomicI64,
+}
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            done: AtomicI64::new(i64::MIN),
+            top: AtomicI64::new(i64::MIN),
+        }
+    }
+}
+
 struct Inner {
     cfg: ChunkConfig,
-    /// The group's window: twice a member's (`cfg.max_chunks`), so members
-    /// may be that far apart before eviction (lossy) or waiting (lossless).
+    /// The group's window behind the newest chunk asked for: twice a
+    /// member's (`cfg.max_chunks`), so members may be that far apart before
+    /// eviction (lossy) or waiting (lossless).
     window: usize,
+    /// Chunks a member gets per lock take (its own window moves in steps of
+    /// this many chunks).
+    batch: usize,
     eviction: Eviction,
     stride: usize,
     state: Mutex<State>,
+    out: Mutex<Out>,
+    /// Per member: chunk ids below this it is done with (its window has
+    /// moved past them); what lossless eviction waits for.
+    progress: Box<[Progress]>,
     /// Members let go of chunks below this (lossy eviction), at their next burst.
     evict_before: AtomicI64,
-    /// Chunks waiting in `retiring`, so a poll finds none without the lock.
-    retiring: AtomicUsize,
+    /// Chunks retiring or ready for the consumer, so a poll finds none
+    /// without a lock.
+    pending: AtomicUsize,
     /// Members that joined.
     members: AtomicUsize,
     /// End-of-stream heaps seen by any member.
@@ -135,11 +195,40 @@ struct Inner {
     ended: AtomicUsize,
 }
 
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves consistent state (every change
+    // is a push or pop): keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent state (every
-        // change is a push or pop): keep going.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        relock(&self.state)
+    }
+
+    /// The oldest chunk id some member still needs (every member is done
+    /// with everything below it).
+    fn all_done(&self) -> i64 {
+        let n = self.members.load(Ordering::Acquire).min(MAX_MEMBERS);
+        self.progress[..n]
+            .iter()
+            .map(|p| p.done.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
+    /// The newest chunk id any member but `except` placed a heap in: chunks
+    /// past it were only given ahead, empty, and a single receiver would not
+    /// have made them.
+    fn top(&self, except: usize) -> i64 {
+        let n = self.members.load(Ordering::Acquire).min(MAX_MEMBERS);
+        self.progress[..n]
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != except)
+            .map(|(_, p)| p.top.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(i64::MIN)
     }
 }
 
@@ -158,10 +247,23 @@ impl std::fmt::Debug for ChunkGroup {
 
 impl ChunkGroup {
     /// A group with `cfg.n_chunks` chunks allocated up front (at least twice
-    /// `max_chunks` plus what the consumer holds); `cfg.max_chunks` is each
-    /// member's window (the reordering it tolerates), twice that the group's
-    /// (how far apart members may be), `cfg.max_heaps` each member's.
+    /// `max_chunks` plus what the consumer holds, and a member's `batch` more
+    /// for members to get chunks ahead); `cfg.max_chunks` is each member's
+    /// window (the reordering it tolerates), twice that the group's (how far
+    /// apart members may be), `cfg.max_heaps` each member's. Members get
+    /// `max_chunks` chunks per lock take ([`ChunkGroup::with_batch`]).
     pub fn new(cfg: ChunkConfig, eviction: Eviction) -> Result<ChunkGroup, GroupError> {
+        let batch = cfg.max_chunks;
+        ChunkGroup::with_batch(cfg, eviction, batch)
+    }
+
+    /// [`ChunkGroup::new`] with members getting up to `batch` chunks per take
+    /// of the group's lock (1: one chunk per take).
+    pub fn with_batch(
+        cfg: ChunkConfig,
+        eviction: Eviction,
+        batch: usize,
+    ) -> Result<ChunkGroup, GroupError> {
         let mut cfg = cfg;
         cfg.max_chunks = cfg.max_chunks.max(1);
         cfg.max_heaps = cfg.max_heaps.max(1);
@@ -178,6 +280,7 @@ impl ChunkGroup {
         Ok(ChunkGroup {
             inner: Arc::new(Inner {
                 window: 2 * cfg.max_chunks,
+                batch: batch.max(1),
                 stride,
                 eviction,
                 state: Mutex::new(State {
@@ -188,12 +291,13 @@ impl ChunkGroup {
                     free,
                     free_slots: Vec::new(),
                     writers: WriterSet::default(),
-                    progress: Vec::new(),
                     stats: GroupStats::default(),
                     finished: ChunkStats::default(),
                 }),
+                out: Mutex::new(Out::default()),
+                progress: (0..MAX_MEMBERS).map(|_| Progress::new()).collect(),
                 evict_before: AtomicI64::new(i64::MIN),
-                retiring: AtomicUsize::new(0),
+                pending: AtomicUsize::new(0),
                 members: AtomicUsize::new(0),
                 stops: AtomicUsize::new(0),
                 ending: AtomicUsize::new(0),
@@ -206,30 +310,34 @@ impl ChunkGroup {
     /// A new member placing heaps with `place`.
     pub fn member<P: Place>(&self, place: P) -> Result<Member<P>, GroupError> {
         let (writer, index) = {
-            let mut s = self.inner.lock();
+            let s = &mut *self.inner.lock();
             let w = s.writers.writer().ok_or(GroupError::Members)?;
-            s.progress.push(i64::MIN);
-            self.inner.members.fetch_add(1, Ordering::Relaxed);
-            (w, s.progress.len() - 1)
+            let index = self.inner.members.load(Ordering::Relaxed);
+            if index >= MAX_MEMBERS {
+                return Err(GroupError::Members);
+            }
+            let p = &self.inner.progress[index];
+            p.done.store(i64::MIN, Ordering::Release);
+            p.top.store(i64::MIN, Ordering::Release);
+            self.inner.members.store(index + 1, Ordering::Release);
+            (w, index)
         };
-        let mut ids = [0u64; MAX_PLACE_ITEMS];
-        let n_ids = place.item_ids().len().min(MAX_PLACE_ITEMS);
-        ids[..n_ids].copy_from_slice(&place.item_ids()[..n_ids]);
-        let max_heaps = self.inner.cfg.max_heaps;
+        let cfg = &self.inner.cfg;
+        let keep = cfg.max_chunks + self.inner.batch - 1;
         Ok(Member {
-            group: self.inner.clone(),
-            writer,
-            index,
-            place,
-            n_ids,
-            ids,
-            held: VecDeque::with_capacity(self.inner.cfg.max_chunks + 1),
-            live: Vec::with_capacity(max_heaps),
-            spare: (0..max_heaps).map(|_| Vec::with_capacity(64)).collect(),
-            age: 0,
-            floor: i64::MIN,
+            chunks: Held {
+                group: self.inner.clone(),
+                writer,
+                index,
+                held: VecDeque::with_capacity(keep + 1),
+                ahead: Vec::with_capacity(self.inner.batch),
+                keep,
+                top: i64::MIN,
+                floor: i64::MIN,
+                released: 0,
+            },
+            heaps: Heaps::new(place, cfg.max_heaps),
             finished: false,
-            stats: ChunkStats::default(),
         })
     }
 
@@ -243,6 +351,11 @@ impl ChunkGroup {
         self.inner.eviction
     }
 
+    /// Chunks a member gets per take of the group's lock.
+    pub fn batch(&self) -> usize {
+        self.inner.batch
+    }
+
     /// The window `head..tail` of live chunk ids.
     pub fn window(&self) -> (i64, i64) {
         let s = self.inner.lock();
@@ -251,7 +364,15 @@ impl ChunkGroup {
 
     /// The group's own counters.
     pub fn stats(&self) -> GroupStats {
-        self.inner.lock().stats.clone()
+        let (chunks, present, present_slots) = {
+            let o = relock(&self.inner.out);
+            (o.chunks, o.present, o.present_slots)
+        };
+        let mut st = self.inner.lock().stats.clone();
+        st.chunks = chunks;
+        st.present = present;
+        st.present_slots = present_slots;
+        st
     }
 
     /// Members that joined.
@@ -276,33 +397,51 @@ impl ChunkGroup {
     /// group's chunk counts: what one receiver fed every member's packets
     /// would count.
     pub fn totals(&self) -> ChunkStats {
-        let s = self.inner.lock();
-        let mut t = s.finished.clone();
-        t.chunks = s.stats.chunks;
-        t.present = s.stats.present;
-        t.present_slots = s.stats.present_slots;
+        let g = self.stats();
+        let mut t = self.inner.lock().finished.clone();
+        t.chunks = g.chunks;
+        t.present = g.present;
+        t.present_slots = g.present_slots;
         t
     }
 
-    /// The oldest retired chunk, once no member holds it. Without the lock
-    /// when none is retiring (one atomic load), so every member may call it
-    /// each burst.
+    /// The oldest retired chunk, once no member holds it. Without a lock when
+    /// none is retiring (one atomic load), so every member may call it each
+    /// burst. The group's lock is taken once per batch: every retired chunk
+    /// no member holds any more, in order, moves to the consumer's side at
+    /// once (and the slots of the chunks delivered since go back).
     pub fn poll_chunk(&self) -> Option<Chunk> {
-        if self.inner.retiring.load(Ordering::Acquire) == 0 {
+        if self.inner.pending.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut s = self.inner.lock();
-        let (chunk_id, shared) = s.retiring.pop_front()?;
-        let c = match Arc::try_unwrap(shared) {
-            Ok(c) => c,
-            Err(shared) => {
-                s.retiring.push_front((chunk_id, shared));
-                return None;
+        let mut o = relock(&self.inner.out);
+        if o.ready.is_empty() {
+            let s = &mut *self.inner.lock();
+            s.stats.consumer_takes += 1;
+            s.free_slots.append(&mut o.slots);
+            while let Some((chunk_id, shared, deliver)) = s.retiring.pop_front() {
+                match Arc::try_unwrap(shared) {
+                    // A chunk given ahead is delivered if a heap was claimed
+                    // in it after all (every member's stores are visible now).
+                    Ok(c) if deliver || c.claimed() => o.ready.push_back((chunk_id, c)),
+                    Ok(c) => {
+                        // Given ahead and never used: straight back.
+                        self.inner.pending.fetch_sub(1, Ordering::Release);
+                        let (data, _, slots) = c.into_parts_keep();
+                        s.free.push(data);
+                        s.free_slots.push(slots);
+                    }
+                    Err(shared) => {
+                        s.retiring.push_front((chunk_id, shared, deliver));
+                        break;
+                    }
+                }
             }
-        };
-        self.inner.retiring.fetch_sub(1, Ordering::Release);
-        drop(s);
-        // Away from the lock: the present map is read and the slots cleared
+        }
+        let (chunk_id, c) = o.ready.pop_front()?;
+        self.inner.pending.fetch_sub(1, Ordering::Release);
+        drop(o);
+        // Away from every lock: the present map is read and the slots cleared
         // for the next chunk.
         let (data, present, mut slots) = c.into_parts_keep();
         slots.clear();
@@ -311,12 +450,11 @@ impl ChunkGroup {
             data,
             present,
         };
-        let (present, slots_n) = (chunk.present_count() as u64, chunk.present.len() as u64);
-        let mut s = self.inner.lock();
-        s.free_slots.push(slots);
-        s.stats.chunks += 1;
-        s.stats.present += present;
-        s.stats.present_slots += slots_n;
+        let mut o = relock(&self.inner.out);
+        o.slots.push(slots);
+        o.chunks += 1;
+        o.present += chunk.present_count() as u64;
+        o.present_slots += chunk.present.len() as u64;
         Some(chunk)
     }
 
@@ -338,154 +476,166 @@ impl ChunkGroup {
 
 fn flush_group(inner: &Inner) {
     let mut s = inner.lock();
-    while s.head < s.tail {
-        retire_head(inner, &mut s);
-    }
+    retire_all(inner, &mut s, inner.top(usize::MAX));
     inner.evict_before.store(s.head, Ordering::Release);
 }
 
 fn retire_head(inner: &Inner, s: &mut State) {
+    retire_head_of(inner, s, i64::MAX);
+}
+
+/// Retires the head; a chunk past `top` (only given ahead) is not delivered.
+fn retire_head_of(inner: &Inner, s: &mut State, top: i64) {
     let id = s.head;
     if let Some(c) = s.window.pop_front() {
-        s.retiring.push_back((id, c));
-        inner.retiring.fetch_add(1, Ordering::Release);
+        s.retiring.push_back((id, c, id <= top));
+        inner.pending.fetch_add(1, Ordering::Release);
     }
     s.head += 1;
 }
 
-/// Gets chunk `chunk_id` for member `member`, which is done with every chunk
-/// below `done`, moving the group's window if needed.
-fn acquire(inner: &Inner, member: usize, done: i64, chunk_id: i64) -> Result<Shared, Push> {
-    let mut s = inner.lock();
-    if let Some(p) = s.progress.get_mut(member) {
-        *p = (*p).max(done);
+/// Retires the whole window (the end, or a jump far ahead): chunks past
+/// `top`, the newest any member placed a heap in, were only given ahead, and
+/// are not delivered unless a heap was claimed in them by then (a single
+/// receiver would not have made them).
+fn retire_all(inner: &Inner, s: &mut State, top: i64) {
+    while s.head < s.tail {
+        retire_head_of(inner, s, top);
     }
+}
+
+/// A new chunk at the window's tail, from the free list.
+fn grow(inner: &Inner, s: &mut State) -> bool {
+    let Some(data) = s.free.pop() else {
+        return false;
+    };
+    let slots = s
+        .free_slots
+        .pop()
+        .unwrap_or_else(|| Slots::new(inner.cfg.present_len));
+    let c = Arc::new(s.writers.chunk_on(data, slots, inner.stride));
+    s.window.push_back(c);
+    s.tail += 1;
+    true
+}
+
+/// Gets chunk `chunk_id` for member `member` (whose newest chunk before was
+/// `prev_top`), moving the group's window if needed, and appends to `ahead`
+/// up to `extra` chunks after it that the group has or can make without
+/// waiting, evicting or stalling (one lock take for all of them).
+fn acquire(
+    inner: &Inner,
+    member: usize,
+    prev_top: i64,
+    chunk_id: i64,
+    extra: usize,
+    ahead: &mut Vec<(i64, Shared)>,
+) -> Result<Shared, Push> {
+    let s = &mut *inner.lock();
+    s.stats.takes += 1;
     if chunk_id < s.head {
         return Err(Push::Discarded(ChunkDiscard::TooOld));
     }
     let max = inner.window as i64;
     let held_elsewhere = |c: &Shared| Arc::strong_count(c) > 1;
+    let lossless = inner.eviction == Eviction::Lossless;
     // Lossless: every member must be done with a chunk before it retires.
-    let all_done = s.progress.iter().copied().min().unwrap_or(i64::MAX);
+    let all_done = inner.all_done();
     if chunk_id >= s.tail && chunk_id - s.tail >= max {
         // So far ahead that the whole window is stale.
-        if inner.eviction == Eviction::Lossless
-            && (s.tail > all_done || s.window.iter().any(held_elsewhere))
-        {
+        if lossless && (s.tail > all_done || s.window.iter().any(held_elsewhere)) {
             s.stats.waits += 1;
             return Err(Push::Stall);
         }
         let evicted = s.window.iter().filter(|c| held_elsewhere(c)).count() as u64;
         s.stats.evicted_held += evicted;
-        while s.head < s.tail {
-            retire_head(inner, &mut s);
-        }
+        // Not counting this ask: the asking member's newest before it.
+        retire_all(inner, s, inner.top(member).max(prev_top));
         // Lossless: no further than every member is done.
-        let restart = match inner.eviction {
-            Eviction::Lossy => chunk_id - (max - 1),
-            Eviction::Lossless => (chunk_id - (max - 1)).min(all_done),
+        let restart = if lossless {
+            (chunk_id - (max - 1)).min(all_done)
+        } else {
+            chunk_id - (max - 1)
         };
         s.head = restart.max(s.head);
         s.tail = s.head;
         inner.evict_before.store(s.head, Ordering::Release);
     }
-    while chunk_id >= s.tail {
-        if s.tail - s.head == max {
-            let busy = s.window.front().is_some_and(held_elsewhere);
-            if inner.eviction == Eviction::Lossless && (busy || s.head >= all_done) {
-                s.stats.waits += 1;
-                return Err(Push::Stall);
-            }
-            s.stats.evicted_held += u64::from(busy);
-            retire_head(inner, &mut s);
-            inner.evict_before.store(s.head, Ordering::Release);
+    // The window spans `max` ids up to the newest asked for (chunks given
+    // ahead may sit beyond it).
+    while s.head <= chunk_id - max {
+        let busy = s.window.front().is_some_and(held_elsewhere);
+        if lossless && (busy || s.head >= all_done) {
+            s.stats.waits += 1;
+            return Err(Push::Stall);
         }
-        let Some(data) = s.free.pop() else {
+        s.stats.evicted_held += u64::from(busy);
+        retire_head(inner, s);
+        inner.evict_before.store(s.head, Ordering::Release);
+    }
+    while chunk_id >= s.tail {
+        if !grow(inner, s) {
             s.stats.stalls += 1;
             return Err(Push::Stall);
-        };
-        let slots = s
-            .free_slots
-            .pop()
-            .unwrap_or_else(|| Slots::new(inner.cfg.present_len));
-        let c = Arc::new(s.writers.chunk_on(data, slots, inner.stride));
-        s.window.push_back(c);
-        s.tail += 1;
+        }
     }
-    let at = (chunk_id - s.head) as usize;
-    s.window
-        .get(at)
-        .cloned()
-        .ok_or(Push::Discarded(ChunkDiscard::Rejected))
+    let c = s.window[(chunk_id - s.head) as usize].clone();
+    // Ahead: only what needs no waiting, eviction or stall.
+    for id in chunk_id + 1..=chunk_id + extra as i64 {
+        if id >= s.tail && !grow(inner, s) {
+            break;
+        }
+        ahead.push((id, s.window[(id - s.head) as usize].clone()));
+        s.stats.ahead += 1;
+    }
+    Ok(c)
 }
 
-#[derive(Debug)]
-enum HeapState {
-    Placing { chunk_id: i64, region: usize },
-    Discarding(ChunkDiscard),
-}
-
-#[derive(Debug)]
-struct LiveHeap {
-    sender: u32,
-    cnt: u64,
-    state: HeapState,
-    heap_length: u64,
-    received: u64,
-    offsets: Vec<u64>,
-    age: u64,
-}
-
-/// One member of a group: its share of the packets in, payloads into the
-/// group's chunks. Runs on one lcore.
-pub struct Member<P: Place> {
+/// A member's chunks: the ones it holds, in id order (its [`ChunkSource`]).
+struct Held {
     group: Arc<Inner>,
     writer: Writer,
     /// This member's index in the group's progress list.
     index: usize,
-    place: P,
-    n_ids: usize,
-    ids: [u64; MAX_PLACE_ITEMS],
-    /// Chunks this member holds, in id order.
     held: VecDeque<(i64, Shared)>,
-    live: Vec<LiveHeap>,
-    /// Offsets lists of finished heaps, for the next ones.
-    spare: Vec<Vec<u64>>,
-    age: u64,
+    /// Chunks the last lock take gave ahead (kept for its allocation).
+    ahead: Vec<(i64, Shared)>,
+    /// Chunks held at most: the member's window and those given ahead.
+    keep: usize,
+    /// The newest chunk id asked for a heap (the end of this member's window).
+    top: i64,
     /// Chunk ids below this are gone from the group's window.
     floor: i64,
-    /// [`Member::finish`] was called.
-    finished: bool,
-    stats: ChunkStats,
+    /// Chunks let go of so far ([`ChunkSource::epoch`]).
+    released: u64,
 }
 
-impl<P: Place> std::fmt::Debug for Member<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Member({}, {} held)", self.writer.id(), self.held.len())
-    }
-}
-
-impl<P: Place> Member<P> {
-    /// This member's counters (`chunks`, `present` and `present_slots` are the
-    /// group's: see [`ChunkGroup::stats`]).
-    pub fn stats(&self) -> &ChunkStats {
-        &self.stats
-    }
-
-    /// The placement (to change it between stretches of input).
-    pub fn place_mut(&mut self) -> &mut P {
-        &mut self.place
+impl Held {
+    fn release_front(&mut self) {
+        if self.held.pop_front().is_none() {
+            return;
+        }
+        self.released += 1;
+        if self.group.cfg.copy == crate::buf::copy::CopyMode::Stream {
+            // Streaming stores are weakly ordered: make them visible before the
+            // chunk can reach the consumer.
+            store_fence();
+        }
     }
 
-    /// Chunks this member holds.
-    pub fn held(&self) -> usize {
-        self.held.len()
+    /// Lets go of every chunk, done with every id (end of input).
+    fn release_all(&mut self) {
+        while !self.held.is_empty() {
+            self.release_front();
+        }
+        self.group.progress[self.index]
+            .done
+            .store(i64::MAX, Ordering::Release);
     }
 
-    /// Lets go of chunks the group's window has moved past (lossy eviction).
-    /// Call once per burst, and when idle.
+    /// Lets go of chunks the group's window has moved past (lossy).
     #[inline]
-    pub fn sync(&mut self) {
+    fn sync(&mut self) {
         let before = self.group.evict_before.load(Ordering::Acquire);
         if before > self.floor {
             self.floor = before;
@@ -494,16 +644,180 @@ impl<P: Place> Member<P> {
             }
         }
     }
+}
+
+impl ChunkSource for Held {
+    fn chunk(&mut self, chunk_id: i64, _stats: &mut ChunkStats) -> Result<usize, Push> {
+        if let Some(i) = self.find(chunk_id) {
+            if chunk_id <= self.top {
+                return Ok(i);
+            }
+            // Given ahead: the member's window moves without the lock.
+            self.advance(chunk_id);
+            return self
+                .find(chunk_id)
+                .ok_or(Push::Discarded(ChunkDiscard::TooOld));
+        }
+        if chunk_id < self.floor {
+            return Err(Push::Discarded(ChunkDiscard::TooOld));
+        }
+        let (prev_top, forward) = (self.top, chunk_id > self.top);
+        if forward {
+            self.advance(chunk_id);
+        }
+        let extra = if forward { self.group.batch - 1 } else { 0 };
+        let mut ahead = std::mem::take(&mut self.ahead);
+        let got = acquire(
+            &self.group,
+            self.index,
+            prev_top,
+            chunk_id,
+            extra,
+            &mut ahead,
+        );
+        let c = match got {
+            Ok(c) => c,
+            Err(e) => {
+                self.ahead = ahead;
+                return Err(e);
+            }
+        };
+        let at = self.held.partition_point(|h| h.0 < chunk_id);
+        self.held.insert(at, (chunk_id, c));
+        for (id, c) in ahead.drain(..) {
+            let at = self.held.partition_point(|h| h.0 < id);
+            if self.held.get(at).is_none_or(|h| h.0 != id) {
+                self.held.insert(at, (id, c));
+            }
+        }
+        self.ahead = ahead;
+        while self.held.len() > self.keep {
+            self.release_front();
+        }
+        self.find(chunk_id)
+            .ok_or(Push::Discarded(ChunkDiscard::TooOld))
+    }
+
+    #[inline]
+    fn find(&self, chunk_id: i64) -> Option<usize> {
+        // Newest first: packets mostly go to the newest chunks.
+        self.held.iter().rposition(|h| h.0 == chunk_id)
+    }
+
+    #[inline]
+    fn epoch(&self) -> u64 {
+        self.released
+    }
+
+    #[inline]
+    fn fits(&self, p: &Placement, heap_length: u64) -> bool {
+        let (cfg, stride) = (&self.group.cfg, self.group.stride);
+        p.heap_index < cfg.present_len
+            && p.heap_offset == p.heap_index * stride
+            && heap_length <= stride as u64
+    }
+
+    #[inline]
+    fn claim(&mut self, h: usize, heap_index: usize, _single: bool) -> Result<(), ChunkDiscard> {
+        let chunk = &self.held[h].1;
+        match chunk.claim(&self.writer, heap_index) {
+            Claim::Claimed => Ok(()),
+            // This member's own heap again after it gave up on it (evicted
+            // incomplete): placed again, as a single receiver would, unless
+            // it is complete already.
+            Claim::Mine if !chunk.is_present(heap_index) => Ok(()),
+            // Placed already, here or by another member.
+            Claim::Mine | Claim::Taken => Err(ChunkDiscard::Duplicate),
+            Claim::Invalid => Err(ChunkDiscard::OutOfBounds),
+        }
+    }
+
+    #[inline]
+    fn write(&mut self, h: usize, piece: &Piece<'_>) {
+        let chunk = &self.held[h].1;
+        chunk.write(
+            &self.writer,
+            piece.heap_index,
+            piece.offset,
+            piece.payload,
+            self.group.cfg.copy,
+        );
+        if piece.complete {
+            chunk.set_present(&self.writer, piece.heap_index);
+        }
+    }
+}
+
+impl Held {
+    /// `chunk_id` is the newest chunk asked for: this member's window ends
+    /// there. It lets go of what falls out of it and says so to the group
+    /// (one store: lossless eviction never waits on what it let go of).
+    fn advance(&mut self, chunk_id: i64) {
+        self.top = chunk_id;
+        let max = self.group.cfg.max_chunks as i64;
+        while self.held.front().is_some_and(|h| h.0 <= chunk_id - max) {
+            self.release_front();
+        }
+        let p = &self.group.progress[self.index];
+        p.top.store(chunk_id, Ordering::Release);
+        p.done.fetch_max(chunk_id - max + 1, Ordering::AcqRel);
+    }
+}
+
+/// One member of a group: its share of the packets in, payloads into the
+/// group's chunks. Runs on one lcore.
+pub struct Member<P: Place> {
+    chunks: Held,
+    heaps: Heaps<P>,
+    /// [`Member::finish`] was called.
+    finished: bool,
+}
+
+impl<P: Place> std::fmt::Debug for Member<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Member({}, {} held)",
+            self.chunks.writer.id(),
+            self.chunks.held.len()
+        )
+    }
+}
+
+impl<P: Place> Member<P> {
+    /// This member's counters (`chunks`, `present` and `present_slots` are the
+    /// group's: see [`ChunkGroup::stats`]).
+    pub fn stats(&self) -> &ChunkStats {
+        self.heaps.stats()
+    }
+
+    /// The placement (to change it between stretches of input).
+    pub fn place_mut(&mut self) -> &mut P {
+        self.heaps.place_mut()
+    }
+
+    /// Chunks this member holds.
+    pub fn held(&self) -> usize {
+        self.chunks.held.len()
+    }
+
+    /// Lets go of chunks the group's window has moved past (lossy eviction).
+    /// Call once per burst, and when idle.
+    #[inline]
+    pub fn sync(&mut self) {
+        self.chunks.sync();
+        self.heaps.prune(&self.chunks);
+    }
 
     /// This member's index in its group (0 for the first to join).
     pub fn index(&self) -> usize {
-        self.index
+        self.chunks.index
     }
 
     /// The group this member belongs to.
     pub fn group(&self) -> ChunkGroup {
         ChunkGroup {
-            inner: self.group.clone(),
+            inner: self.chunks.group.clone(),
         }
     }
 
@@ -518,167 +832,44 @@ impl<P: Place> Member<P> {
         }
         self.finished = true;
         self.flush();
-        self.stats.stopped = self.group().stopped();
+        self.heaps.stats_mut().stopped = self.group().stopped();
+        let group = self.chunks.group.clone();
         {
-            let mut s = self.group.lock();
-            let t = sum_stats([&s.finished, &self.stats]);
+            let mut s = group.lock();
+            let t = sum_stats([&s.finished, self.heaps.stats()]);
             s.finished = t;
         }
         // The last to finish flushes the window before it counts itself
         // finished, so a consumer that sees every member finished finds the
         // whole window retired.
-        let ending = self.group.ending.fetch_add(1, Ordering::AcqRel) + 1;
-        let last = ending >= self.group.members.load(Ordering::Relaxed);
+        let ending = group.ending.fetch_add(1, Ordering::AcqRel) + 1;
+        let last = ending >= group.members.load(Ordering::Relaxed);
         if last {
-            flush_group(&self.group);
+            flush_group(&group);
         }
-        self.group.ended.fetch_add(1, Ordering::AcqRel);
+        group.ended.fetch_add(1, Ordering::AcqRel);
         last
     }
 
-    /// Lets go of every chunk (at the end of this member's input); its
-    /// incomplete heaps are counted as flushed.
+    /// Lets go of every chunk, those given ahead too (at the end of this
+    /// member's input); its incomplete heaps are counted as flushed.
     pub fn flush(&mut self) {
-        while !self.held.is_empty() {
-            self.release_front();
-        }
-        if let Some(p) = self.group.lock().progress.get_mut(self.index) {
-            *p = i64::MAX;
-        }
-        for l in self.live.drain(..) {
-            if matches!(l.state, HeapState::Placing { .. }) {
-                self.stats.heaps_incomplete_flushed += 1;
-                self.stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
-            }
-        }
-    }
-
-    fn release_front(&mut self) {
-        let Some((chunk_id, _c)) = self.held.pop_front() else {
-            return;
-        };
-        if self.group.cfg.copy == crate::buf::copy::CopyMode::Stream {
-            // Streaming stores are weakly ordered: make them visible before the
-            // chunk can reach the consumer.
-            store_fence();
-        }
-        let stats = &mut self.stats;
-        self.live.retain(|l| match l.state {
-            HeapState::Placing { chunk_id: c, .. } if c == chunk_id => {
-                stats.heaps_incomplete_flushed += 1;
-                stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
-                false
-            }
-            _ => true,
-        });
-    }
-
-    fn discard(&mut self, why: ChunkDiscard) -> Push {
-        self.stats.discarded(why)
-    }
-
-    fn discard_heap(
-        &mut self,
-        single: bool,
-        sender: u32,
-        cnt: u64,
-        heap_length: u64,
-        why: ChunkDiscard,
-    ) -> Push {
-        self.stats.heap_discarded(why);
-        if !single {
-            // Remember the heap so its other packets are counted, not placed.
-            self.new_live(sender, cnt, heap_length, HeapState::Discarding(why));
-        }
-        self.discard(why)
-    }
-
-    fn new_live(&mut self, sender: u32, cnt: u64, heap_length: u64, state: HeapState) -> usize {
-        if self.live.len() == self.group.cfg.max_heaps {
-            let oldest = (0..self.live.len())
-                .min_by_key(|&i| self.live[i].age)
-                .unwrap_or(0);
-            let l = &self.live[oldest];
-            if matches!(l.state, HeapState::Placing { .. }) {
-                self.stats.heaps_incomplete_evicted += 1;
-                self.stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
-            }
-            self.remove_live(oldest);
-        }
-        self.age += 1;
-        // Offsets lists are reused: no allocation per heap.
-        let mut offsets = self.spare.pop().unwrap_or_default();
-        offsets.clear();
-        self.live.push(LiveHeap {
-            sender,
-            cnt,
-            state,
-            heap_length,
-            received: 0,
-            offsets,
-            age: self.age,
-        });
-        self.live.len() - 1
-    }
-
-    /// Removes live heap `i`, keeping its offsets list for the next heap.
-    fn remove_live(&mut self, i: usize) {
-        let l = self.live.swap_remove(i);
-        self.spare.push(l.offsets);
-    }
-
-    /// The held chunk `chunk_id`, asking the group for it if needed.
-    #[inline]
-    fn chunk(&mut self, chunk_id: i64) -> Result<usize, Push> {
-        // Newest first: packets mostly go to the newest chunk.
-        if let Some(i) = self.held.iter().rposition(|h| h.0 == chunk_id) {
-            return Ok(i);
-        }
-        if chunk_id < self.floor {
-            return Err(Push::Discarded(ChunkDiscard::TooOld));
-        }
-        let max = self.group.cfg.max_chunks as i64;
-        // This member's window ends at its newest chunk: it is done with
-        // everything `max` and more below that.
-        let done = self.held.back().map_or(chunk_id, |h| h.0.max(chunk_id)) - max + 1;
-        if self.held.back().is_some_and(|h| chunk_id > h.0) {
-            // Newer than anything held: first let go of what falls out of
-            // this member's window (so lossless eviction never waits on us).
-            while self.held.front().is_some_and(|h| h.0 <= chunk_id - max) {
-                self.release_front();
-            }
-        }
-        let c = acquire(&self.group, self.index, done, chunk_id)?;
-        let at = self.held.partition_point(|h| h.0 < chunk_id);
-        self.held.insert(at, (chunk_id, c));
-        while self.held.len() > self.group.cfg.max_chunks {
-            self.release_front();
-        }
-        self.held
-            .iter()
-            .rposition(|h| h.0 == chunk_id)
-            .ok_or(Push::Discarded(ChunkDiscard::TooOld))
+        self.chunks.release_all();
+        self.heaps.flush();
     }
 
     /// Offers one packet from `sender`.
     pub fn push(&mut self, sender: u32, data: &[u8]) -> Push {
-        self.stats.packets += 1;
-        let mut stop = false;
-        let mut vals = [None; MAX_PLACE_ITEMS];
-        let ids = &self.ids[..self.n_ids];
-        let h = match decode_visit(data, |item, v| {
-            stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
-            for (k, &want) in ids.iter().enumerate() {
-                if want == item {
-                    vals[k] = Some(v);
-                }
-            }
-        }) {
-            Ok(h) => h,
-            Err(_) => return self.discard(ChunkDiscard::Malformed),
+        self.heaps.stats_mut().packets += 1;
+        if let Some((r, _)) = self.heaps.predicted(&mut self.chunks, sender, data) {
+            return r;
+        }
+        let (h, stop) = match self.heaps.decode(data) {
+            Ok(x) => x,
+            Err(r) => return r,
         };
         if self.finished {
-            return self.discard(ChunkDiscard::AfterStop);
+            return self.heaps.discard(ChunkDiscard::AfterStop);
         }
         if stop {
             // One member's stream ended: it lets go of its chunks (so a
@@ -686,141 +877,10 @@ impl<P: Place> Member<P> {
             // (on SO_REUSEPORT sockets another sender's may still come); the
             // group ends once it has seen a stop per member.
             self.flush();
-            self.group.stops.fetch_add(1, Ordering::AcqRel);
+            self.chunks.group.stops.fetch_add(1, Ordering::AcqRel);
             return Push::Stopped;
         }
-        let Some(heap_length) = h.heap_length else {
-            return self.discard(ChunkDiscard::Unsized);
-        };
-        let start = h.payload_start();
-        let payload = &data[start..start + h.payload_length as usize];
-        let single = h.payload_offset == 0 && h.payload_length == heap_length;
-        if !single {
-            if let Some(i) = self
-                .live
-                .iter()
-                .position(|l| l.cnt == h.heap_cnt && l.sender == sender)
-            {
-                return self.add_to_live(i, h.payload_offset, heap_length, payload);
-            }
-        }
-        let input = PlaceInput {
-            sender,
-            heap_cnt: h.heap_cnt,
-            heap_length,
-            items: &vals[..self.n_ids],
-            packet: data,
-        };
-        let stride = self.group.stride;
-        let placement = match self.place.place(&input) {
-            Some(p) if p.chunk_id >= 0 => p,
-            _ => {
-                return self.discard_heap(
-                    single,
-                    sender,
-                    h.heap_cnt,
-                    heap_length,
-                    ChunkDiscard::Rejected,
-                )
-            }
-        };
-        if placement.heap_index >= self.group.cfg.present_len
-            || placement.heap_offset != placement.heap_index * stride
-            || heap_length > stride as u64
-        {
-            return self.discard_heap(
-                single,
-                sender,
-                h.heap_cnt,
-                heap_length,
-                ChunkDiscard::OutOfBounds,
-            );
-        }
-        let slot = match self.chunk(placement.chunk_id) {
-            Ok(s) => s,
-            Err(Push::Stall) => {
-                self.stats.packets -= 1;
-                self.stats.stalls += 1;
-                return Push::Stall;
-            }
-            Err(_) => {
-                return self.discard_heap(
-                    single,
-                    sender,
-                    h.heap_cnt,
-                    heap_length,
-                    ChunkDiscard::TooOld,
-                )
-            }
-        };
-        let region = placement.heap_index;
-        let chunk = &self.held[slot].1;
-        match chunk.claim(&self.writer, region) {
-            Claim::Claimed => {}
-            // This member's own heap again after it gave up on it (evicted
-            // incomplete): placed again, as a single receiver would, unless
-            // it is complete already.
-            Claim::Mine if !chunk.is_present(region) => {}
-            // Placed already, here or by another member.
-            Claim::Mine | Claim::Taken => return self.discard(ChunkDiscard::Duplicate),
-            Claim::Invalid => return self.discard(ChunkDiscard::OutOfBounds),
-        }
-        if single {
-            chunk.write(&self.writer, region, 0, payload, self.group.cfg.copy);
-            chunk.set_present(&self.writer, region);
-            self.stats.packets_accepted += 1;
-            self.stats.heaps_complete += 1;
-            self.stats.heaps_single_packet += 1;
-            self.stats.bytes += payload.len() as u64;
-            return Push::Accepted;
-        }
-        let i = self.new_live(
-            sender,
-            h.heap_cnt,
-            heap_length,
-            HeapState::Placing {
-                chunk_id: placement.chunk_id,
-                region,
-            },
-        );
-        self.add_to_live(i, h.payload_offset, heap_length, payload)
-    }
-
-    fn add_to_live(&mut self, i: usize, offset: u64, heap_length: u64, payload: &[u8]) -> Push {
-        let l = &mut self.live[i];
-        let (chunk_id, region) = match l.state {
-            HeapState::Discarding(why) => return self.discard(why),
-            HeapState::Placing { chunk_id, region } => (chunk_id, region),
-        };
-        if l.heap_length != heap_length {
-            return self.discard(ChunkDiscard::Inconsistent);
-        }
-        if !insert_offset(&mut l.offsets, offset) {
-            return self.discard(ChunkDiscard::Duplicate);
-        }
-        l.received += payload.len() as u64;
-        let complete = l.received == l.heap_length;
-        // Releasing a chunk removes its live heaps: the chunk is held.
-        let Some((_, chunk)) = self.held.iter().rev().find(|h| h.0 == chunk_id) else {
-            return self.discard(ChunkDiscard::Rejected);
-        };
-        chunk.write(
-            &self.writer,
-            region,
-            offset as usize,
-            payload,
-            self.group.cfg.copy,
-        );
-        if complete {
-            chunk.set_present(&self.writer, region);
-        }
-        self.stats.packets_accepted += 1;
-        self.stats.bytes += payload.len() as u64;
-        if complete {
-            self.stats.heaps_complete += 1;
-            self.remove_live(i);
-        }
-        Push::Accepted
+        self.heaps.place_packet(&mut self.chunks, sender, data, &h)
     }
 }
 
@@ -859,9 +919,9 @@ pub fn sum_stats<'a>(members: impl IntoIterator<Item = &'a ChunkStats>) -> Chunk
 mod test {
     use super::*;
     use crate::buf::copy::CopyMode;
-    use crate::spead::chunk::{ChunkStream, KatgpucbfPlace, Placement};
+    use crate::spead::chunk::{ChunkStream, KatgpucbfPlace, PlaceInput, Placement};
     use crate::spead::fsim::{Fsim, FsimConfig, FENG_ID_ID};
-    use crate::spead::wire::{emit_packet, Flavour};
+    use crate::spead::wire::{ctrl, decode_visit, emit_packet, id, Flavour};
 
     fn small_fsim(n_ants: usize) -> FsimConfig {
         FsimConfig {
@@ -1028,8 +1088,9 @@ mod test {
         }
     }
 
-    fn simple_group(eviction: Eviction) -> ChunkGroup {
-        ChunkGroup::new(
+    /// Members get `batch` chunks per take of the group's lock.
+    fn simple_group_batch(eviction: Eviction, batch: usize) -> ChunkGroup {
+        ChunkGroup::with_batch(
             ChunkConfig {
                 max_chunks: 2,
                 n_chunks: 8,
@@ -1040,8 +1101,14 @@ mod test {
                 copy: CopyMode::Plain,
             },
             eviction,
+            batch,
         )
         .unwrap()
+    }
+
+    /// One chunk per lock take (the eviction tests' exact windows).
+    fn simple_group(eviction: Eviction) -> ChunkGroup {
+        simple_group_batch(eviction, 1)
     }
 
     fn pkt(n: u64) -> Vec<u8> {
@@ -1207,5 +1274,83 @@ mod test {
         let stride = group.inner.stride;
         assert_eq!(normalise(got, stride), normalise(want, stride));
         assert_eq!(sum_stats(&stats).packets_accepted, packets.len() as u64);
+        // Heaps of several packets: members take the single receiver's
+        // header-prediction fast path too.
+        assert!(sum_stats(&stats).packets_predicted > 0);
+    }
+
+    #[test]
+    fn a_member_takes_the_lock_once_per_batch() {
+        for (batch, takes) in [(1, 6), (2, 3), (3, 2)] {
+            let g = simple_group_batch(Eviction::Lossless, batch);
+            let mut a = g.member(simple()).unwrap();
+            for chunk in 0..6 {
+                assert_eq!(a.push(0, &pkt(chunk * 4)), Push::Accepted);
+                while let Some(c) = g.poll_chunk() {
+                    g.add_free_chunk(c);
+                }
+            }
+            let st = g.stats();
+            assert_eq!((st.takes, st.ahead), (takes, 6 - takes), "batch {batch}");
+            assert_eq!(st.waits + st.stalls, 0);
+        }
+    }
+
+    #[test]
+    fn a_member_moving_inside_its_batch_lets_a_lossless_group_move_on() {
+        // Members keep 2 chunks and get 3 per lock take.
+        let g = simple_group_batch(Eviction::Lossless, 3);
+        let (mut a, mut b) = (g.member(simple()).unwrap(), g.member(simple()).unwrap());
+        assert_eq!(b.push(0, &pkt(1)), Push::Accepted);
+        assert_eq!(b.held(), 3, "chunk 0 and two ahead");
+        for n in [0, 4, 8, 12, 16, 20] {
+            assert_eq!(a.push(0, &pkt(n)), Push::Accepted);
+        }
+        // Chunk 6 would leave the group's window (4 chunks behind it) past
+        // chunk 0, which b still holds: a waits.
+        assert_eq!(a.push(0, &pkt(24)), Push::Stall);
+        assert!(g.poll_chunk().is_none());
+        // b moves to chunk 2, which it was given ahead: no lock take, and its
+        // window (2 chunks) lets go of chunk 0, which it says with a store.
+        let takes = g.stats().takes;
+        assert_eq!(b.push(0, &pkt(9)), Push::Accepted);
+        assert_eq!(g.stats().takes, takes);
+        // So the group moves past chunk 0 (and delivers it), and waits at
+        // chunk 1, which b still holds.
+        assert_eq!(a.push(0, &pkt(24)), Push::Stall);
+        let c = g.poll_chunk().unwrap();
+        assert_eq!((c.chunk_id, &c.present[..]), (0, &[1, 1, 0, 0][..]));
+        g.add_free_chunk(c);
+        // b moves on to chunk 4 (a lock take), letting go of chunks 1 and 2.
+        assert_eq!(b.push(0, &pkt(17)), Push::Accepted);
+        assert_eq!(a.push(0, &pkt(24)), Push::Accepted);
+        assert_eq!(g.poll_chunk().unwrap().chunk_id, 1);
+        assert_eq!(g.stats().evicted_held, 0);
+    }
+
+    #[test]
+    fn a_stop_heap_releases_the_chunks_given_ahead() {
+        let g = simple_group_batch(Eviction::Lossless, 2);
+        let (mut a, mut b) = (g.member(simple()).unwrap(), g.member(simple()).unwrap());
+        assert_eq!(b.push(0, &pkt(1)), Push::Accepted);
+        assert_eq!(b.held(), 2);
+        for n in [0, 4, 8, 12] {
+            assert_eq!(a.push(0, &pkt(n)), Push::Accepted);
+        }
+        assert_eq!(a.push(0, &pkt(16)), Push::Stall);
+        let f = Flavour::SPEAD_64_48;
+        let mut buf = [0u8; 100];
+        let stop = f.immediate(id::STREAM_CTRL, ctrl::STOP).unwrap();
+        let n = emit_packet(&mut buf, f, 50, Some(0), 0, &[stop], &[]).unwrap();
+        assert_eq!(b.push(0, &buf[..n]), Push::Stopped);
+        assert_eq!(b.held(), 0);
+        // b is done with every chunk: the group no longer waits for it.
+        for n in [16, 20, 24, 28, 32] {
+            assert_eq!(a.push(0, &pkt(n)), Push::Accepted);
+            while let Some(c) = g.poll_chunk() {
+                g.add_free_chunk(c);
+            }
+        }
+        assert_eq!(g.stats().evicted_held, 0);
     }
 }

@@ -23,13 +23,12 @@
 //! incomplete is counted as flushed. Every discarded packet and heap is counted by
 //! cause in [`ChunkStats`].
 
-use std::collections::VecDeque;
+use crate::buf::copy::CopyMode;
 
-use crate::buf::copy::{copy, CopyMode};
-
-use super::wire::{self, ctrl, decode_visit, id};
+use super::wire;
 
 mod buf;
+mod heaps;
 mod place;
 mod predict;
 #[cfg(test)]
@@ -37,8 +36,9 @@ mod test;
 mod window;
 
 pub use buf::{Chunk, ChunkBuf};
+pub(crate) use heaps::{ChunkSource, Heaps, Piece};
 pub use place::{KatgpucbfPlace, Place, PlaceInput, Placement, MAX_PLACE_ITEMS};
-use predict::Predict;
+use window::Window;
 
 /// Chunk stream parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,27 +190,6 @@ impl ChunkStats {
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HeapState {
-    Placing {
-        chunk_id: i64,
-        heap_index: usize,
-        heap_offset: usize,
-    },
-    Discarding(ChunkDiscard),
-}
-
-#[derive(Debug, Clone)]
-struct LiveHeap {
-    sender: u32,
-    cnt: u64,
-    state: HeapState,
-    heap_length: u64,
-    received: u64,
-    offsets: Vec<u64>,
-    age: u64,
-}
-
 /// Adds a packet's payload offset to its heap's sorted list; false when it is
 /// there already (a duplicate). In-order packets append.
 #[inline]
@@ -234,23 +213,10 @@ pub(crate) fn insert_offset(offsets: &mut Vec<u64>, offset: u64) -> bool {
 /// with [`ChunkStream::add_free_chunk`]; [`ChunkStream::flush`] at the end.
 #[derive(Debug)]
 pub struct ChunkStream<P: Place> {
-    cfg: ChunkConfig,
-    place: P,
-    n_ids: usize,
-    ids: [u64; MAX_PLACE_ITEMS],
-    window: Vec<Option<Chunk>>,
-    head: i64,
-    tail: i64,
-    head_pos: usize,
-    tail_pos: usize,
-    free: Vec<Chunk>,
-    ready: VecDeque<Chunk>,
-    live: Vec<LiveHeap>,
-    n_live: usize,
-    age: u64,
-    stats: ChunkStats,
-    last_error: Option<wire::Error>,
-    predict: Predict,
+    /// Placement, live heaps, prediction and counters (shared with group members).
+    heaps: Heaps<P>,
+    /// The window of live chunks: this receiver's [`ChunkSource`].
+    win: Window,
 }
 
 impl<P: Place> ChunkStream<P> {
@@ -259,114 +225,45 @@ impl<P: Place> ChunkStream<P> {
         let mut cfg = cfg;
         cfg.max_chunks = cfg.max_chunks.max(1);
         cfg.max_heaps = cfg.max_heaps.max(1);
-        let mut ids = [0u64; MAX_PLACE_ITEMS];
-        let n_ids = place.item_ids().len().min(MAX_PLACE_ITEMS);
-        ids[..n_ids].copy_from_slice(&place.item_ids()[..n_ids]);
-        let free = (0..cfg.n_chunks)
-            .map(|_| Chunk::new(cfg.chunk_bytes, cfg.present_len))
-            .collect();
-        let live = (0..cfg.max_heaps)
-            .map(|_| LiveHeap {
-                sender: 0,
-                cnt: 0,
-                state: HeapState::Discarding(ChunkDiscard::Rejected),
-                heap_length: 0,
-                received: 0,
-                offsets: Vec::with_capacity(64),
-                age: 0,
-            })
-            .collect();
         ChunkStream {
-            window: vec![None; cfg.max_chunks],
-            cfg,
-            place,
-            n_ids,
-            ids,
-            head: 0,
-            tail: 0,
-            head_pos: 0,
-            tail_pos: 0,
-            free,
-            ready: VecDeque::new(),
-            live,
-            n_live: 0,
-            age: 0,
-            stats: ChunkStats::default(),
-            last_error: None,
-            predict: Predict::NONE,
+            heaps: Heaps::new(place, cfg.max_heaps),
+            win: Window::new(cfg),
         }
     }
 
     /// Why the last malformed packet did not decode.
     pub fn last_error(&self) -> Option<wire::Error> {
-        self.last_error
+        self.heaps.last_error
     }
 
     /// The counters.
     pub fn stats(&self) -> &ChunkStats {
-        &self.stats
+        self.heaps.stats()
     }
 
     /// The placement.
     pub fn place(&self) -> &P {
-        &self.place
+        self.heaps.place()
     }
 
     /// The configuration.
     pub fn config(&self) -> &ChunkConfig {
-        &self.cfg
+        &self.win.cfg
     }
 
     /// The window `head..tail` of live chunk ids.
     pub fn window(&self) -> (i64, i64) {
-        (self.head, self.tail)
+        (self.win.head, self.win.tail)
     }
 
     /// Chunks in the free ring.
     pub fn free_chunks(&self) -> usize {
-        self.free.len()
+        self.win.free.len()
     }
 
     /// Live multi-packet heaps.
     pub fn live_heaps(&self) -> usize {
-        self.n_live
-    }
-
-    fn remove_live(&mut self, i: usize) {
-        // Indices move: forget the prediction (set again by the next heap's packet).
-        self.predict.valid = false;
-        self.n_live -= 1;
-        self.live.swap(i, self.n_live);
-    }
-
-    fn new_live(&mut self, sender: u32, cnt: u64, heap_length: u64, state: HeapState) -> usize {
-        if self.n_live == self.live.len() {
-            let oldest = (0..self.n_live)
-                .min_by_key(|&i| self.live[i].age)
-                .unwrap_or(0);
-            let l = &self.live[oldest];
-            if matches!(l.state, HeapState::Placing { .. }) {
-                self.stats.heaps_incomplete_evicted += 1;
-                self.stats.packets_in_incomplete_heaps += l.offsets.len() as u64;
-            }
-            self.remove_live(oldest);
-        }
-        let i = self.n_live;
-        self.n_live += 1;
-        self.age += 1;
-        let l = &mut self.live[i];
-        l.sender = sender;
-        l.cnt = cnt;
-        l.state = state;
-        l.heap_length = heap_length;
-        l.received = 0;
-        l.offsets.clear();
-        l.age = self.age;
-        i
-    }
-
-    fn discard(&mut self, why: ChunkDiscard) -> Push {
-        self.stats.discarded(why)
+        self.heaps.n_live
     }
 
     /// Offers one packet from `sender`.
@@ -377,229 +274,27 @@ impl<P: Place> ChunkStream<P> {
     /// [`ChunkStream::push`] for a packet at the start of `data` (trailing bytes
     /// are ignored); also returns the packet's length (0 if it did not decode).
     pub fn push_len(&mut self, sender: u32, data: &[u8]) -> (Push, usize) {
-        self.stats.packets += 1;
-        if let Some(r) = self.predicted(sender, data) {
+        self.heaps.stats.packets += 1;
+        if let Some(r) = self.heaps.predicted(&mut self.win, sender, data) {
             return r;
         }
-        let mut stop = false;
-        let h = match decode_visit(data, |item, v| {
-            stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
-        }) {
-            Ok(h) => h,
-            Err(e) => {
-                self.last_error = Some(e);
-                return (self.discard(ChunkDiscard::Malformed), 0);
-            }
+        let (h, stop) = match self.heaps.decode(data) {
+            Ok(x) => x,
+            Err(r) => return (r, 0),
         };
         let len = h.packet_len();
-        if self.stats.stopped {
-            return (self.discard(ChunkDiscard::AfterStop), len);
+        if self.heaps.stats.stopped {
+            return (self.heaps.discard(ChunkDiscard::AfterStop), len);
         }
         if stop {
-            self.stats.stopped = true;
+            self.heaps.stats.stopped = true;
             self.flush();
             return (Push::Stopped, len);
         }
-        (self.place_packet(sender, data, &h), len)
-    }
-
-    /// Immediate values of the placement's items in a decoded packet.
-    #[inline]
-    fn item_values(&self, data: &[u8], h: &wire::Header) -> [Option<u64>; MAX_PLACE_ITEMS] {
-        let mut vals = [None; MAX_PLACE_ITEMS];
-        let f = h.flavour;
-        let ids = &self.ids[..self.n_ids];
-        for w in data[wire::WORD..h.payload_start()].chunks_exact(wire::WORD) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(w);
-            let p = wire::ItemPointer(u64::from_be_bytes(b));
-            if p.is_immediate() {
-                let item = p.id(f);
-                for (k, &want) in ids.iter().enumerate() {
-                    if want == item {
-                        vals[k] = Some(p.value(f));
-                    }
-                }
-            }
-        }
-        vals
-    }
-
-    #[inline]
-    fn place_packet(&mut self, sender: u32, data: &[u8], h: &wire::Header) -> Push {
-        let Some(heap_length) = h.heap_length else {
-            return self.discard(ChunkDiscard::Unsized);
-        };
-        let start = h.payload_start();
-        let payload = &data[start..start + h.payload_length as usize];
-
-        // A heap already live?
-        if h.payload_length != heap_length {
-            if let Some(i) = (0..self.n_live)
-                .find(|&i| self.live[i].cnt == h.heap_cnt && self.live[i].sender == sender)
-            {
-                self.learn(i, sender, data, h);
-                return self.add_to_live(i, h.payload_offset, heap_length, payload);
-            }
-        }
-
-        let vals = self.item_values(data, h);
-        let input = PlaceInput {
-            sender,
-            heap_cnt: h.heap_cnt,
-            heap_length,
-            items: &vals[..self.n_ids],
-            packet: data,
-        };
-        let single = h.payload_offset == 0 && h.payload_length == heap_length;
-        let placement = match self.place.place(&input) {
-            Some(p) if p.chunk_id >= 0 => p,
-            _ => {
-                return self.discard_heap(
-                    single,
-                    sender,
-                    h.heap_cnt,
-                    heap_length,
-                    ChunkDiscard::Rejected,
-                )
-            }
-        };
-        let slot = match self.chunk_slot(placement.chunk_id) {
-            Ok(s) => s,
-            Err(Push::Stall) => {
-                self.stats.packets -= 1;
-                self.stats.stalls += 1;
-                return Push::Stall;
-            }
-            Err(_) => {
-                return self.discard_heap(
-                    single,
-                    sender,
-                    h.heap_cnt,
-                    heap_length,
-                    ChunkDiscard::TooOld,
-                )
-            }
-        };
-        let last_present = match self.cfg.packet_presence {
-            Some(ps) => placement.heap_index + (heap_length.max(1) as usize - 1) / ps.max(1),
-            None => placement.heap_index,
-        };
-        if placement
-            .heap_offset
-            .checked_add(heap_length as usize)
-            .is_none_or(|end| end > self.cfg.chunk_bytes)
-            || last_present >= self.cfg.present_len
-        {
-            return self.discard_heap(
-                single,
-                sender,
-                h.heap_cnt,
-                heap_length,
-                ChunkDiscard::OutOfBounds,
-            );
-        }
-        if single {
-            // Fast path: no per-heap state.
-            let Some(chunk) = self.window[slot].as_mut() else {
-                return self.discard(ChunkDiscard::Rejected);
-            };
-            if chunk.present[placement.heap_index] != 0 {
-                return self.discard(ChunkDiscard::Duplicate);
-            }
-            copy(
-                self.cfg.copy,
-                &mut chunk.data[placement.heap_offset..placement.heap_offset + payload.len()],
-                payload,
-            );
-            chunk.present[placement.heap_index] = 1;
-            self.stats.packets_accepted += 1;
-            self.stats.heaps_complete += 1;
-            self.stats.heaps_single_packet += 1;
-            self.stats.bytes += payload.len() as u64;
-            return Push::Accepted;
-        }
-        let i = self.new_live(
-            sender,
-            h.heap_cnt,
-            heap_length,
-            HeapState::Placing {
-                chunk_id: placement.chunk_id,
-                heap_index: placement.heap_index,
-                heap_offset: placement.heap_offset,
-            },
-        );
-        self.learn(i, sender, data, h);
-        self.add_to_live(i, h.payload_offset, heap_length, payload)
-    }
-
-    fn discard_heap(
-        &mut self,
-        single: bool,
-        sender: u32,
-        cnt: u64,
-        heap_length: u64,
-        why: ChunkDiscard,
-    ) -> Push {
-        self.stats.heap_discarded(why);
-        if !single {
-            // Remember the heap so its other packets are counted, not re-placed.
-            self.new_live(sender, cnt, heap_length, HeapState::Discarding(why));
-        }
-        self.discard(why)
-    }
-
-    #[inline]
-    fn add_to_live(&mut self, i: usize, offset: u64, heap_length: u64, payload: &[u8]) -> Push {
-        let l = &mut self.live[i];
-        let (chunk_id, heap_index, heap_offset) = match l.state {
-            HeapState::Discarding(why) => return self.discard(why),
-            HeapState::Placing {
-                chunk_id,
-                heap_index,
-                heap_offset,
-            } => (chunk_id, heap_index, heap_offset),
-        };
-        if l.heap_length != heap_length {
-            return self.discard(ChunkDiscard::Inconsistent);
-        }
-        if !insert_offset(&mut l.offsets, offset) {
-            return self.discard(ChunkDiscard::Duplicate);
-        }
-        l.received += payload.len() as u64;
-        let complete = l.received == l.heap_length;
-        // The heap's chunk is in the window: flushing a chunk removes its live heaps.
-        let slot = self.slot_of(chunk_id);
-        let Some(chunk) = self.window[slot].as_mut() else {
-            return self.discard(ChunkDiscard::Rejected);
-        };
-        let dst = heap_offset + offset as usize;
-        copy(
-            self.cfg.copy,
-            &mut chunk.data[dst..dst + payload.len()],
-            payload,
-        );
-        if let Some(ps) = self.cfg.packet_presence {
-            // An empty packet (possibly at the heap's very end) has no slot of its own.
-            if !payload.is_empty() {
-                if let Some(p) = chunk
-                    .present
-                    .get_mut(heap_index + offset as usize / ps.max(1))
-                {
-                    *p = 1;
-                }
-            }
-        }
-        self.stats.packets_accepted += 1;
-        self.stats.bytes += payload.len() as u64;
-        if complete {
-            if self.cfg.packet_presence.is_none() {
-                chunk.present[heap_index] = 1;
-            }
-            self.stats.heaps_complete += 1;
-            self.remove_live(i);
-        }
-        Push::Accepted
+        (
+            self.heaps.place_packet(&mut self.win, sender, data, &h),
+            len,
+        )
     }
 
     /// Offers back-to-back packets from one buffer (spead2's buffer reader) until
@@ -609,7 +304,7 @@ impl<P: Place> ChunkStream<P> {
         let mut at = 0;
         let mut last = Push::Accepted;
         while at < buf.len() {
-            if self.predict.valid && self.predict.sender == 0 {
+            if self.heaps.predict.valid && self.heaps.predict.sender == 0 {
                 // A run of the predicted heap's next packets, if any.
                 let n = self.push_predicted_run(&buf[at..]);
                 if n > 0 {

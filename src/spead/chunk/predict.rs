@@ -1,6 +1,7 @@
 //! Header prediction: the fast path for the next packets of a live heap.
 
-use super::{ChunkStream, HeapState, Place, Push};
+use super::heaps::{ChunkSource, HeapState, Heaps};
+use super::{ChunkStream, Place, Push};
 use crate::buf::copy::copy;
 use crate::spead::wire::{self, id};
 
@@ -20,7 +21,7 @@ pub(super) const PREDICT_WORDS: usize = 16;
 pub(super) struct Predict {
     pub(super) valid: bool,
     pub(super) sender: u32,
-    /// Index in `ChunkStream::live`: invalid once any live heap is removed.
+    /// Index in `Heaps::live`: invalid once any live heap is removed.
     pub(super) live: usize,
     /// The header's words as loaded from memory (native byte order), compared
     /// under `masks`: all bits, except the payload offset's value bits.
@@ -59,11 +60,17 @@ pub(super) fn be64_at(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(w)
 }
 
-impl<P: Place> ChunkStream<P> {
-    /// The next packet of the predicted live heap, placed, or `None` when `data`
-    /// does not match the prediction (then the full path decides).
+impl<P: Place> Heaps<P> {
+    /// The next packet of the predicted live heap, placed in `src`'s chunk, or
+    /// `None` when `data` does not match the prediction (then the full path
+    /// decides). A single receiver and a group member alike.
     #[inline]
-    pub(super) fn predicted(&mut self, sender: u32, data: &[u8]) -> Option<(Push, usize)> {
+    pub(crate) fn predicted<S: ChunkSource>(
+        &mut self,
+        src: &mut S,
+        sender: u32,
+        data: &[u8],
+    ) -> Option<(Push, usize)> {
         let p = &self.predict;
         if !p.valid || p.sender != sender {
             return None;
@@ -94,12 +101,12 @@ impl<P: Place> ChunkStream<P> {
         let (live, heap_length) = (p.live, p.heap_length);
         self.stats.packets_predicted += 1;
         Some((
-            self.add_to_live(live, offset, heap_length, &data[n..end]),
+            self.add_to_live(src, live, offset, heap_length, &data[n..end]),
             end,
         ))
     }
 
-    /// Remembers `data`'s header for [`ChunkStream::predicted`]: live heap `i`
+    /// Remembers `data`'s header for [`Heaps::predicted`]: live heap `i`
     /// is about to receive this packet.
     pub(super) fn learn(&mut self, i: usize, sender: u32, data: &[u8], h: &wire::Header) {
         let n = h.payload_start();
@@ -137,9 +144,11 @@ impl<P: Place> ChunkStream<P> {
         p.heap_length = heap_length;
         p.payload_length = h.payload_length;
     }
+}
 
+impl<P: Place> ChunkStream<P> {
     /// Places the longest run of back-to-back packets at the start of `buf` (from
-    /// sender 0) that [`ChunkStream::predicted`] would take and that would each
+    /// sender 0) that [`Heaps::predicted`] would take and that would each
     /// just be appended to the predicted live heap (a new highest offset, the
     /// heap not completed by it); returns the bytes consumed (0: none). The
     /// outcome is the same as pushing them one by one; the loop only keeps the
@@ -150,14 +159,15 @@ impl<P: Place> ChunkStream<P> {
     // this does not take (single-packet heaps); one call per run.
     #[inline(never)]
     pub(super) fn push_predicted_run(&mut self, buf: &[u8]) -> usize {
-        let p = &self.predict;
-        if self.cfg.packet_presence.is_some() {
+        let (heaps, win) = (&mut self.heaps, &mut self.win);
+        let p = &heaps.predict;
+        if win.cfg.packet_presence.is_some() {
             return 0;
         }
         let (n, at_off, value_mask) = (p.len, p.offset_at, p.value_mask);
         let (heap_length, pl) = (p.heap_length, p.payload_length as usize);
         let end = n + pl;
-        let l = &mut self.live[p.live];
+        let l = &mut heaps.live[p.live];
         let HeapState::Placing {
             chunk_id,
             heap_offset,
@@ -169,15 +179,8 @@ impl<P: Place> ChunkStream<P> {
         if l.heap_length != heap_length {
             return 0;
         }
-        let slot = {
-            let s = self.head_pos + (chunk_id - self.head) as usize;
-            if s >= self.cfg.max_chunks {
-                s - self.cfg.max_chunks
-            } else {
-                s
-            }
-        };
-        let Some(chunk) = self.window[slot].as_mut() else {
+        let slot = win.slot_of(chunk_id);
+        let Some(chunk) = win.slots[slot].as_mut() else {
             return 0;
         };
         // Inside the chunk: checked when the heap was placed.
@@ -207,7 +210,7 @@ impl<P: Place> ChunkStream<P> {
                 break;
             }
             let o = offset as usize;
-            copy(self.cfg.copy, &mut heap[o..o + pl], &data[n..]);
+            copy(win.cfg.copy, &mut heap[o..o + pl], &data[n..]);
             l.offsets.push(offset);
             last = Some(offset);
             received += pl as u64;
@@ -215,10 +218,11 @@ impl<P: Place> ChunkStream<P> {
             at += end;
         }
         l.received = received;
-        self.stats.packets += count;
-        self.stats.packets_predicted += count;
-        self.stats.packets_accepted += count;
-        self.stats.bytes += count * pl as u64;
+        let stats = &mut heaps.stats;
+        stats.packets += count;
+        stats.packets_predicted += count;
+        stats.packets_accepted += count;
+        stats.bytes += count * pl as u64;
         at
     }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::spead::fsim::{payload_byte, Fsim, FsimConfig};
-use crate::spead::wire::{emit_packet, Flavour};
+use crate::spead::wire::{ctrl, emit_packet, id, Flavour};
 
 /// A small F-engine: 64 channels in streams of 4, 32 samples, 128-byte
 /// packets, `n_ants` antennas.
@@ -73,7 +73,7 @@ fn pkt(n: u64, part: Option<u64>) -> Vec<u8> {
 
 impl<P: Place> ChunkStream<P> {
     fn forget_prediction(&mut self) {
-        self.predict.valid = false;
+        self.heaps.predict.valid = false;
     }
 }
 
