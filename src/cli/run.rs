@@ -283,7 +283,7 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     }
     let timeout = Duration::from_secs_f64(args.timeout);
     let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
-    let ranks = join(plan).map_err(fail)?;
+    let ranks = join(plan, timeout).map_err(fail)?;
     let me = ranks.host().name.clone();
     let built = build(&plan.part(&me));
     let status = match &built {
@@ -309,14 +309,26 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     let Ok(built) = built else {
         unreachable!("a failed build was reported by the status exchange")
     };
+    // A rank interrupted ends its part and tells the others (through rank
+    // 0), which stop within a tick: the report comes now, not after the
+    // duration.
+    let mut tick = |_: &crate::runtime::run::RunReport| {
+        if ranks.stop_told() {
+            crate::sys::signals::interrupt_without_signal();
+        }
+    };
     let opts = RunOptions {
         duration: Some(duration),
         interrupt: interrupt_flag(),
         drain_timeout: args.drain_timeout,
         drain_quiet: args.drain_quiet,
-        on_tick: None,
+        on_tick: Some(&mut tick),
     };
-    let (report, status) = match run_pipeline(built, opts) {
+    let ran = run_pipeline(built, opts);
+    if interrupt_flag().load(std::sync::atomic::Ordering::Relaxed) {
+        ranks.tell_stop();
+    }
+    let (report, status) = match ran {
         Ok(r) => (Some(r), 0),
         Err(RunError::Stages { report, failures }) => {
             ranks.say(&failures.join("; "));
@@ -333,6 +345,30 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         .as_ref()
         .and_then(|r| serde_json::to_value(r).ok())
         .unwrap_or_default();
+    let signal = crate::sys::signals::name();
+    // Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs
+    // them a second later): rank 0's own part reaches the file before any
+    // step with the other ranks; the whole report replaces it.
+    if let (true, Some(sig), Some(path)) = (
+        ranks.is_driver(),
+        signal,
+        args.json.as_deref().filter(|p| p.as_os_str() != "-"),
+    ) {
+        let mut section = value.clone();
+        if let Some(m) = section.as_object_mut() {
+            m.insert("rank".into(), 0.into());
+        }
+        let doc = serde_json::json!({
+            "pipeline": plan.pipeline.name,
+            "duration_s": duration.as_secs_f64(),
+            "interrupted": true,
+            "signal": sig,
+            "hosts": {me.clone(): section},
+            "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        });
+        // The whole report's write below reports a failure.
+        let _ = write_json(path, &doc);
+    }
     let mine = serde_json::to_vec(&serde_json::json!({"summary": text, "report": value}))
         .unwrap_or_default();
     // Every rank's report reaches rank 0, failed or not: what ran is reported.
@@ -368,6 +404,10 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         });
         if let Some(i) = &ingest {
             doc["spead"] = serde_json::to_value(i).unwrap_or_default();
+        }
+        if let Some(sig) = signal {
+            doc["interrupted"] = true.into();
+            doc["signal"] = sig.into();
         }
         write_json(path, &doc)?;
     }

@@ -86,6 +86,8 @@ pub struct Cluster {
     offsets: BTreeMap<String, Offset>,
     epoch: u32,
     stopped: bool,
+    /// A step ended because a rank was interrupted (a signal).
+    interrupted: bool,
     interrupt: &'static AtomicBool,
 }
 
@@ -117,7 +119,7 @@ impl Cluster {
                 whole.file.display()
             )));
         }
-        let ranks = join(plan)?;
+        let ranks = join(plan, timeout)?;
         let me = ranks.host().name.clone();
         let clocks: BTreeMap<String, HostClock> = whole
             .hosts
@@ -153,6 +155,7 @@ impl Cluster {
             timeout,
             epoch: 0,
             stopped: false,
+            interrupted: false,
             interrupt,
         };
         if tai {
@@ -202,7 +205,15 @@ impl Cluster {
                 TRIAL => {
                     let rate = f64::from_bits(cmd[1]);
                     let duration = Duration::from_nanos(cmd[2]);
-                    self.run_trial(rate, duration)?;
+                    if let Err(e) = self.run_trial(rate, duration) {
+                        if self.interrupted {
+                            // Leaving now (exit status non-zero) would make
+                            // mpirun end rank 0 before it has written the
+                            // finished trials: wait until it has.
+                            self.ranks.barrier("report written", 2 * self.timeout);
+                        }
+                        return Err(e);
+                    }
                 }
                 _ => {
                     self.stopped = true;
@@ -239,12 +250,19 @@ impl Cluster {
         // Every analyzer on every host is reset: start sending.
         self.runner
             .launch(epoch, rate_pps, self.total_share, duration);
+        // The traffic takes the trial's duration: heartbeats name a rank
+        // that hangs in it within the timeout, not after the trial. They
+        // run on this control thread; the lcores never see them.
+        self.ranks.watch(&format!("trial {epoch}"), t);
+        let ranks = &self.ranks;
         let sent = self
             .runner
-            .wait_generators(epoch, duration, self.interrupt, &mut |_, _| {});
+            .wait_generators(epoch, duration, self.interrupt, &mut |_, _| ranks.beat());
         // A host without generators gets here at once: wait for the others'
         // whole trial.
-        self.step(&format!("trial {epoch} sent"), t + duration, &sent)?;
+        let r = self.step(&format!("trial {epoch} sent"), t + duration, &sent);
+        self.ranks.unwatch();
+        r?;
         std::thread::sleep(self.runner.drain());
         let part = self.runner.part(self.interrupt).map(|mut p| {
             p.start_ns = self
@@ -376,9 +394,10 @@ impl Cluster {
             }
         };
         let r = agree(&self.ranks, step, timeout, status);
-        if r.is_err() {
+        if let Err(e) = &r {
             // Every rank saw the failure: none waits for a stop command.
             self.stopped = true;
+            self.interrupted = matches!(e, HostsError::Interrupted);
         }
         r
     }
@@ -431,26 +450,38 @@ impl Cluster {
         best
     }
 
-    /// Stops this rank's lcores.
+    /// Ends the run: tells the other ranks to stop, or, when a signal
+    /// ended it, releases them (they wait until rank 0 has written its
+    /// report, see [`Cluster::follow`]). Call it after writing the report.
     pub fn finish(mut self) {
         self.stop();
+        if self.interrupted && self.is_driver() {
+            self.interrupted = false;
+            self.ranks.barrier("report written", self.timeout);
+        }
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+        if self.interrupted && self.is_driver() {
+            self.ranks.barrier("report written", self.timeout);
+        }
     }
 }
 
-/// Joins the MPI job for `plan`: binds its hosts to ranks, enters this
+/// Joins the MPI job for `plan`: binds its hosts to ranks (by `rank`, or by
+/// `hostname` to where mpirun placed the ranks; `timeout` bounds that step), enters this
 /// rank's namespace (after MPI init) and announces the rank on stderr.
-pub fn join(plan: &Plan) -> Result<Ranks, HostsError> {
+pub fn join(plan: &Plan, timeout: Duration) -> Result<Ranks, HostsError> {
     let whole = &plan.pipeline;
-    let ranks = Ranks::init_with(|size| super::by_rank(whole, size)).map_err(|e| match e {
-        InitError::Hosts(m) => HostsError::Input(m),
-        e => HostsError::Runtime(e.to_string()),
-    })?;
+    let ranks = Ranks::init_with(timeout, |machines| super::bind_file(whole, machines)).map_err(
+        |e| match e {
+            InitError::Hosts(m) => HostsError::Input(m),
+            e => HostsError::Runtime(e.to_string()),
+        },
+    )?;
     let spec = whole.hosts.iter().find(|h| h.name == ranks.host().name);
     ranks.enter_netns(spec.and_then(|h| h.netns.as_deref()));
     ranks.announce();
