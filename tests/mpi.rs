@@ -1502,10 +1502,69 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
     for k in ["corrupt", "duplicate", "out_of_order"] {
         assert_eq!(rx["check"][k], 0, "{k}: {doc}");
     }
+    // Stamped on host a, read on host b: no latency without clock = "tai".
+    assert!(rx["latency_ns"].is_null(), "{doc}");
+    assert!(
+        rx["latency_note"]
+            .as_str()
+            .unwrap()
+            .contains("stamped on host a and received on host b"),
+        "{doc}"
+    );
+    assert_eq!(doc["clock"]["latency"], false, "{doc}");
     // Through real loss: the kernel dropped datagrams both ways.
     assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
     assert!(
         tx["endpoint"]["retransmits"].as_u64().unwrap_or(0) > 0,
         "{doc}"
     );
+}
+
+#[test]
+fn the_reliable_channel_across_hosts_has_latency_with_tai_clocks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "l") else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/reliable-udp-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reliable.toml");
+    std::fs::write(
+        &file,
+        shipped
+            .replace(
+                "netns = \"rel-a\"",
+                &format!("netns = \"{a}\"\nclock = \"tai\""),
+            )
+            .replace(
+                "netns = \"rel-b\"",
+                &format!("netns = \"{b}\"\nclock = \"tai\""),
+            )
+            .replace("messages = 2000", "messages = 200"),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &["run", "--duration", "30s", "--quiet", "--json", "-"],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rx = &doc["hosts"]["b"]["stages"]["receiver"]["detail"];
+    assert_eq!(rx["check"]["ok"], 200, "{doc}");
+    // Every delivered message has a one-way latency (one machine: one clock).
+    assert_eq!(rx["latency_ns"]["samples"], 200, "{doc}");
+    assert!(rx["latency_ns"]["min"].as_u64().unwrap() > 0, "{doc}");
+    assert!(rx.get("latency_note").is_none(), "{doc}");
+    assert_eq!(doc["clock"]["clock"], "tai", "{doc}");
+    assert_eq!(doc["clock"]["latency"], true, "{doc}");
+    assert!(doc["clock"]["offset_bound_ns"].is_u64(), "{doc}");
 }

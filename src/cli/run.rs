@@ -285,6 +285,18 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
     let ranks = join(plan, timeout).map_err(fail)?;
     let me = ranks.host().name.clone();
+    // The clock rule, as for trials: a reliable receiver's latency compares
+    // the sender's stamp with its own clock, so across hosts it is shown
+    // only when every host stamps on CLOCK_TAI.
+    let tai = plan
+        .pipeline
+        .hosts
+        .iter()
+        .all(|h| h.clock == crate::pipeline::HostClock::Tai);
+    if tai {
+        crate::time::use_tai_stamps();
+    }
+    let across = plan.reliable_across_hosts();
     let built = build(&plan.part(&me));
     let status = match &built {
         Ok(_) => 0,
@@ -308,6 +320,11 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     agree(&ranks, "start", timeout, status).map_err(quiet_fail)?;
     let Ok(built) = built else {
         unreachable!("a failed build was reported by the status exchange")
+    };
+    let offsets = if tai && !across.is_empty() {
+        crate::hosts::trial::measure_offsets(&ranks, timeout, 5)
+    } else {
+        Default::default()
     };
     // A rank interrupted ends its part and tells the others (through rank
     // 0), which stop within a tick: the report comes now, not after the
@@ -339,6 +356,26 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
             (None, 1)
         }
     };
+    let mut report = report;
+    if let (Some(r), false) = (report.as_mut(), tai) {
+        for (stage, (host, from)) in &across {
+            let Some(d) = r
+                .stages
+                .get_mut(stage)
+                .filter(|_| *host == me)
+                .and_then(|s| s.detail.as_mut())
+            else {
+                continue;
+            };
+            d["latency_ns"] = serde_json::Value::Null;
+            d["latency_note"] = format!(
+                "no latency: the messages were stamped on host {} and received on host {host}; \
+                 set clock = \"tai\" on every host for one-way latency",
+                from.join(", ")
+            )
+            .into();
+        }
+    }
     let wait = timeout + duration + args.drain_timeout;
     let text = report.as_ref().map(summary).unwrap_or_default();
     let value = report
@@ -396,6 +433,48 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     if let (Some(i), false) = (&ingest, to_stdout) {
         print!("{}", i.text());
     }
+    // What crosses hosts and whether it has a latency, as for trials.
+    let clock = (!across.is_empty()).then(|| {
+        let what: Vec<String> = across
+            .iter()
+            .map(|(stage, (host, from))| {
+                format!(
+                    "reliable_rx `{stage}` on host {host} receives messages stamped on host {}",
+                    from.join(", ")
+                )
+            })
+            .collect();
+        let bound = offsets
+            .values()
+            .map(|o| o.offset_ns.unsigned_abs() + o.bound_ns)
+            .max()
+            .unwrap_or(0);
+        let why = if tai {
+            String::new()
+        } else {
+            format!(
+                "no latency for what crosses hosts: {}; a stamp from one host's clock is not \
+                 comparable with another's unless both are synchronised. Set clock = \"tai\" \
+                 on every host (CLOCK_TAI, disciplined by PTP's phc2sys) for one-way latency",
+                what.join("; ")
+            )
+        };
+        if !to_stdout {
+            if tai {
+                println!(
+                    "clock tai on every host: one-way latency, host clocks within {bound} ns of rank 0's"
+                );
+            } else {
+                println!("{why}");
+            }
+        }
+        serde_json::json!({
+            "clock": if tai { "tai" } else { "monotonic" },
+            "latency": tai,
+            "why": why,
+            "offset_bound_ns": tai.then_some(bound),
+        })
+    });
     if let Some(path) = &args.json {
         let mut doc = serde_json::json!({
             "pipeline": plan.pipeline.name,
@@ -408,6 +487,9 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         if let Some(sig) = signal {
             doc["interrupted"] = true.into();
             doc["signal"] = sig.into();
+        }
+        if let Some(c) = &clock {
+            doc["clock"] = c.clone();
         }
         write_json(path, &doc)?;
     }

@@ -402,52 +402,8 @@ impl Cluster {
         r
     }
 
-    /// Cristian's probe, `rounds` times: rank 0 notes its clock just before
-    /// it releases the ranks from a barrier (`t0`) and again when every
-    /// rank's reading has arrived (`t1`); a rank's reading was taken in
-    /// between, so its offset is `reading - (t0 + t1) / 2` within
-    /// `(t1 - t0) / 2`. The round with the smallest bound wins.
     fn measure_offsets(&self, rounds: usize) -> BTreeMap<String, Offset> {
-        let mut best: BTreeMap<String, Offset> = BTreeMap::new();
-        for round in 0..rounds {
-            let mut t0 = 0u64;
-            self.ranks.exchange(
-                &format!("clock probe {round}"),
-                self.timeout,
-                &[],
-                0,
-                |_| {
-                    t0 = crate::time::tai_now().as_nanos();
-                    Vec::new()
-                },
-            );
-            let mine = [crate::time::tai_now().as_nanos()];
-            let mut t1 = 0u64;
-            let (_, all) = self.ranks.exchange(
-                &format!("clock reading {round}"),
-                self.timeout,
-                &mine,
-                0,
-                |_| {
-                    t1 = crate::time::tai_now().as_nanos();
-                    Vec::new()
-                },
-            );
-            let Some(all) = all else { continue };
-            let mid = t0 / 2 + t1 / 2;
-            let bound = t1.saturating_sub(t0).div_ceil(2);
-            for (h, row) in self.ranks.hosts().iter().zip(&all).skip(1) {
-                let o = Offset {
-                    offset_ns: row[0] as i64 - mid as i64,
-                    bound_ns: bound,
-                };
-                let e = best.entry(h.name.clone()).or_insert(o);
-                if o.bound_ns < e.bound_ns {
-                    *e = o;
-                }
-            }
-        }
-        best
+        measure_offsets(&self.ranks, self.timeout, rounds)
     }
 
     /// Ends the run: tells the other ranks to stop, or, when a signal
@@ -486,6 +442,46 @@ pub fn join(plan: &Plan, timeout: Duration) -> Result<Ranks, HostsError> {
     ranks.enter_netns(spec.and_then(|h| h.netns.as_deref()));
     ranks.announce();
     Ok(ranks)
+}
+
+/// Cristian's probe, `rounds` times: rank 0 notes its clock just before
+/// it releases the ranks from a barrier (`t0`) and again when every
+/// rank's reading has arrived (`t1`); a rank's reading was taken in
+/// between, so its offset is `reading - (t0 + t1) / 2` within
+/// `(t1 - t0) / 2`. The round with the smallest bound wins.
+pub fn measure_offsets(
+    ranks: &Ranks,
+    timeout: Duration,
+    rounds: usize,
+) -> BTreeMap<String, Offset> {
+    let mut best: BTreeMap<String, Offset> = BTreeMap::new();
+    for round in 0..rounds {
+        let mut t0 = 0u64;
+        ranks.exchange(&format!("clock probe {round}"), timeout, &[], 0, |_| {
+            t0 = crate::time::tai_now().as_nanos();
+            Vec::new()
+        });
+        let mine = [crate::time::tai_now().as_nanos()];
+        let mut t1 = 0u64;
+        let (_, all) = ranks.exchange(&format!("clock reading {round}"), timeout, &mine, 0, |_| {
+            t1 = crate::time::tai_now().as_nanos();
+            Vec::new()
+        });
+        let Some(all) = all else { continue };
+        let mid = t0 / 2 + t1 / 2;
+        let bound = t1.saturating_sub(t0).div_ceil(2);
+        for (h, row) in ranks.hosts().iter().zip(&all).skip(1) {
+            let o = Offset {
+                offset_ns: row[0] as i64 - mid as i64,
+                bound_ns: bound,
+            };
+            let e = best.entry(h.name.clone()).or_insert(o);
+            if o.bound_ns < e.bound_ns {
+                *e = o;
+            }
+        }
+    }
+    best
 }
 
 /// Exchanges status words (0 ok, 1 run-time failure, 2 bad input, 130
