@@ -376,10 +376,10 @@ impl Ranks {
         let mut l = self.live.borrow_mut();
         l.watch = Some((step.to_string(), timeout));
         l.seen.iter_mut().for_each(|t| *t = now);
-        l.next_beat = now;
-        l.next_check = now;
-        drop(l);
-        self.beat();
+        // The first heartbeat a period from now: nothing of MPI's competes
+        // with the generators' first packets.
+        l.next_beat = now + BEAT_PERIOD.min(timeout / 4);
+        l.next_check = now + BEAT_CHECK;
     }
 
     /// Ends the watch (the long wait is over; steps have their own timeouts).
