@@ -95,40 +95,181 @@ fn more_hosts_than_ranks_exits_2_naming_the_key() {
     assert!(stderr.contains("hosts without a rank: c"), "{stderr}");
 }
 
-/// Starts 3 ranks looping for a long time, waits for host b's pid, sends it
-/// `signal`, and returns the exit status, stderr and the seconds from the
-/// signal to the end of the job.
-fn signal_rank_b(signal: &str) -> Option<(Option<i32>, String, f64)> {
-    signal_rank(
-        3,
-        &[
-            "hosts",
-            "--names",
-            "a,b,c",
-            "--rounds",
-            "100000",
-            "--interval-ms",
-            "5",
-            "--timeout",
-            "3",
-        ],
-        "rank 1 host b pid ",
-        signal,
-        Duration::from_millis(500),
+/// This machine's name as MPI sees it (gethostname).
+fn this_machine() -> String {
+    String::from_utf8(Command::new("hostname").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Three hosts bound by `hostname` (`a` and `c` on `on_ac`, `b` on `on_b`),
+/// with no ports to open.
+fn by_hostname(on_ac: &str, on_b: &str) -> String {
+    format!(
+        r#"[pipeline]
+lcores = "0"
+pin = false
+[host.a]
+hostname = "{on_ac}"
+[host.b]
+hostname = "{on_b}"
+[host.c]
+hostname = "{on_ac}"
+[port.out]
+kind = "mem"
+host = "a"
+[port.in]
+kind = "mem"
+host = "b"
+[stage.gen]
+kind = "generator"
+host = "a"
+tx = "out"
+[stage.ana]
+kind = "analyzer"
+host = "b"
+rx = "in"
+"#
     )
 }
 
-/// Starts `np` ranks running `args`, waits for the stderr line starting with
-/// `who` (a rank's announcement), sends its pid `signal` after `delay`, and
-/// returns the exit status, stderr and the seconds from the signal to the
-/// end of the job.
-fn signal_rank(
+#[test]
+fn hosts_bound_by_hostname_take_the_ranks_mpirun_placed_there() {
+    let Some(mut c) = mpirun() else {
+        return;
+    };
+    // Rank 0 runs on a machine of its own: a UTS namespace with another
+    // name (MPI's processor name is gethostname), ranks 1 and 2 here.
+    if !Command::new("unshare")
+        .args(["-u", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "unshare -u failed (needs root and util-linux)"
+        );
+        eprintln!("skipped: unshare -u failed (needs root)");
+        return;
+    }
+    let here = this_machine();
+    let there = format!("lrhost{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hn.toml");
+    std::fs::write(&file, by_hostname(&here, &there)).unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("check")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{plan}");
+    assert!(
+        plan.contains(&format!("b: hostname {there} (a rank mpirun places there)")),
+        "{plan}"
+    );
+    let bin = env!("CARGO_BIN_EXE_linerate");
+    let f = file.to_str().unwrap();
+    let out = c
+        .args(["-np", "1", "unshare", "-u", "sh", "-c"])
+        .arg(format!(
+            "hostname {there} && exec {bin} hosts --pipeline {f} --json"
+        ))
+        .args([":", "-np", "2", bin, "hosts", "--pipeline", f, "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let bound: Vec<(String, String)> = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap().to_string(),
+                h["machine"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // b where its machine is; a and c on this machine's ranks, in rank order.
+    assert_eq!(
+        bound,
+        [
+            ("b".to_string(), there.clone()),
+            ("a".to_string(), here.clone()),
+            ("c".to_string(), here.clone())
+        ],
+        "{doc}"
+    );
+}
+
+#[test]
+fn a_hostname_mpirun_placed_no_rank_on_exits_2_naming_the_key() {
+    let here = this_machine();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hn.toml");
+    let nowhere = format!("lrnowhere{}", std::process::id());
+    std::fs::write(&file, by_hostname(&here, &nowhere)).unwrap();
+    let Some(out) = run(3, &["hosts", "--pipeline", file.to_str().unwrap()]) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let e = format!(
+        "[host.b] `hostname`: mpirun placed no rank on {nowhere:?}; it placed {here} (ranks 0, 1, 2)"
+    );
+    assert!(stderr.contains(&e), "{e:?} not in {stderr}");
+    // Two hosts for this machine's one rank: the second names the first.
+    std::fs::write(&file, by_hostname(&here, &here)).unwrap();
+    let out = run(2, &["hosts", "--pipeline", file.to_str().unwrap()]).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let e = format!(
+        "[host.c] `hostname`: {here:?} has 2 ranks (0, 1), all bound already (to hosts a, b)"
+    );
+    assert!(stderr.contains(&e), "{e:?} not in {stderr}");
+}
+
+/// Which process of a job a test signals.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// The rank whose stderr announcement starts with this.
+    Rank(&'a str),
+    /// mpirun itself (it passes a SIGTERM on to every rank and SIGKILLs
+    /// them a second later).
+    Mpirun,
+}
+
+/// How a signalled job ended.
+struct Signalled {
+    code: Option<i32>,
+    stderr: String,
+    /// From the signal to the end of the job.
+    secs: f64,
+}
+
+/// mpirun's pid: the child of the `timeout` wrapper.
+fn mpirun_pid(wrapper: u32) -> String {
+    let kids = std::fs::read_to_string(format!("/proc/{wrapper}/task/{wrapper}/children"))
+        .expect("the timeout wrapper's children");
+    kids.split_whitespace()
+        .next()
+        .expect("mpirun under the timeout wrapper")
+        .to_string()
+}
+
+/// Starts `np` ranks running `args`, waits until every rank has announced
+/// itself, sends `target` `signal` after `delay`, and returns how the job
+/// ended. The one helper of every kill, hang and interrupt test.
+fn signal_job(
     np: usize,
     args: &[&str],
-    who: &str,
+    target: Target<'_>,
     signal: &str,
     delay: Duration,
-) -> Option<(Option<i32>, String, f64)> {
+) -> Option<Signalled> {
     let mut c = mpirun()?;
     c.args(["-np", &np.to_string(), env!("CARGO_BIN_EXE_linerate")]);
     c.args(args);
@@ -141,19 +282,33 @@ fn signal_rank(
     let mut text = String::new();
     let mut line = String::new();
     let started = Instant::now();
-    let pid = loop {
+    let mut pids = std::collections::BTreeMap::new();
+    while pids.len() < np {
         line.clear();
         if err.read_line(&mut line).expect("read stderr") == 0 {
-            panic!("mpirun ended before {who:?} started: {text}");
+            panic!("mpirun ended before its {np} ranks started: {text}");
         }
         text.push_str(&line);
-        if let Some(rest) = line.strip_prefix(who) {
-            break rest.split_whitespace().next().unwrap().to_string();
+        if line.starts_with("rank ") {
+            let pid = line
+                .split(" pid ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next());
+            pids.insert(line.clone(), pid.unwrap().to_string());
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "no {who:?} in {text}"
+            "not every rank started: {text}"
         );
+    }
+    let pid = match target {
+        Target::Rank(who) => pids
+            .iter()
+            .find(|(l, _)| l.starts_with(who))
+            .unwrap_or_else(|| panic!("no {who:?} in {text}"))
+            .1
+            .clone(),
+        Target::Mpirun => mpirun_pid(child.id()),
     };
     // Let the run get under way so the signal lands mid-run.
     std::thread::sleep(delay);
@@ -167,35 +322,67 @@ fn signal_rank(
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     text.push_str(&rest);
     let status = child.wait().unwrap();
-    Some((status.code(), text, sent.elapsed().as_secs_f64()))
+    Some(Signalled {
+        code: status.code(),
+        stderr: text,
+        secs: sent.elapsed().as_secs_f64(),
+    })
+}
+
+/// Three ranks checking in every 5 ms for a long time, host b signalled.
+fn signal_rank_b(signal: &str) -> Option<Signalled> {
+    signal_job(
+        3,
+        &[
+            "hosts",
+            "--names",
+            "a,b,c",
+            "--rounds",
+            "100000",
+            "--interval-ms",
+            "5",
+            "--timeout",
+            "3",
+        ],
+        Target::Rank("rank 1 host b pid "),
+        signal,
+        Duration::from_millis(500),
+    )
 }
 
 #[test]
 fn a_hung_rank_ends_the_job_naming_its_host() {
-    let Some((code, stderr, secs)) = signal_rank_b("-STOP") else {
+    let Some(j) = signal_rank_b("-STOP") else {
         return;
     };
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(j.code, Some(1), "{}", j.stderr);
     assert!(
-        stderr.contains("error: a (rank 0): host b (rank 1) did not answer"),
-        "{stderr}"
+        j.stderr
+            .contains("error: a (rank 0): host b (rank 1) did not answer"),
+        "{}",
+        j.stderr
     );
     // The 3 s timeout, plus mpirun's teardown; far below the 90 s guard.
-    assert!(secs < 30.0, "took {secs} s");
+    assert!(j.secs < 30.0, "took {} s", j.secs);
 }
 
 #[test]
 fn a_killed_rank_ends_the_job_non_zero() {
-    let Some((code, stderr, secs)) = signal_rank_b("-KILL") else {
+    let Some(j) = signal_rank_b("-KILL") else {
         return;
     };
     // mpirun notices the death itself and names the rank; the ranks'
     // start-up lines map it to the host.
-    assert_ne!(code, Some(0), "{stderr}");
-    assert_ne!(code, Some(124), "the wall-clock guard fired: {stderr}");
-    assert!(stderr.contains("process rank 1"), "{stderr}");
-    assert!(stderr.contains("rank 1 host b pid"), "{stderr}");
-    assert!(secs < 30.0, "took {secs} s");
+    assert_ne!(j.code, Some(0), "{}", j.stderr);
+    assert_ne!(
+        j.code,
+        Some(124),
+        "the wall-clock guard fired: {}",
+        j.stderr
+    );
+    assert!(j.stderr.contains("process rank 1"), "{}", j.stderr);
+    assert!(j.stderr.contains("rank 1 host b pid"), "{}", j.stderr);
+    assert!(j.secs < 30.0, "took {} s", j.secs);
 }
 
 /// Two emulated hosts (network namespaces from scripts/mpi-hosts), removed
@@ -210,7 +397,15 @@ impl Namespaces {
     /// `scripts/mpi-hosts MODE` under a prefix unique to this process and
     /// `tag` (tests run in parallel).
     fn make(mode: &str, tag: &str) -> Option<Namespaces> {
-        let prefix = format!("lr{tag}{}", std::process::id() % 10_000_000);
+        // Unique within this process whatever the tag (tests run in
+        // parallel, and `up` first removes its prefix's namespaces).
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!("lr{tag}{n}{}", std::process::id() % 100_000);
+        assert!(
+            prefix.len() <= 10,
+            "{prefix}: scripts/mpi-hosts takes 10 at most"
+        );
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mpi-hosts");
         let ok = Command::new(script)
             .args([mode, &prefix])
@@ -795,72 +990,126 @@ tx = "dout"
     }
 }
 
-#[test]
-fn a_rank_killed_mid_trial_ends_the_job_naming_it() {
-    let Some(ns) = Namespaces::make("up", "x") else {
-        return;
-    };
+/// Two emulated hosts (namespaces tagged `tag`) running `linerate ARGS
+/// FILE`, `target` sent `signal` after `delay`. `{json}` in `args` is a
+/// report path in the returned directory. For `run`, host a's generator
+/// sends a steady 5 kpps.
+fn signal_two_hosts(
+    tag: &str,
+    args: &[&str],
+    target: Target<'_>,
+    signal: &str,
+    delay: Duration,
+) -> Option<(Signalled, tempfile::TempDir)> {
+    let ns = Namespaces::make("up", tag)?;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("two.toml");
-    std::fs::write(
-        &file,
-        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
-    )
-    .unwrap();
-    let Some((code, stderr, secs)) = signal_rank(
-        2,
-        &[
-            "trial",
-            "--rate",
-            "2 kpps",
-            "--duration",
-            "20s",
-            "--timeout",
-            "3",
-            file.to_str().unwrap(),
-        ],
-        "rank 1 host b pid ",
+    let mut text = two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0));
+    if args[0] == "run" {
+        // A run's generator needs a rate of its own (a trial sets it).
+        text = text.replace("tx = \"out\"", "tx = \"out\"\nrate = \"5 kpps\"");
+    }
+    std::fs::write(&file, text).unwrap();
+    let json = dir.path().join("report.json");
+    let mut all: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{json}", json.to_str().unwrap()))
+        .collect();
+    all.push(file.to_str().unwrap().into());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let j = signal_job(2, &all, target, signal, delay)?;
+    Some((j, dir))
+}
+
+/// The report a signalled job left (`{json}`), naming the job's stderr if
+/// there is none.
+fn report_of(dir: &tempfile::TempDir, j: &Signalled) -> serde_json::Value {
+    let path = dir.path().join("report.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), j.stderr));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+const TRIAL_20S: &[&str] = &[
+    "trial",
+    "--rate",
+    "2 kpps",
+    "--duration",
+    "20s",
+    "--timeout",
+    "3",
+];
+
+/// Trials of 0.3 s, many: a signal lands after some have finished.
+const REPEAT_50: &[&str] = &[
+    "trial",
+    "--rate",
+    "2 kpps",
+    "--repeat",
+    "50",
+    "--duration",
+    "0.3s",
+    "--timeout",
+    "3",
+    "--json",
+    "{json}",
+];
+
+#[test]
+fn a_rank_killed_mid_trial_ends_the_job_naming_it() {
+    let Some((j, _dir)) = signal_two_hosts(
+        "x",
+        TRIAL_20S,
+        Target::Rank("rank 1 host b pid "),
         "-KILL",
         Duration::from_millis(1500),
     ) else {
         return;
     };
-    assert_ne!(code, Some(0), "{stderr}");
-    assert_ne!(code, Some(124), "the wall-clock guard fired: {stderr}");
-    assert!(stderr.contains("rank 1"), "{stderr}");
-    assert!(secs < 30.0, "took {secs} s");
+    assert_ne!(j.code, Some(0), "{}", j.stderr);
+    assert_ne!(
+        j.code,
+        Some(124),
+        "the wall-clock guard fired: {}",
+        j.stderr
+    );
+    assert!(j.stderr.contains("rank 1"), "{}", j.stderr);
+    assert!(j.secs < 30.0, "took {} s", j.secs);
+}
+
+#[test]
+fn a_rank_hung_mid_trial_is_named_by_its_missing_heartbeat() {
+    // A trial of 30 s; rank b stops 1 s in.
+    let mut args = TRIAL_20S.to_vec();
+    args[4] = "30s";
+    let Some((j, _dir)) = signal_two_hosts(
+        "h",
+        &args,
+        Target::Rank("rank 1 host b pid "),
+        "-STOP",
+        Duration::from_millis(1000),
+    ) else {
+        return;
+    };
+    assert_eq!(j.code, Some(1), "{}", j.stderr);
+    assert!(
+        j.stderr.contains(
+            "error: a (rank 0): host b (rank 1) did not answer at \"trial 1 (heartbeat)\""
+        ),
+        "{}",
+        j.stderr
+    );
+    // Named within the 3 s timeout of its last heartbeat (plus mpirun's
+    // teardown), long before the trial's 30 s were up.
+    assert!(j.secs < 25.0, "took {} s", j.secs);
 }
 
 #[test]
 fn an_interrupted_repeat_across_hosts_writes_the_finished_trials() {
-    let Some(ns) = Namespaces::make("up", "i") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("two.toml");
-    std::fs::write(
-        &file,
-        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
-    )
-    .unwrap();
-    let json = dir.path().join("t.json");
-    let Some((code, stderr, secs)) = signal_rank(
-        2,
-        &[
-            "trial",
-            "--rate",
-            "2 kpps",
-            "--repeat",
-            "50",
-            "--duration",
-            "0.3s",
-            "--timeout",
-            "3",
-            "--json",
-            json.to_str().unwrap(),
-            file.to_str().unwrap(),
-        ],
-        "rank 0 host a pid ",
+    let Some((j, dir)) = signal_two_hosts(
+        "i",
+        REPEAT_50,
+        Target::Rank("rank 0 host a pid "),
         "-TERM",
         // Long enough for a trial on a loaded machine, well before the 50th.
         Duration::from_millis(3000),
@@ -868,13 +1117,10 @@ fn an_interrupted_repeat_across_hosts_writes_the_finished_trials() {
         return;
     };
     // Rank 0's status (128 + SIGTERM), passed on by mpirun.
-    assert_eq!(code, Some(143), "{stderr}");
-    assert!(secs < 30.0, "took {secs} s");
-    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
-    let doc: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {stderr}")),
-    )
-    .unwrap();
+    assert_eq!(j.code, Some(143), "{}", j.stderr);
+    assert!(j.secs < 30.0, "took {} s", j.secs);
+    assert!(j.stderr.contains("interrupted by SIGTERM"), "{}", j.stderr);
+    let doc = report_of(&dir, &j);
     assert_eq!(doc["interrupted"], true, "{doc}");
     assert_eq!(doc["signal"], "SIGTERM", "{doc}");
     let trials = doc["trials"].as_array().unwrap();
@@ -885,42 +1131,74 @@ fn an_interrupted_repeat_across_hosts_writes_the_finished_trials() {
 }
 
 #[test]
-fn a_rank_hung_mid_trial_is_named_within_the_timeout() {
-    let Some(ns) = Namespaces::make("up", "h") else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("two.toml");
-    std::fs::write(
-        &file,
-        two_hosts(&format!("{}-a", ns.0), &format!("{}-b", ns.0)),
-    )
-    .unwrap();
-    let Some((code, stderr, secs)) = signal_rank(
-        2,
-        &[
-            "trial",
-            "--rate",
-            "2 kpps",
-            "--duration",
-            "2s",
-            "--timeout",
-            "3",
-            file.to_str().unwrap(),
-        ],
-        "rank 1 host b pid ",
-        "-STOP",
-        Duration::from_millis(1000),
+fn sigterm_to_mpirun_keeps_the_finished_trials() {
+    let Some((j, dir)) = signal_two_hosts(
+        "m",
+        REPEAT_50,
+        Target::Mpirun,
+        "-TERM",
+        Duration::from_millis(3000),
     ) else {
         return;
     };
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains("error: a (rank 0): host b (rank 1) did not answer at \"trial 1"),
-        "{stderr}"
+    // mpirun ends the ranks (SIGKILL a second after the SIGTERM): rank 0
+    // wrote the finished trials at once.
+    assert_ne!(
+        j.code,
+        Some(124),
+        "the wall-clock guard fired: {}",
+        j.stderr
     );
-    // The trial's 2 s and the 3 s timeout, plus mpirun's teardown.
-    assert!(secs < 30.0, "took {secs} s");
+    assert!(j.secs < 30.0, "took {} s", j.secs);
+    let doc = report_of(&dir, &j);
+    assert_eq!(doc["interrupted"], true, "{doc}");
+    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    let trials = doc["trials"].as_array().unwrap();
+    assert!(!trials.is_empty() && trials.len() < 50, "{doc}");
+    for t in trials {
+        assert!(
+            t["hosts"]["a"].is_object() && t["hosts"]["b"].is_object(),
+            "{t}"
+        );
+        assert!(t["received"].as_u64().unwrap() > 0, "{t}");
+    }
+}
+
+#[test]
+fn an_interrupted_run_across_hosts_keeps_its_report() {
+    for (tag, target) in [
+        ("v", Target::Rank("rank 0 host a pid ")),
+        ("w", Target::Mpirun),
+    ] {
+        // A run of 60 s with a steady 5 kpps; interrupted 2 s in.
+        let Some((j, dir)) = signal_two_hosts(
+            tag,
+            &["run", "--duration", "60s", "--quiet", "--json", "{json}"],
+            target,
+            "-TERM",
+            Duration::from_millis(2000),
+        ) else {
+            return;
+        };
+        // The other host stopped too (told through rank 0): the report came
+        // long before the 60 s.
+        assert!(j.secs < 30.0, "{tag}: took {} s", j.secs);
+        let doc = report_of(&dir, &j);
+        assert_eq!(doc["interrupted"], true, "{tag}: {doc}");
+        assert_eq!(doc["signal"], "SIGTERM", "{tag}: {doc}");
+        let a = &doc["hosts"]["a"];
+        assert_eq!(a["stopped_by"], "interrupt", "{tag}: {doc}");
+        assert!(
+            a["ports"]["out"]["tx_packets"].as_u64().unwrap() > 0,
+            "{tag}: {doc}"
+        );
+        if let Target::Rank(_) = target {
+            // Signalled itself, rank 0 waited for host b's part.
+            assert_eq!(j.code, Some(0), "{tag}: {}", j.stderr);
+            assert_eq!(doc["hosts"]["b"]["stopped_by"], "interrupt", "{tag}: {doc}");
+            assert!(doc.get("pending_hosts").is_none(), "{tag}: {doc}");
+        }
+    }
 }
 
 #[test]
@@ -1017,7 +1295,7 @@ fn a_three_rank_spead_ingest_reconciles_senders_and_receivers() {
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(ns) = Namespaces::make("ingest", "i") else {
+    let Some(ns) = Namespaces::make("ingest", "g") else {
         return;
     };
     // The shipped file, in this run's namespaces.
@@ -1165,7 +1443,7 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
         return;
     }
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(ns) = Namespaces::make("up", "r") else {
+    let Some(ns) = Namespaces::make("up", "c") else {
         return;
     };
     let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
@@ -1224,12 +1502,71 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
     for k in ["corrupt", "duplicate", "out_of_order"] {
         assert_eq!(rx["check"][k], 0, "{k}: {doc}");
     }
+    // Stamped on host a, read on host b: no latency without clock = "tai".
+    assert!(rx["latency_ns"].is_null(), "{doc}");
+    assert!(
+        rx["latency_note"]
+            .as_str()
+            .unwrap()
+            .contains("stamped on host a and received on host b"),
+        "{doc}"
+    );
+    assert_eq!(doc["clock"]["latency"], false, "{doc}");
     // Through real loss: the kernel dropped datagrams both ways.
     assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
     assert!(
         tx["endpoint"]["retransmits"].as_u64().unwrap_or(0) > 0,
         "{doc}"
     );
+}
+
+#[test]
+fn the_reliable_channel_across_hosts_has_latency_with_tai_clocks() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some(ns) = Namespaces::make("up", "l") else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/reliable-udp-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reliable.toml");
+    std::fs::write(
+        &file,
+        shipped
+            .replace(
+                "netns = \"rel-a\"",
+                &format!("netns = \"{a}\"\nclock = \"tai\""),
+            )
+            .replace(
+                "netns = \"rel-b\"",
+                &format!("netns = \"{b}\"\nclock = \"tai\""),
+            )
+            .replace("messages = 2000", "messages = 200"),
+    )
+    .unwrap();
+    let (code, out, err) = run_file(
+        2,
+        &["run", "--duration", "30s", "--quiet", "--json", "-"],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rx = &doc["hosts"]["b"]["stages"]["receiver"]["detail"];
+    assert_eq!(rx["check"]["ok"], 200, "{doc}");
+    // Every delivered message has a one-way latency (one machine: one clock).
+    assert_eq!(rx["latency_ns"]["samples"], 200, "{doc}");
+    assert!(rx["latency_ns"]["min"].as_u64().unwrap() > 0, "{doc}");
+    assert!(rx.get("latency_note").is_none(), "{doc}");
+    assert_eq!(doc["clock"]["clock"], "tai", "{doc}");
+    assert_eq!(doc["clock"]["latency"], true, "{doc}");
+    assert!(doc["clock"]["offset_bound_ns"].is_u64(), "{doc}");
 }
 
 /// `rpc bench --transport reliable-udp` between namespaces `a` (client,
@@ -1373,12 +1710,12 @@ fn rpc_bench_on_one_rank_exits_2_naming_the_missing_host() {
 }
 
 /// Sends the server rank of a long rpc bench `signal` mid-run.
-fn signal_rpc_server(tag: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
+fn signal_rpc_server(tag: &str, signal: &str) -> Option<Signalled> {
     signal_rpc_rank(tag, "rank 1 host server pid ", signal)
 }
 
 /// Sends the rank announced as `who` of a long rpc bench `signal` mid-run.
-fn signal_rpc_rank(tag: &str, who: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
+fn signal_rpc_rank(tag: &str, who: &str, signal: &str) -> Option<Signalled> {
     let ns = Namespaces::make("up", tag)?;
     let args = rpc_bench_args(
         &format!("{}-a", ns.0),
@@ -1386,7 +1723,13 @@ fn signal_rpc_rank(tag: &str, who: &str, signal: &str) -> Option<(Option<i32>, S
         &["--depth", "1", "--duration", "30s", "--timeout", "3s"],
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    signal_rank(2, &args, who, signal, Duration::from_millis(1500))
+    signal_job(
+        2,
+        &args,
+        Target::Rank(who),
+        signal,
+        Duration::from_millis(1500),
+    )
 }
 
 #[test]
@@ -1394,7 +1737,7 @@ fn a_hung_rpc_server_rank_is_named_within_the_timeout() {
     if mpirun().is_none() {
         return;
     }
-    let Some((code, stderr, secs)) = signal_rpc_server("u", "-STOP") else {
+    let Some(Signalled { code, stderr, secs }) = signal_rpc_server("u", "-STOP") else {
         return;
     };
     assert_eq!(code, Some(1), "{stderr}");
@@ -1413,7 +1756,7 @@ fn a_killed_rpc_server_rank_ends_the_bench_naming_it() {
     if mpirun().is_none() {
         return;
     }
-    let Some((code, stderr, secs)) = signal_rpc_server("k", "-KILL") else {
+    let Some(Signalled { code, stderr, secs }) = signal_rpc_server("k", "-KILL") else {
         return;
     };
     assert_ne!(code, Some(0), "{stderr}");
@@ -1429,7 +1772,8 @@ fn a_hung_rpc_client_rank_is_named_by_the_server() {
     if mpirun().is_none() {
         return;
     }
-    let Some((code, stderr, secs)) = signal_rpc_rank("c", "rank 0 host client pid ", "-STOP")
+    let Some(Signalled { code, stderr, secs }) =
+        signal_rpc_rank("c", "rank 0 host client pid ", "-STOP")
     else {
         return;
     };

@@ -17,7 +17,8 @@ pub struct HostsArgs {
     /// Host names bound to ranks in order (rank 0 first), comma-separated.
     #[arg(long, value_delimiter = ',', conflicts_with = "pipeline")]
     names: Vec<String>,
-    /// Take the hosts from a pipeline file's `[host.NAME]` sections (by `rank`).
+    /// Take the hosts from a pipeline file's `[host.NAME]` sections (by `rank`
+    /// or `hostname`).
     #[arg(long)]
     pipeline: Option<PathBuf>,
     /// Rounds of barrier + exact sum.
@@ -59,8 +60,10 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         None => None,
     };
     let init = match &plan {
-        Some(plan) => Ranks::init_with(|size| crate::hosts::by_rank(&plan.pipeline, size)),
-        None => Ranks::init(&args.names).map_err(|e| match e {
+        Some(plan) => Ranks::init_with(timeout, |machines| {
+            crate::hosts::bind_file(&plan.pipeline, machines)
+        }),
+        None => Ranks::init(&args.names, timeout).map_err(|e| match e {
             InitError::Hosts(m) => InitError::Hosts(format!("--names: {m}")),
             e => e,
         }),
@@ -119,7 +122,7 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         .hosts()
         .iter()
         .zip(&rows)
-        .map(|(h, row)| serde_json::json!({"name": h.name, "rank": h.rank, "pid": row[2], "netns_inode": row[3]}))
+        .map(|(h, row)| serde_json::json!({"name": h.name, "rank": h.rank, "machine": ranks.machines().get(h.rank), "pid": row[2], "netns_inode": row[3]}))
         .collect();
     if args.json {
         let doc = serde_json::json!({
@@ -131,7 +134,13 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
         println!("{doc:#}");
     } else {
         for (h, row) in ranks.hosts().iter().zip(&rows) {
-            println!("rank {:>3}  host {:<12} pid {}", h.rank, h.name, row[2]);
+            println!(
+                "rank {:>3}  host {:<12} machine {:<16} pid {}",
+                h.rank,
+                h.name,
+                ranks.machines().get(h.rank).map_or("?", |m| m.as_str()),
+                row[2]
+            );
         }
         println!(
             "ok: {} ranks answered {} round{}",
@@ -154,4 +163,83 @@ pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
         HostsError::Interrupted => eprintln!("interrupted"),
     }
     i32::from(e.code())
+}
+
+/// Rank 0's report of what has finished, written the moment a signal
+/// arrives, from a thread of its own: mpirun passes a SIGTERM on to every
+/// rank and SIGKILLs them about a second later (Open MPI's
+/// `odls_base_sigkill_timeout`), which can be before the collective clean-up
+/// after the signal lets the control thread write the report. The control
+/// thread still writes the whole report when it gets there (a file is
+/// replaced whole, so a kill mid-write leaves this one).
+#[cfg(feature = "mpi")]
+pub(super) struct EarlyReport {
+    doc: std::sync::Arc<std::sync::Mutex<serde_json::Value>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(feature = "mpi")]
+impl EarlyReport {
+    /// How often the thread looks at the signal flag: far inside mpirun's
+    /// second, and no load to speak of.
+    const POLL: Duration = Duration::from_millis(5);
+
+    /// Watches for a signal and then writes `doc` (as last set), with
+    /// `"interrupted": true` and the signal's name, to `path`. Nothing to
+    /// watch for stdout ("-") or no path: the report is printed at the end.
+    pub(super) fn start(path: Option<&std::path::Path>, doc: serde_json::Value) -> EarlyReport {
+        use std::sync::atomic::Ordering;
+        let doc = std::sync::Arc::new(std::sync::Mutex::new(doc));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = path.filter(|p| p.as_os_str() != "-").map(|path| {
+            let (doc, stop, path) = (doc.clone(), stop.clone(), path.to_path_buf());
+            let flag = super::run::interrupt_flag();
+            std::thread::spawn(move || loop {
+                // The flag first: a signal seen as the watch ends is still
+                // written (`finish` waits for it).
+                if flag.load(Ordering::Relaxed) {
+                    let mut d = doc.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    if let Some(m) = d.as_object_mut() {
+                        m.insert("interrupted".into(), true.into());
+                        let signal = crate::sys::signals::name().unwrap_or("a signal");
+                        m.insert("signal".into(), signal.into());
+                    }
+                    // The control thread reports a failure to write.
+                    let _ = super::run::write_json(&path, &d);
+                    return;
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Self::POLL);
+            })
+        });
+        EarlyReport { doc, stop, thread }
+    }
+
+    /// Changes what a signal would write (after each finished step).
+    pub(super) fn update(&self, f: impl FnOnce(&mut serde_json::Value)) {
+        f(&mut self.doc.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Ends the watch, waiting for a write under way, so the control
+    /// thread's own write comes after it.
+    pub(super) fn finish(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+impl Drop for EarlyReport {
+    fn drop(&mut self) {
+        self.end();
+    }
 }

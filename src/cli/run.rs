@@ -283,8 +283,20 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     }
     let timeout = Duration::from_secs_f64(args.timeout);
     let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
-    let ranks = join(plan).map_err(fail)?;
+    let ranks = join(plan, timeout).map_err(fail)?;
     let me = ranks.host().name.clone();
+    // The clock rule, as for trials: a reliable receiver's latency compares
+    // the sender's stamp with its own clock, so across hosts it is shown
+    // only when every host stamps on CLOCK_TAI.
+    let tai = plan
+        .pipeline
+        .hosts
+        .iter()
+        .all(|h| h.clock == crate::pipeline::HostClock::Tai);
+    if tai {
+        crate::time::use_tai_stamps();
+    }
+    let across = plan.reliable_across_hosts();
     let built = build(&plan.part(&me));
     let status = match &built {
         Ok(_) => 0,
@@ -309,14 +321,31 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     let Ok(built) = built else {
         unreachable!("a failed build was reported by the status exchange")
     };
+    let offsets = if tai && !across.is_empty() {
+        crate::hosts::trial::measure_offsets(&ranks, timeout, 5)
+    } else {
+        Default::default()
+    };
+    // A rank interrupted ends its part and tells the others (through rank
+    // 0), which stop within a tick: the report comes now, not after the
+    // duration.
+    let mut tick = |_: &crate::runtime::run::RunReport| {
+        if ranks.stop_told() {
+            crate::sys::signals::interrupt_without_signal();
+        }
+    };
     let opts = RunOptions {
         duration: Some(duration),
         interrupt: interrupt_flag(),
         drain_timeout: args.drain_timeout,
         drain_quiet: args.drain_quiet,
-        on_tick: None,
+        on_tick: Some(&mut tick),
     };
-    let (report, status) = match run_pipeline(built, opts) {
+    let ran = run_pipeline(built, opts);
+    if interrupt_flag().load(std::sync::atomic::Ordering::Relaxed) {
+        ranks.tell_stop();
+    }
+    let (report, status) = match ran {
         Ok(r) => (Some(r), 0),
         Err(RunError::Stages { report, failures }) => {
             ranks.say(&failures.join("; "));
@@ -327,12 +356,56 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
             (None, 1)
         }
     };
+    let mut report = report;
+    if let (Some(r), false) = (report.as_mut(), tai) {
+        for (stage, (host, from)) in &across {
+            let Some(d) = r
+                .stages
+                .get_mut(stage)
+                .filter(|_| *host == me)
+                .and_then(|s| s.detail.as_mut())
+            else {
+                continue;
+            };
+            d["latency_ns"] = serde_json::Value::Null;
+            d["latency_note"] = format!(
+                "no latency: the messages were stamped on host {} and received on host {host}; \
+                 set clock = \"tai\" on every host for one-way latency",
+                from.join(", ")
+            )
+            .into();
+        }
+    }
     let wait = timeout + duration + args.drain_timeout;
     let text = report.as_ref().map(summary).unwrap_or_default();
     let value = report
         .as_ref()
         .and_then(|r| serde_json::to_value(r).ok())
         .unwrap_or_default();
+    let signal = crate::sys::signals::name();
+    // Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs
+    // them a second later): rank 0's own part reaches the file before any
+    // step with the other ranks; the whole report replaces it.
+    if let (true, Some(sig), Some(path)) = (
+        ranks.is_driver(),
+        signal,
+        args.json.as_deref().filter(|p| p.as_os_str() != "-"),
+    ) {
+        let mut section = value.clone();
+        if let Some(m) = section.as_object_mut() {
+            m.insert("rank".into(), 0.into());
+        }
+        let doc = serde_json::json!({
+            "pipeline": plan.pipeline.name,
+            "duration_s": duration.as_secs_f64(),
+            "interrupted": true,
+            "signal": sig,
+            "hosts": {me.clone(): section},
+            "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        });
+        // The whole report's write below reports a failure.
+        let _ = write_json(path, &doc);
+    }
     let mine = serde_json::to_vec(&serde_json::json!({"summary": text, "report": value}))
         .unwrap_or_default();
     // Every rank's report reaches rank 0, failed or not: what ran is reported.
@@ -360,6 +433,48 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     if let (Some(i), false) = (&ingest, to_stdout) {
         print!("{}", i.text());
     }
+    // What crosses hosts and whether it has a latency, as for trials.
+    let clock = (!across.is_empty()).then(|| {
+        let what: Vec<String> = across
+            .iter()
+            .map(|(stage, (host, from))| {
+                format!(
+                    "reliable_rx `{stage}` on host {host} receives messages stamped on host {}",
+                    from.join(", ")
+                )
+            })
+            .collect();
+        let bound = offsets
+            .values()
+            .map(|o| o.offset_ns.unsigned_abs() + o.bound_ns)
+            .max()
+            .unwrap_or(0);
+        let why = if tai {
+            String::new()
+        } else {
+            format!(
+                "no latency for what crosses hosts: {}; a stamp from one host's clock is not \
+                 comparable with another's unless both are synchronised. Set clock = \"tai\" \
+                 on every host (CLOCK_TAI, disciplined by PTP's phc2sys) for one-way latency",
+                what.join("; ")
+            )
+        };
+        if !to_stdout {
+            if tai {
+                println!(
+                    "clock tai on every host: one-way latency, host clocks within {bound} ns of rank 0's"
+                );
+            } else {
+                println!("{why}");
+            }
+        }
+        serde_json::json!({
+            "clock": if tai { "tai" } else { "monotonic" },
+            "latency": tai,
+            "why": why,
+            "offset_bound_ns": tai.then_some(bound),
+        })
+    });
     if let Some(path) = &args.json {
         let mut doc = serde_json::json!({
             "pipeline": plan.pipeline.name,
@@ -368,6 +483,13 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         });
         if let Some(i) = &ingest {
             doc["spead"] = serde_json::to_value(i).unwrap_or_default();
+        }
+        if let Some(sig) = signal {
+            doc["interrupted"] = true.into();
+            doc["signal"] = sig.into();
+        }
+        if let Some(c) = &clock {
+            doc["clock"] = c.clone();
         }
         write_json(path, &doc)?;
     }

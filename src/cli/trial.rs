@@ -218,6 +218,10 @@ fn across_hosts(
     }
     let interrupt = interrupt_flag();
     let mut results = Vec::new();
+    // The finished trials reach the file within milliseconds of a signal,
+    // whatever step the trial under way is in (see EarlyReport).
+    let early =
+        super::hosts::EarlyReport::start(args.json.as_deref(), serde_json::json!({"trials": []}));
     for _ in 0..args.repeat {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             break;
@@ -246,13 +250,23 @@ fn across_hosts(
         if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
             print_result(&r);
         }
+        let value = serde_json::to_value(&r).unwrap_or_default();
+        early.update(|d| {
+            if let Some(t) = d["trials"].as_array_mut() {
+                t.push(value);
+            }
+        });
         results.push(r);
+    }
+    early.finish();
+    if let Some(status) = crate::sys::signals::exit_status() {
+        // The report first: the other ranks wait for it in `finish`.
+        let r = interrupted(args, &results, status);
+        cluster.finish();
+        return r;
     }
     // Between trials the other ranks wait for this: they end cleanly.
     cluster.finish();
-    if let Some(status) = crate::sys::signals::exit_status() {
-        return interrupted(args, &results, status);
-    }
     if let Some(path) = &args.json {
         if results.len() == 1 {
             write_json(path, &results[0])?;

@@ -86,36 +86,114 @@ impl fmt::Display for Timeout {
 
 impl std::error::Error for Timeout {}
 
-/// Binds a pipeline's hosts to ranks by their `rank` key; ranks no host names
-/// are `rankN`. A host whose rank mpirun did not start is the file's error.
-pub fn by_rank(p: &crate::pipeline::Pipeline, size: usize) -> Result<Vec<Host>, String> {
+/// Binds a pipeline's hosts to ranks, given the machine each rank runs on
+/// (`machines[r]`, the MPI processor name; its length is the number of
+/// ranks). Hosts with `rank` come first; then each host with `hostname`, in
+/// file order, takes the lowest rank on that machine no host holds yet, so
+/// several ranks on one machine are bound in rank order. Ranks no host names
+/// are `rankN`. A host mpirun gave no rank is the file's error, naming the
+/// key and where mpirun placed the ranks.
+pub fn bind_file(p: &crate::pipeline::Pipeline, machines: &[String]) -> Result<Vec<Host>, String> {
+    let size = machines.len();
     let mut hosts: Vec<Host> = (0..size)
         .map(|rank| Host {
             name: format!("rank{rank}"),
             rank,
         })
         .collect();
+    let mut taken: Vec<Option<&str>> = vec![None; size];
     for h in &p.hosts {
-        let Some(rank) = h.rank else {
-            return Err(format!(
-                "{}: [host.{}] `hostname`: binding a host by hostname is not supported yet; give it `rank`",
-                p.file.display(),
-                h.name
-            ));
-        };
+        let Some(rank) = h.rank else { continue };
         if rank >= size {
             return Err(format!(
                 "{}: [host.{}] `rank`: rank {rank}, but mpirun started {size} rank{} (0..={}); run with mpirun -np {} or bind fewer hosts",
                 p.file.display(),
                 h.name,
                 if size == 1 { "" } else { "s" },
-                size - 1,
+                size.saturating_sub(1),
                 rank + 1
             ));
         }
         hosts[rank].name = h.name.clone();
+        taken[rank] = Some(&h.name);
+    }
+    for h in &p.hosts {
+        let (None, Some(want)) = (h.rank, &h.hostname) else {
+            continue;
+        };
+        let there: Vec<usize> = (0..size)
+            .filter(|&r| same_machine(&machines[r], want))
+            .collect();
+        let Some(&rank) = there.iter().find(|&&r| taken[r].is_none()) else {
+            let why = if there.is_empty() {
+                format!(
+                    "mpirun placed no rank on {want:?}; it placed {}: place one there \
+                     (mpirun --host {want}) or name one of those machines",
+                    placement(machines)
+                )
+            } else {
+                let holders: Vec<&str> = there.iter().filter_map(|&r| taken[r]).collect();
+                format!(
+                    "{want:?} has {} rank{} ({}), all bound already (to host{} {}); run \
+                     more ranks there (mpirun --host {want}:{}) or bind fewer hosts to it",
+                    there.len(),
+                    if there.len() == 1 { "" } else { "s" },
+                    ranks_list(&there),
+                    if holders.len() == 1 { "" } else { "s" },
+                    holders.join(", "),
+                    there.len() + 1
+                )
+            };
+            return Err(format!(
+                "{}: [host.{}] `hostname`: {why}",
+                p.file.display(),
+                h.name
+            ));
+        };
+        hosts[rank].name = h.name.clone();
+        taken[rank] = Some(&h.name);
     }
     Ok(hosts)
+}
+
+/// Whether the machine MPI names `have` is the one a file names `want`:
+/// equal ignoring case, or equal short names when one side is a bare name
+/// (`node1` is `node1.cluster.local`).
+pub fn same_machine(have: &str, want: &str) -> bool {
+    let short = |s: &str| s.split('.').next().unwrap_or(s).to_string();
+    have.eq_ignore_ascii_case(want)
+        || (!want.contains('.') && short(have).eq_ignore_ascii_case(want))
+        || (!have.contains('.') && short(want).eq_ignore_ascii_case(have))
+}
+
+/// `vm (ranks 0, 1), node2 (rank 2)`: where mpirun placed the ranks.
+fn placement(machines: &[String]) -> String {
+    let mut order: Vec<&str> = Vec::new();
+    for m in machines {
+        if !order.contains(&m.as_str()) {
+            order.push(m);
+        }
+    }
+    order
+        .iter()
+        .map(|m| {
+            let ranks: Vec<usize> = (0..machines.len()).filter(|&r| machines[r] == *m).collect();
+            format!(
+                "{m} (rank{} {})",
+                if ranks.len() == 1 { "" } else { "s" },
+                ranks_list(&ranks)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ranks_list(ranks: &[usize]) -> String {
+    ranks
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Host {
@@ -157,6 +235,79 @@ mod test {
     #[test]
     fn a_host_named_twice_is_an_error() {
         assert!(bind(&names(&["a", "a"]), 2).unwrap_err().contains("twice"));
+    }
+
+    /// A file with hosts `a` (`rank = 0` or `hostname`), `b` and `c` bound
+    /// as `binds` says (`rank = N` or `hostname = "X"` lines).
+    fn file(binds: [&str; 3]) -> crate::pipeline::Pipeline {
+        let mut text = String::from("[pipeline]\nlcores = \"0\"\npin = false\n");
+        for (h, b) in ["a", "b", "c"].iter().zip(binds) {
+            text += &format!("[host.{h}]\n{b}\n");
+        }
+        text += "[port.out]\nkind = \"udp\"\nhost = \"a\"\nbind = \"127.0.0.1:0\"\n\
+                 connect = \"127.0.0.1:9\"\n[port.in]\nkind = \"udp\"\nhost = \"b\"\n\
+                 bind = \"127.0.0.1:0\"\n[stage.gen]\nkind = \"generator\"\nhost = \"a\"\n\
+                 tx = \"out\"\n[stage.ana]\nkind = \"analyzer\"\nhost = \"b\"\nrx = \"in\"\n";
+        crate::pipeline::load_str(std::path::Path::new("h.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+            .pipeline
+    }
+
+    fn on(machines: &[&str]) -> Vec<String> {
+        names(machines)
+    }
+
+    fn bound(h: &[Host]) -> Vec<&str> {
+        h.iter().map(|h| h.name.as_str()).collect()
+    }
+
+    #[test]
+    fn hostnames_take_that_machines_ranks_in_rank_order() {
+        let p = file([
+            "hostname = \"n2\"",
+            "hostname = \"n1\"",
+            "hostname = \"n2\"",
+        ]);
+        let h = bind_file(&p, &on(&["n1", "n2", "n2", "n1"])).unwrap();
+        assert_eq!(bound(&h), ["b", "a", "c", "rank3"]);
+    }
+
+    #[test]
+    fn explicit_ranks_are_bound_first_and_hostnames_skip_them() {
+        let p = file(["hostname = \"n1\"", "rank = 0", "hostname = \"n1.lab\""]);
+        let h = bind_file(&p, &on(&["n1.lab", "n1.lab", "n1", "x"])).unwrap();
+        assert_eq!(bound(&h), ["b", "a", "c", "rank3"]);
+    }
+
+    #[test]
+    fn a_hostname_without_a_rank_names_the_key_and_the_placement() {
+        let p = file(["rank = 0", "hostname = \"gpu7\"", "rank = 1"]);
+        let e = bind_file(&p, &on(&["n1", "n1", "n2"])).unwrap_err();
+        assert!(
+            e.starts_with("h.toml: [host.b] `hostname`: mpirun placed no rank on \"gpu7\""),
+            "{e}"
+        );
+        assert!(e.contains("n1 (ranks 0, 1), n2 (rank 2)"), "{e}");
+    }
+
+    #[test]
+    fn more_hostname_hosts_than_ranks_there_is_an_error() {
+        let p = file(["hostname = \"n1\"", "hostname = \"n1\"", "rank = 2"]);
+        let e = bind_file(&p, &on(&["n1", "n2", "n1"])).unwrap_err();
+        assert!(
+            e.contains("[host.b] `hostname`: \"n1\" has 2 ranks (0, 2)"),
+            "{e}"
+        );
+        assert!(e.contains("to hosts a, c"), "{e}");
+        assert!(e.contains("mpirun --host n1:3"), "{e}");
+    }
+
+    #[test]
+    fn machine_names_match_ignoring_case_and_domain() {
+        assert!(same_machine("Node1.lab.example", "node1"));
+        assert!(same_machine("node1", "node1.lab"));
+        assert!(!same_machine("node1.a", "node1.b"));
+        assert!(!same_machine("node10", "node1"));
     }
 
     #[test]

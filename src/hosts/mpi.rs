@@ -12,7 +12,9 @@
 
 use std::time::{Duration, Instant};
 
-use mpi::request::{scope, Request, Scope};
+use std::cell::RefCell;
+
+use mpi::request::{scope, Request, Scope, StaticScope};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
@@ -25,6 +27,21 @@ const DOWN: i32 = 17;
 /// How long the polling loop sleeps between tests: short next to any
 /// timeout, long enough not to spin a shared core.
 const POLL: Duration = Duration::from_micros(200);
+/// Tag of a heartbeat (see [`Ranks::watch`]).
+const BEAT: i32 = 18;
+/// A heartbeat's payload: only its arrival counts.
+static BEAT_WORD: [u64; 1] = [0];
+/// How often a watched rank sends a heartbeat, at most (a quarter of the
+/// timeout when that is shorter).
+const BEAT_PERIOD: Duration = Duration::from_secs(1);
+/// How often a watched rank looks for heartbeats: enough to name a silent
+/// peer close to its timeout, few enough MPI calls not to matter.
+const BEAT_CHECK: Duration = Duration::from_millis(50);
+/// Tag of a note that the run is over early (see [`Ranks::tell_stop`]).
+const STOP_NOTE: i32 = 19;
+/// Room for a machine name in the start-up exchange, in words (256 bytes,
+/// Open MPI's MPI_MAX_PROCESSOR_NAME).
+const NAME_WORDS: usize = 32;
 
 /// Why MPI could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +60,21 @@ pub struct Ranks {
     _universe: mpi::environment::Universe,
     world: SimpleCommunicator,
     hosts: Vec<Host>,
+    machines: Vec<String>,
+    live: RefCell<Liveness>,
+}
+
+/// Heartbeats during a long step (see [`Ranks::watch`]).
+struct Liveness {
+    /// The step being watched and how long a peer may stay silent.
+    watch: Option<(String, Duration)>,
+    /// When each rank was last heard from (or the watch began).
+    seen: Vec<Instant>,
+    /// Heartbeats sent and not yet complete (small messages complete as
+    /// soon as the transport has them).
+    sends: Vec<Request<'static, [u64], StaticScope>>,
+    next_beat: Instant,
+    next_check: Instant,
 }
 
 impl std::fmt::Debug for Ranks {
@@ -54,23 +86,78 @@ impl std::fmt::Debug for Ranks {
 impl Ranks {
     /// Initialises MPI (a lone process outside mpirun is a job of one rank)
     /// and binds `names` to ranks in order.
-    pub fn init(names: &[String]) -> Result<Ranks, InitError> {
-        Ranks::init_with(|size| bind(names, size))
+    pub fn init(names: &[String], timeout: Duration) -> Result<Ranks, InitError> {
+        Ranks::init_with(timeout, |machines| bind(names, machines.len()))
     }
 
-    /// Initialises MPI and binds hosts with `hosts`, given the number of
-    /// ranks: one host per rank, by rank.
+    /// Initialises MPI, learns which machine every rank runs on (one
+    /// exchange, within `timeout`) and binds hosts with `hosts`, given those
+    /// machine names by rank: one host per rank, by rank. Every rank gets the
+    /// same names, so a binding error is the same on every rank.
     pub fn init_with(
-        hosts: impl FnOnce(usize) -> Result<Vec<Host>, String>,
+        timeout: Duration,
+        hosts: impl FnOnce(&[String]) -> Result<Vec<Host>, String>,
     ) -> Result<Ranks, InitError> {
         let universe = mpi::initialize().ok_or(InitError::Again)?;
         let world = universe.world();
-        let hosts = hosts(world.size() as usize).map_err(InitError::Hosts)?;
-        Ok(Ranks {
+        let size = world.size() as usize;
+        let mut ranks = Ranks {
             _universe: universe,
             world,
-            hosts,
-        })
+            // Until bound, errors name ranks by number.
+            hosts: (0..size)
+                .map(|rank| Host {
+                    name: format!("rank{rank}"),
+                    rank,
+                })
+                .collect(),
+            machines: Vec::new(),
+            live: RefCell::new(Liveness {
+                watch: None,
+                seen: vec![Instant::now(); size],
+                sends: Vec::new(),
+                next_beat: Instant::now(),
+                next_check: Instant::now(),
+            }),
+        };
+        ranks.machines = ranks.gather_machines(timeout);
+        ranks.hosts = hosts(&ranks.machines).map_err(InitError::Hosts)?;
+        Ok(ranks)
+    }
+
+    /// Every rank's machine name (MPI processor name), by rank, on every
+    /// rank: fixed-size rows, so one exchange does it.
+    fn gather_machines(&self, timeout: Duration) -> Vec<String> {
+        let name = self.processor_name();
+        let bytes = &name.as_bytes()[..name.len().min(8 * NAME_WORDS)];
+        let mut mine = vec![0u64; 1 + NAME_WORDS];
+        mine[0] = bytes.len() as u64;
+        for (w, chunk) in mine[1..].iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u64::from_le_bytes(b);
+        }
+        let size = self.hosts.len();
+        let (all, _) = self.exchange(
+            "machine names",
+            timeout,
+            &mine,
+            size * (1 + NAME_WORDS),
+            |rows| rows.concat(),
+        );
+        all.chunks(1 + NAME_WORDS)
+            .map(|row| {
+                let len = (row[0] as usize).min(8 * NAME_WORDS);
+                let mut b: Vec<u8> = row[1..].iter().flat_map(|w| w.to_le_bytes()).collect();
+                b.truncate(len);
+                String::from_utf8_lossy(&b).into_owned()
+            })
+            .collect()
+    }
+
+    /// The machine every rank runs on (MPI processor name), by rank.
+    pub fn machines(&self) -> &[String] {
+        &self.machines
     }
 
     /// This process's rank.
@@ -277,6 +364,137 @@ impl Ranks {
         let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     }
 
+    /// Starts watching for a silent peer during `step`, a long wait (a
+    /// trial's traffic): from now on, every call to [`Ranks::beat`] sends this
+    /// rank's heartbeat about once a second (rank 0 to every rank, the others
+    /// to rank 0) and ends the job naming a peer not heard from for
+    /// `timeout`: a rank that hangs mid-trial is named within about
+    /// `timeout`, not after the trial. Rank 0 watches every rank; the others
+    /// watch rank 0. Collective steps beat while they wait.
+    pub fn watch(&self, step: &str, timeout: Duration) {
+        let now = Instant::now();
+        let mut l = self.live.borrow_mut();
+        l.watch = Some((step.to_string(), timeout));
+        l.seen.iter_mut().for_each(|t| *t = now);
+        // The first heartbeat a period from now: nothing of MPI's competes
+        // with the generators' first packets.
+        l.next_beat = now + BEAT_PERIOD.min(timeout / 4);
+        l.next_check = now + BEAT_CHECK;
+    }
+
+    /// Ends the watch (the long wait is over; steps have their own timeouts).
+    pub fn unwatch(&self) {
+        self.live.borrow_mut().watch = None;
+        self.beat_drain();
+    }
+
+    /// During a watch: sends this rank's heartbeat when one is due, takes
+    /// the peers' and ends the job if a watched peer has been silent too
+    /// long. Cheap between checks (a clock read); call it often, from the
+    /// control thread (MPI is not called from any other).
+    pub fn beat(&self) {
+        let now = Instant::now();
+        let mut l = self.live.borrow_mut();
+        let Some((step, timeout)) = l.watch.clone() else {
+            return;
+        };
+        if now < l.next_check {
+            return;
+        }
+        l.next_check = now + BEAT_CHECK;
+        l.sends = std::mem::take(&mut l.sends)
+            .into_iter()
+            .filter_map(|r| r.test().err())
+            .collect();
+        if now >= l.next_beat {
+            l.next_beat = now + BEAT_PERIOD.min(timeout / 4);
+            // A peer that takes nothing (hung) leaves its heartbeats
+            // incomplete: stop adding to them, it is about to be named.
+            if l.sends.len() < 4 * self.size() {
+                let peers: Vec<usize> = if self.is_driver() {
+                    (1..self.size()).collect()
+                } else {
+                    vec![0]
+                };
+                for p in peers {
+                    let dest = self.world.process_at_rank(p as i32);
+                    l.sends
+                        .push(dest.immediate_send_with_tag(StaticScope, &BEAT_WORD[..], BEAT));
+                }
+            }
+        }
+        drop(l);
+        self.beat_drain();
+        let l = self.live.borrow();
+        let silent: Vec<(usize, Duration)> = (0..self.size())
+            .filter(|&p| p != self.rank() && (self.is_driver() || p == 0))
+            .map(|p| (p, now.saturating_duration_since(l.seen[p])))
+            .filter(|(_, d)| *d > timeout)
+            .collect();
+        drop(l);
+        if let Some(longest) = silent.iter().map(|(_, d)| *d).max() {
+            self.abort(&Timeout {
+                step: format!("{step} (heartbeat)"),
+                missing: silent.iter().map(|(p, _)| self.hosts[*p].label()).collect(),
+                waited: longest,
+            });
+        }
+    }
+
+    /// Tells the other ranks this rank's run ended early (interrupted):
+    /// rank 0 tells every rank, the others tell rank 0, which passes it on
+    /// when its own run has ended. Never waits; see [`Ranks::stop_told`].
+    pub fn tell_stop(&self) {
+        let peers: Vec<usize> = if self.is_driver() {
+            (1..self.size()).collect()
+        } else {
+            vec![0]
+        };
+        let mut l = self.live.borrow_mut();
+        for p in peers {
+            let dest = self.world.process_at_rank(p as i32);
+            l.sends
+                .push(dest.immediate_send_with_tag(StaticScope, &BEAT_WORD[..], STOP_NOTE));
+        }
+    }
+
+    /// Whether another rank has told this one to stop (a poll, never waits).
+    pub fn stop_told(&self) -> bool {
+        let mut told = false;
+        while let Some((msg, _)) = self
+            .world
+            .any_process()
+            .immediate_matched_probe_with_tag(STOP_NOTE)
+        {
+            let mut word = [0u64; 1];
+            msg.matched_receive_into(&mut word[..]);
+            told = true;
+        }
+        told
+    }
+
+    /// Takes every heartbeat that has arrived, noting when each rank was
+    /// last heard from.
+    fn beat_drain(&self) {
+        let now = Instant::now();
+        while let Some((msg, status)) = self
+            .world
+            .any_process()
+            .immediate_matched_probe_with_tag(BEAT)
+        {
+            let mut word = [0u64; 1];
+            msg.matched_receive_into(&mut word[..]);
+            if let Some(t) = self
+                .live
+                .borrow_mut()
+                .seen
+                .get_mut(status.source_rank() as usize)
+            {
+                *t = now;
+            }
+        }
+    }
+
     /// Tests `reqs` until all complete; past `deadline`, aborts the job
     /// naming the hosts whose requests are still open.
     fn settle<'a, Sc: Scope<'a>>(
@@ -307,6 +525,7 @@ impl Ranks {
                     waited: start.elapsed(),
                 });
             }
+            self.beat();
             // A few yields first: a step whose peers are already there
             // completes in microseconds (the clock-offset probe relies on
             // it); then sleeps, so a long wait does not spin a shared core.
@@ -316,6 +535,27 @@ impl Ranks {
             } else {
                 std::thread::sleep(POLL);
             }
+        }
+    }
+}
+
+impl Drop for Ranks {
+    /// Completes the last heartbeats before MPI is finalised (they complete
+    /// as soon as the transport has them); one a dead peer never took is
+    /// left to MPI, as an incomplete request may not be dropped.
+    fn drop(&mut self) {
+        self.beat_drain();
+        self.stop_told();
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut sends = std::mem::take(&mut self.live.get_mut().sends);
+        while !sends.is_empty() && Instant::now() < deadline {
+            sends = sends.into_iter().filter_map(|r| r.test().err()).collect();
+            self.beat_drain();
+            self.stop_told();
+            std::thread::yield_now();
+        }
+        for r in sends {
+            std::mem::forget(r);
         }
     }
 }

@@ -89,7 +89,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     }
 
     let names: Vec<String> = HOSTS.iter().map(|s| s.to_string()).collect();
-    let ranks = Ranks::init(&names).map_err(|e| match e {
+    let ranks = Ranks::init(&names, args.timeout).map_err(|e| match e {
         InitError::Hosts(m) => (2, m),
         e => (1, e.to_string()),
     })?;

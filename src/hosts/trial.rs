@@ -86,6 +86,8 @@ pub struct Cluster {
     offsets: BTreeMap<String, Offset>,
     epoch: u32,
     stopped: bool,
+    /// A step ended because a rank was interrupted (a signal).
+    interrupted: bool,
     interrupt: &'static AtomicBool,
 }
 
@@ -117,7 +119,7 @@ impl Cluster {
                 whole.file.display()
             )));
         }
-        let ranks = join(plan)?;
+        let ranks = join(plan, timeout)?;
         let me = ranks.host().name.clone();
         let clocks: BTreeMap<String, HostClock> = whole
             .hosts
@@ -153,6 +155,7 @@ impl Cluster {
             timeout,
             epoch: 0,
             stopped: false,
+            interrupted: false,
             interrupt,
         };
         if tai {
@@ -202,7 +205,15 @@ impl Cluster {
                 TRIAL => {
                     let rate = f64::from_bits(cmd[1]);
                     let duration = Duration::from_nanos(cmd[2]);
-                    self.run_trial(rate, duration)?;
+                    if let Err(e) = self.run_trial(rate, duration) {
+                        if self.interrupted {
+                            // Leaving now (exit status non-zero) would make
+                            // mpirun end rank 0 before it has written the
+                            // finished trials: wait until it has.
+                            self.ranks.barrier("report written", 2 * self.timeout);
+                        }
+                        return Err(e);
+                    }
                 }
                 _ => {
                     self.stopped = true;
@@ -239,12 +250,19 @@ impl Cluster {
         // Every analyzer on every host is reset: start sending.
         self.runner
             .launch(epoch, rate_pps, self.total_share, duration);
+        // The traffic takes the trial's duration: heartbeats name a rank
+        // that hangs in it within the timeout, not after the trial. They
+        // run on this control thread; the lcores never see them.
+        self.ranks.watch(&format!("trial {epoch}"), t);
+        let ranks = &self.ranks;
         let sent = self
             .runner
-            .wait_generators(epoch, duration, self.interrupt, &mut |_, _| {});
+            .wait_generators(epoch, duration, self.interrupt, &mut |_, _| ranks.beat());
         // A host without generators gets here at once: wait for the others'
         // whole trial.
-        self.step(&format!("trial {epoch} sent"), t + duration, &sent)?;
+        let r = self.step(&format!("trial {epoch} sent"), t + duration, &sent);
+        self.ranks.unwatch();
+        r?;
         std::thread::sleep(self.runner.drain());
         let part = self.runner.part(self.interrupt).map(|mut p| {
             p.start_ns = self
@@ -376,85 +394,94 @@ impl Cluster {
             }
         };
         let r = agree(&self.ranks, step, timeout, status);
-        if r.is_err() {
+        if let Err(e) = &r {
             // Every rank saw the failure: none waits for a stop command.
             self.stopped = true;
+            self.interrupted = matches!(e, HostsError::Interrupted);
         }
         r
     }
 
-    /// Cristian's probe, `rounds` times: rank 0 notes its clock just before
-    /// it releases the ranks from a barrier (`t0`) and again when every
-    /// rank's reading has arrived (`t1`); a rank's reading was taken in
-    /// between, so its offset is `reading - (t0 + t1) / 2` within
-    /// `(t1 - t0) / 2`. The round with the smallest bound wins.
     fn measure_offsets(&self, rounds: usize) -> BTreeMap<String, Offset> {
-        let mut best: BTreeMap<String, Offset> = BTreeMap::new();
-        for round in 0..rounds {
-            let mut t0 = 0u64;
-            self.ranks.exchange(
-                &format!("clock probe {round}"),
-                self.timeout,
-                &[],
-                0,
-                |_| {
-                    t0 = crate::time::tai_now().as_nanos();
-                    Vec::new()
-                },
-            );
-            let mine = [crate::time::tai_now().as_nanos()];
-            let mut t1 = 0u64;
-            let (_, all) = self.ranks.exchange(
-                &format!("clock reading {round}"),
-                self.timeout,
-                &mine,
-                0,
-                |_| {
-                    t1 = crate::time::tai_now().as_nanos();
-                    Vec::new()
-                },
-            );
-            let Some(all) = all else { continue };
-            let mid = t0 / 2 + t1 / 2;
-            let bound = t1.saturating_sub(t0).div_ceil(2);
-            for (h, row) in self.ranks.hosts().iter().zip(&all).skip(1) {
-                let o = Offset {
-                    offset_ns: row[0] as i64 - mid as i64,
-                    bound_ns: bound,
-                };
-                let e = best.entry(h.name.clone()).or_insert(o);
-                if o.bound_ns < e.bound_ns {
-                    *e = o;
-                }
-            }
-        }
-        best
+        measure_offsets(&self.ranks, self.timeout, rounds)
     }
 
-    /// Stops this rank's lcores.
+    /// Ends the run: tells the other ranks to stop, or, when a signal
+    /// ended it, releases them (they wait until rank 0 has written its
+    /// report, see [`Cluster::follow`]). Call it after writing the report.
     pub fn finish(mut self) {
         self.stop();
+        if self.interrupted && self.is_driver() {
+            self.interrupted = false;
+            self.ranks.barrier("report written", self.timeout);
+        }
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+        if self.interrupted && self.is_driver() {
+            self.ranks.barrier("report written", self.timeout);
+        }
     }
 }
 
-/// Joins the MPI job for `plan`: binds its hosts to ranks, enters this
+/// Joins the MPI job for `plan`: binds its hosts to ranks (by `rank`, or by
+/// `hostname` to where mpirun placed the ranks; `timeout` bounds that step), enters this
 /// rank's namespace (after MPI init) and announces the rank on stderr.
-pub fn join(plan: &Plan) -> Result<Ranks, HostsError> {
+pub fn join(plan: &Plan, timeout: Duration) -> Result<Ranks, HostsError> {
     let whole = &plan.pipeline;
-    let ranks = Ranks::init_with(|size| super::by_rank(whole, size)).map_err(|e| match e {
-        InitError::Hosts(m) => HostsError::Input(m),
-        e => HostsError::Runtime(e.to_string()),
-    })?;
+    let ranks = Ranks::init_with(timeout, |machines| super::bind_file(whole, machines)).map_err(
+        |e| match e {
+            InitError::Hosts(m) => HostsError::Input(m),
+            e => HostsError::Runtime(e.to_string()),
+        },
+    )?;
     let spec = whole.hosts.iter().find(|h| h.name == ranks.host().name);
     ranks.enter_netns(spec.and_then(|h| h.netns.as_deref()));
     ranks.announce();
     Ok(ranks)
+}
+
+/// Cristian's probe, `rounds` times: rank 0 notes its clock just before
+/// it releases the ranks from a barrier (`t0`) and again when every
+/// rank's reading has arrived (`t1`); a rank's reading was taken in
+/// between, so its offset is `reading - (t0 + t1) / 2` within
+/// `(t1 - t0) / 2`. The round with the smallest bound wins.
+pub fn measure_offsets(
+    ranks: &Ranks,
+    timeout: Duration,
+    rounds: usize,
+) -> BTreeMap<String, Offset> {
+    let mut best: BTreeMap<String, Offset> = BTreeMap::new();
+    for round in 0..rounds {
+        let mut t0 = 0u64;
+        ranks.exchange(&format!("clock probe {round}"), timeout, &[], 0, |_| {
+            t0 = crate::time::tai_now().as_nanos();
+            Vec::new()
+        });
+        let mine = [crate::time::tai_now().as_nanos()];
+        let mut t1 = 0u64;
+        let (_, all) = ranks.exchange(&format!("clock reading {round}"), timeout, &mine, 0, |_| {
+            t1 = crate::time::tai_now().as_nanos();
+            Vec::new()
+        });
+        let Some(all) = all else { continue };
+        let mid = t0 / 2 + t1 / 2;
+        let bound = t1.saturating_sub(t0).div_ceil(2);
+        for (h, row) in ranks.hosts().iter().zip(&all).skip(1) {
+            let o = Offset {
+                offset_ns: row[0] as i64 - mid as i64,
+                bound_ns: bound,
+            };
+            let e = best.entry(h.name.clone()).or_insert(o);
+            if o.bound_ns < e.bound_ns {
+                *e = o;
+            }
+        }
+    }
+    best
 }
 
 /// Exchanges status words (0 ok, 1 run-time failure, 2 bad input, 130

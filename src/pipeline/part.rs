@@ -57,6 +57,35 @@ impl Plan {
             .collect()
     }
 
+    /// Reliable receivers whose messages were stamped on another host, as
+    /// stage name to (its host, the hosts that send): a `reliable_rx` on a
+    /// host with no `reliable_tx` of its own. Their delivery latency compares
+    /// two hosts' clocks.
+    pub fn reliable_across_hosts(&self) -> BTreeMap<String, (String, Vec<String>)> {
+        use crate::reliable::stage::Role;
+        let on = |role: Role| {
+            self.pipeline
+                .stages
+                .iter()
+                .filter_map(move |s| match &s.kind {
+                    StageKind::Reliable(r) if r.role == role => {
+                        Some((s.name.clone(), s.host.clone()?))
+                    }
+                    _ => None,
+                })
+        };
+        let senders: Vec<String> = on(Role::Tx).map(|(_, h)| h).collect();
+        on(Role::Rx)
+            .filter(|(_, h)| !senders.contains(h))
+            .map(|(name, h)| {
+                let mut from = senders.clone();
+                from.sort();
+                from.dedup();
+                (name, (h, from))
+            })
+            .collect()
+    }
+
     /// The shares of a trial's rate of every generator of the file, on every
     /// host (a part's generators get `share / total` of the rate).
     pub fn generator_shares(&self) -> f64 {

@@ -741,7 +741,9 @@ impl fmt::Display for Plan {
             );
             let bound = match (h.rank, &h.hostname) {
                 (Some(r), _) => format!("rank {r}"),
-                (None, Some(n)) => format!("hostname {n}"),
+                // Bound after MPI init, to the lowest rank on that machine
+                // no other host holds.
+                (None, Some(n)) => format!("hostname {n} (a rank mpirun places there)"),
                 (None, None) => "unbound".into(),
             };
             let netns = h

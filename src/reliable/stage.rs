@@ -4,7 +4,9 @@
 //! the time of `send`), keeping the send credits full but at most
 //! [`SOURCE_QUEUE`] messages queued unsent in the endpoint; the receiver checks
 //! every byte with a [`pattern::Sink`](super::pattern::Sink) and records each message's delivery
-//! latency (the clock is CLOCK_MONOTONIC, shared by threads and processes).
+//! latency (stamps are [`crate::time::stamp_ns`]: CLOCK_MONOTONIC, shared by
+//! threads and processes of one host, or CLOCK_TAI across hosts that all have
+//! `clock = "tai"`).
 //! Both keep polling after they finish, so late ACKs and resends still flow
 //! until the pipeline stops; the receiver reports itself finished only after
 //! [`LINGER`] without a datagram from the sender, so a sender whose last ACK
@@ -249,7 +251,9 @@ impl Stage for ReliableStage {
                 && self.ep.unacked(Channel::Data) < credits
                 && self.ep.queued(Channel::Data) < SOURCE_QUEUE
             {
-                fill_stamped(self.next, now.as_nanos(), self.spec.size, &mut self.msg);
+                // The stamp clock: CLOCK_TAI across hosts with clock = "tai".
+                let at = crate::time::stamp_ns(now);
+                fill_stamped(self.next, at, self.spec.size, &mut self.msg);
                 match self.ep.send(Channel::Data, &self.msg) {
                     Ok(_) => {
                         self.started.get_or_insert(now);
@@ -295,13 +299,14 @@ impl Stage for ReliableStage {
                 _ => {}
             },
         );
+        let stamp_now = crate::time::stamp_ns(now);
         for data in self.delivered.drain(..) {
             self.started.get_or_insert(now);
             if sink.check(&data) {
                 let sent = stamp(&data);
                 if sent > 0 {
                     self.latency
-                        .saturating_record(now.as_nanos().saturating_sub(sent).max(1));
+                        .saturating_record(stamp_now.saturating_sub(sent).max(1));
                 }
             }
             ep.recycle(data);

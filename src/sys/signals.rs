@@ -43,6 +43,13 @@ pub fn interrupt_flag() -> &'static AtomicBool {
     &FLAG
 }
 
+/// Sets the flag as a signal would, without one: what polls it stops and
+/// reports as if interrupted (a run across hosts whose other host was
+/// interrupted). [`received`] still says no signal came.
+pub fn interrupt_without_signal() {
+    FLAG.store(true, Ordering::SeqCst);
+}
+
 /// The signal that set the flag, if one did.
 pub fn received() -> Option<i32> {
     match SIGNAL.load(Ordering::SeqCst) {

@@ -43,7 +43,7 @@ pub(super) const HOST_KEYS: &[Key] = &[
         "hostname",
         "string",
         "none",
-        "the machine mpirun placed the rank on (this or `rank`)",
+        "the machine (MPI processor name) of the rank that plays this host: the lowest rank there no other host holds (this or `rank`)",
     ),
     Key::new(
         "netns",
@@ -77,6 +77,19 @@ pub(super) fn parse_host(
             "a host needs `rank` or `hostname`",
             Some(
                 "rank = 0 (the MPI rank), or hostname = \"node1\" (where mpirun placed a rank)"
+                    .into(),
+            ),
+        );
+    }
+    if let (Some(r), Some(n)) = (rank, &hostname) {
+        sink.error(
+            t.span_of("hostname"),
+            &t.path,
+            Some("hostname"),
+            format!("give `rank` or `hostname`, not both (rank = {r}, hostname = {n:?})"),
+            Some(
+                "rank = N binds the host to that rank wherever it runs; hostname = \"X\" to \
+                 a rank mpirun placed on X"
                     .into(),
             ),
         );
@@ -277,6 +290,15 @@ rx = "in"
         );
         let e = check(&TWO.replace("[host.b]\nrank = 1", "[host.b]\nnetns = \"n\"")).unwrap_err();
         assert!(e.contains("a host needs `rank` or `hostname`"), "{e}");
+        let e = check(&TWO.replace(
+            "[host.b]\nrank = 1",
+            "[host.b]\nrank = 1\nhostname = \"n1\"",
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("[host.b] `hostname`: give `rank` or `hostname`, not both"),
+            "{e}"
+        );
         let e = check(&TWO.replace("clock = \"tai\"", "clock = \"gps\"")).unwrap_err();
         assert!(e.contains("unknown clock `gps`"), "{e}");
     }
