@@ -43,17 +43,29 @@ impl<U> Endpoint<U> {
             self.send.warm();
             return Ok(());
         }
+        let (requests, responses) = (self.stats.requests, self.stats.responses);
         while let Some((offset, len)) = self.recv.pending() {
             let pos = self.recv.consumer();
             let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
             self.recv.consume(n);
         }
-        let consumer = self.recv.consumer();
-        if consumer != self.published {
-            t.publish_consumer(consumer);
-            self.flow.note_reported_consumer(consumer);
-            self.published = consumer;
+        if self.stats.responses != responses
+            && self.stats.requests == requests
+            && !self.deferred
+            && !self.send.batch_open()
+            && !self.has_unflushed()
+        {
+            // Responses only, and nothing to send: a caller waiting for its
+            // answer (at queue depth 1, on the round trip) gets it now, and the
+            // rest (the consumer position for the peer's fallback read, a read
+            // of the peer's, a credit batch) runs in the next poll, not
+            // settled. Only every other poll may skip it, so a stream of
+            // responses cannot keep it from running.
+            self.deferred = true;
+            self.settled = false;
+            return Ok(());
         }
+        self.deferred = false;
         let wants_read = self.wants_read();
         if wants_read {
             if let Some(pos) = t.read_remote_consumer()? {
@@ -63,6 +75,15 @@ impl<U> Endpoint<U> {
             }
         }
         let quiet = self.flush_inner(t)?;
+        // The consumer position for the peer's fallback read goes out after the
+        // flush: every batch carries it in its metadata anyway, and an answer
+        // written during intake leaves a few instructions sooner.
+        let consumer = self.recv.consumer();
+        if consumer != self.published {
+            t.publish_consumer(consumer);
+            self.flow.note_reported_consumer(consumer);
+            self.published = consumer;
+        }
         // Closing a batch can leave a grant limited by a stale consumer view,
         // which calls for a read on the next poll: settled only if not. A flush
         // that found nothing to do changed nothing those depend on.
