@@ -32,9 +32,12 @@ impl<U> Endpoint<U> {
         h: &mut H,
     ) -> Result<(), RpcError> {
         let mut got = false;
-        while let Some(imm) = t.poll_imm()? {
+        if let Some(imm) = t.poll_imm()? {
             self.recv.advance(decode_imm(imm))?;
             got = true;
+            while let Some(imm) = t.poll_imm_more()? {
+                self.recv.advance(decode_imm(imm))?;
+            }
         }
         if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
             // Nothing arrived and nothing changed since a poll that had nothing
@@ -109,6 +112,7 @@ impl<U> Endpoint<U> {
     /// batch itself (the peer consumed the rest), and since `max_R <= C/4`,
     /// `(C - 32)/2 - R >= max_R - R`: the full grant, so an idle pair converges
     /// to full credit.
+    #[inline]
     pub(super) fn wants_read(&self) -> bool {
         if self.flow.remote_consumer() >= self.send.flushed() {
             return false;

@@ -514,6 +514,34 @@ impl ShmTransport {
         Ok(())
     }
 
+    /// The next completion of this side's ring: [`Transport::poll_imm`],
+    /// with the waiting prefetches when `PREFETCH` and nothing arrived.
+    #[inline(always)]
+    fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
+        let seq = self.recv_seq;
+        let slot = self.slot_ptr(self.me, seq);
+        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
+        if (v >> 32) as u32 != (seq + 1) as u32 {
+            if PREFETCH {
+                self.prefetch_waiting(slot);
+            }
+            return Ok(None);
+        }
+        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
+        if info & INLINE_FLAG != 0 {
+            self.copy_inline(slot, v, info)?;
+        }
+        self.recv_seq += 1;
+        self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
+        // Published every eighth of the ring only: the writer reads it when it
+        // believes the ring full, and each read pulls the line from this core.
+        if self.recv_seq & self.publish_mask == 0 {
+            self.taken_word(self.me)
+                .store(self.recv_seq, Ordering::Release);
+        }
+        Ok(Some(v as u32))
+    }
+
     /// Length of the mapping.
     #[inline]
     pub fn mapped_len(&self) -> usize {
@@ -619,26 +647,12 @@ impl Transport for ShmTransport {
 
     #[inline(always)]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
-        let seq = self.recv_seq;
-        let slot = self.slot_ptr(self.me, seq);
-        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
-        if (v >> 32) as u32 != (seq + 1) as u32 {
-            self.prefetch_waiting(slot);
-            return Ok(None);
-        }
-        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
-        if info & INLINE_FLAG != 0 {
-            self.copy_inline(slot, v, info)?;
-        }
-        self.recv_seq += 1;
-        self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
-        // Published every eighth of the ring only: the writer reads it when it
-        // believes the ring full, and each read pulls the line from this core.
-        if self.recv_seq & self.publish_mask == 0 {
-            self.taken_word(self.me)
-                .store(self.recv_seq, Ordering::Release);
-        }
-        Ok(Some(v as u32))
+        self.take_imm::<true>()
+    }
+
+    #[inline(always)]
+    fn poll_imm_more(&mut self) -> Result<Option<u32>, TransportError> {
+        self.take_imm::<false>()
     }
 
     #[inline]
