@@ -12,7 +12,9 @@
 //!    hands requests and responses to the handler, exposes the consumer position,
 //!    reads the peer's when the piggy-backed one went stale, and emits one
 //!    write-with-immediate per contiguous run of closed batches (one per batch
-//!    unless a wrap marker ends the ring lap).
+//!    unless a wrap marker ends the ring lap). A poll that took in only
+//!    responses and has nothing to send returns after the intake and leaves
+//!    the rest to the next poll (at most every other poll does so).
 //!
 //! Requests are taken in order; replies may be sent in any order: a [`Request`]
 //! is a small `Copy` token. Pending calls live in a slab keyed by call id.
