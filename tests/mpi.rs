@@ -1231,3 +1231,212 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
         "{doc}"
     );
 }
+
+/// `rpc bench --transport reliable-udp` between namespaces `a` (client,
+/// 10.77.0.1) and `b` (server, 10.77.0.2), with `extra` arguments.
+fn rpc_bench_args(a: &str, b: &str, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "rpc",
+        "bench",
+        "--transport",
+        "reliable-udp",
+        "--client",
+        "10.77.0.1:47311",
+        "--server",
+        "10.77.0.2:47312",
+        "--client-netns",
+        a,
+        "--server-netns",
+        b,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Runs the bench on 2 ranks and returns its JSON report, asserting that
+/// every call of every depth was answered with the right payload.
+fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rpc.json");
+    let args = rpc_bench_args(
+        a,
+        b,
+        &[
+            "--depth",
+            "1,64",
+            "--duration",
+            "400ms",
+            "--msg-size",
+            "200",
+            "--resp-size",
+            "100",
+            "--timeout",
+            "20s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(2, &args).unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Rank 0 prints the report, with both hosts.
+    assert!(
+        stdout.contains("rpc bench over reliable channel over udp"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("host server (rank 1)"), "{stdout}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["transport"], "reliable-udp", "{doc}");
+    let depths = doc["depths"].as_array().unwrap();
+    assert_eq!(depths.len(), 2, "{doc}");
+    let mut calls = 0;
+    for d in depths {
+        // The bench fails on a damaged or missing response; these say it
+        // checked every one.
+        let c = d["calls"].as_u64().unwrap();
+        assert!(c > 0, "{d}");
+        assert_eq!(d["verified"], c, "{d}");
+        calls += c;
+    }
+    let hosts = doc["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{doc}");
+    for (rank, (h, ns)) in hosts.iter().zip([a, b]).enumerate() {
+        assert_eq!(h["rank"], rank, "{doc}");
+        assert_eq!(h["name"], ["client", "server"][rank], "{doc}");
+        assert_eq!(h["netns"], ns, "{doc}");
+        // The server answered exactly the calls the client made.
+        assert_eq!(h["rpcs"], calls, "{doc}");
+    }
+    doc
+}
+
+#[test]
+fn rpc_bench_between_two_ranks_answers_every_call_with_and_without_loss() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "q") else {
+        return;
+    };
+    let (a, b) = (format!("{}-a", ns.0), format!("{}-b", ns.0));
+    rpc_bench_between(&a, &b);
+    // 5 % of the datagrams lost each way, in the kernel.
+    if !(drop_udp(&a, 50) && drop_udp(&b, 50)) {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("skipped the lossy half: nft missing");
+        return;
+    }
+    let doc = rpc_bench_between(&a, &b);
+    assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+    let resent: u64 = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["reliable"]["retransmits"].as_u64().unwrap())
+        .sum();
+    assert!(resent > 0, "{doc}");
+}
+
+#[test]
+fn rpc_bench_on_one_rank_exits_2_naming_the_missing_host() {
+    let Some(out) = run(
+        1,
+        &[
+            "rpc",
+            "bench",
+            "--transport",
+            "reliable-udp",
+            "--client",
+            "127.0.0.1:47321",
+            "--server",
+            "127.0.0.1:47322",
+        ],
+    ) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("hosts without a rank: server"), "{stderr}");
+    assert!(stderr.contains("mpirun -np 2"), "{stderr}");
+}
+
+/// Sends the server rank of a long rpc bench `signal` mid-run.
+fn signal_rpc_server(tag: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
+    signal_rpc_rank(tag, "rank 1 host server pid ", signal)
+}
+
+/// Sends the rank announced as `who` of a long rpc bench `signal` mid-run.
+fn signal_rpc_rank(tag: &str, who: &str, signal: &str) -> Option<(Option<i32>, String, f64)> {
+    let ns = Namespaces::make("up", tag)?;
+    let args = rpc_bench_args(
+        &format!("{}-a", ns.0),
+        &format!("{}-b", ns.0),
+        &["--depth", "1", "--duration", "30s", "--timeout", "3s"],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    signal_rank(2, &args, who, signal, Duration::from_millis(1500))
+}
+
+#[test]
+fn a_hung_rpc_server_rank_is_named_within_the_timeout() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some((code, stderr, secs)) = signal_rpc_server("u", "-STOP") else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: client (rank 0): host server (rank 1) stopped answering RPCs at depth 1"
+        ),
+        "{stderr}"
+    );
+    // The 3 s timeout, plus mpirun's teardown; far below the 30 s run.
+    assert!(secs < 20.0, "took {secs} s");
+}
+
+#[test]
+fn a_killed_rpc_server_rank_ends_the_bench_naming_it() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some((code, stderr, secs)) = signal_rpc_server("k", "-KILL") else {
+        return;
+    };
+    assert_ne!(code, Some(0), "{stderr}");
+    assert_ne!(code, Some(124), "the wall-clock guard fired: {stderr}");
+    // mpirun names the rank; the ranks' start-up lines map it to the host.
+    assert!(stderr.contains("rank 1"), "{stderr}");
+    assert!(stderr.contains("rank 1 host server pid"), "{stderr}");
+    assert!(secs < 20.0, "took {secs} s");
+}
+
+#[test]
+fn a_hung_rpc_client_rank_is_named_by_the_server() {
+    if mpirun().is_none() {
+        return;
+    }
+    let Some((code, stderr, secs)) = signal_rpc_rank("c", "rank 0 host client pid ", "-STOP")
+    else {
+        return;
+    };
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: server (rank 1): host client (rank 0) went quiet"),
+        "{stderr}"
+    );
+    assert!(secs < 20.0, "took {secs} s");
+}

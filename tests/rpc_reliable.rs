@@ -210,14 +210,25 @@ fn rpc_bench_over_reliable_mem_wires() {
             pingpong: Duration::ZERO,
             core: None,
             timeout: Duration::from_secs(30),
+            client: None,
+            server: None,
+            client_netns: None,
+            server_netns: None,
             json: None,
         };
-        let report = cli::bench(&args).expect("bench over reliable-mem");
+        let report = cli::bench(&args)
+            .expect("bench over reliable-mem")
+            .expect("a report");
         assert_eq!(report.transport, BenchTransport::ReliableMem);
         assert_eq!(report.depths.len(), 2);
         // Every call was answered (the bench drains each depth and fails
         // otherwise); some were measured even if a thread was descheduled.
         let rpcs: u64 = report.depths.iter().map(|d| d.rpcs).sum();
         assert!(rpcs > 0, "{:?}", report.depths);
+        // Every response checked: its length, its call's echoed sequence
+        // number and its bytes.
+        for d in &report.depths {
+            assert!(d.calls > 0 && d.verified == d.calls, "{d:?}");
+        }
     }
 }

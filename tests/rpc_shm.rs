@@ -212,9 +212,13 @@ fn cli_two_processes(dir: &Path) {
         pingpong: Duration::from_millis(100),
         core: None,
         timeout: Duration::from_secs(60),
+        client: None,
+        server: None,
+        client_netns: None,
+        server_netns: None,
         json: None,
     };
-    let report = cli::bench(&args).expect("bench");
+    let report = cli::bench(&args).expect("bench").expect("a report");
     assert!(wait(child, Duration::from_secs(30)), "serve failed");
     let pp = report.pingpong.as_ref().expect("ping-pong measured");
     assert!(pp.rtt.count > 0 && pp.mean_rtt_ns > 0.0);

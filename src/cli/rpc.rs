@@ -1,7 +1,9 @@
 //! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
 //! or (`bench --transport reliable-mem`) one process whose server thread talks to
-//! it over the reliable channel's PUT on two mem wires. The benchmark itself is
-//! [`crate::rpc::bench`]; this file parses arguments and prints.
+//! it over the reliable channel's PUT on two mem wires, or (`--transport
+//! reliable-udp` under `mpirun -np 2`) two MPI ranks over UDP. The benchmark
+//! itself is [`crate::rpc::bench`] (across ranks [`crate::hosts::rpc`]); this
+//! file parses arguments and prints.
 
 #![forbid(unsafe_code)]
 
@@ -11,8 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::rpc::bench::{
-    BenchConfig, BenchReport, BenchResult, BenchTransport, DepthReport, Latency, PingPongReport,
-    ServeConfig, WindowRates,
+    BenchConfig, BenchReport, BenchResult, BenchTransport, DepthReport, HostReport, Latency,
+    PingPongReport, ServeConfig, WindowRates,
 };
 
 /// `linerate rpc ...`
@@ -24,6 +26,8 @@ pub struct RpcArgs {
 }
 
 /// The `rpc` subcommands.
+// Parsed once per process: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Subcommand)]
 pub enum RpcCommand {
     /// Create the shared region and answer calls until the bench finishes.
@@ -67,7 +71,11 @@ pub struct ServeArgs {
 
 impl clap::ValueEnum for BenchTransport {
     fn value_variants<'a>() -> &'a [Self] {
-        &[BenchTransport::Shm, BenchTransport::ReliableMem]
+        &[
+            BenchTransport::Shm,
+            BenchTransport::ReliableMem,
+            BenchTransport::ReliableUdp,
+        ]
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
@@ -76,6 +84,9 @@ impl clap::ValueEnum for BenchTransport {
                 .help("Shared memory with a separate `rpc serve` process (the default)"),
             BenchTransport::ReliableMem => clap::builder::PossibleValue::new("reliable-mem").help(
                 "The reliable channel's checked PUT over two mem wires, the server in a second thread of this process (no `rpc serve` needed)",
+            ),
+            BenchTransport::ReliableUdp => clap::builder::PossibleValue::new("reliable-udp").help(
+                "The reliable channel's checked PUT over UDP between two MPI ranks: `mpirun -np 2 linerate rpc bench --transport reliable-udp --client ADDR --server ADDR` (rank 0 the client, rank 1 the server; feature `mpi`)",
             ),
         })
     }
@@ -87,13 +98,15 @@ pub struct BenchArgs {
     /// Transport to measure.
     #[arg(long, value_enum, default_value = "shm")]
     pub transport: BenchTransport,
-    /// Ring size for `--transport reliable-mem` (with shm the server chooses).
+    /// Ring size for `--transport reliable-mem` and `reliable-udp` (with shm
+    /// the server chooses).
     #[arg(long, default_value = "1 MiB", value_parser = size_arg)]
     pub ring: u64,
     /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
-    /// Core of the server thread (`--transport reliable-mem`).
+    /// Core of the server thread (`--transport reliable-mem`) or of the
+    /// server rank (`reliable-udp`).
     #[arg(long)]
     pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).
@@ -117,9 +130,23 @@ pub struct BenchArgs {
     /// Core to pin to.
     #[arg(long)]
     pub core: Option<usize>,
-    /// Wait this long for the server.
+    /// Wait this long for the server; with reliable-udp, also how long
+    /// responses may stop before the server rank is called dead or hung.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub timeout: Duration,
+    /// The client rank's UDP address, IP:PORT (`--transport reliable-udp`).
+    #[arg(long)]
+    pub client: Option<std::net::SocketAddr>,
+    /// The server rank's UDP address, IP:PORT (`--transport reliable-udp`).
+    #[arg(long)]
+    pub server: Option<std::net::SocketAddr>,
+    /// Network namespace the client rank enters before opening its socket
+    /// (emulated hosts on one machine, see scripts/mpi-hosts).
+    #[arg(long)]
+    pub client_netns: Option<String>,
+    /// Network namespace the server rank enters before opening its socket.
+    #[arg(long)]
+    pub server_netns: Option<String>,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -155,6 +182,10 @@ impl BenchArgs {
             pingpong: self.pingpong,
             core: self.core,
             timeout: self.timeout,
+            client: self.client,
+            server: self.server,
+            client_netns: self.client_netns.clone(),
+            server_netns: self.server_netns.clone(),
         }
     }
 }
@@ -164,9 +195,30 @@ pub fn serve(args: &ServeArgs) -> BenchResult<u64> {
     crate::rpc::bench::serve(&args.config())
 }
 
-/// Runs the bench side against a running server (or, with reliable-mem, its own).
-pub fn bench(args: &BenchArgs) -> BenchResult<BenchReport> {
-    crate::rpc::bench::bench(&args.config())
+/// Runs the bench side against a running server (or, with reliable-mem, its
+/// own). With reliable-udp this is one rank of two: rank 0 gets the report,
+/// the server rank `None`.
+pub fn bench(args: &BenchArgs) -> BenchResult<Option<BenchReport>> {
+    let config = args.config();
+    if config.transport == BenchTransport::ReliableUdp {
+        return bench_ranks(&config);
+    }
+    crate::rpc::bench::bench(&config).map(Some)
+}
+
+#[cfg(feature = "mpi")]
+fn bench_ranks(config: &BenchConfig) -> BenchResult<Option<BenchReport>> {
+    crate::hosts::rpc::bench(config)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn bench_ranks(_config: &BenchConfig) -> BenchResult<Option<BenchReport>> {
+    Err((
+        2,
+        "--transport reliable-udp needs the `mpi` feature: rebuild with \
+         `cargo build --release --features mpi` (needs Open MPI: libopenmpi-dev, openmpi-bin)"
+            .into(),
+    ))
 }
 
 /// Runs `linerate rpc ...`; returns the exit status (0, 1 runtime failure, 2 bad input).
@@ -176,6 +228,8 @@ pub fn run(args: &RpcArgs) -> i32 {
             eprintln!("rpc serve: answered {n} calls");
         }),
         RpcCommand::Bench(a) => bench(a).and_then(|rep| {
+            // The server rank of a run across ranks: rank 0 reports.
+            let Some(rep) = rep else { return Ok(()) };
             print_report(&rep);
             if let Some(p) = &a.json {
                 let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
@@ -231,6 +285,25 @@ fn print_report(r: &BenchReport) {
                 + &d.p50_vs_two_line_pingpong_p50
                     .map(|x| format!(", {x:.2}x 2-line"))
                     .unwrap_or_default()
+        );
+    }
+    for h in &r.hosts {
+        let n = |k: &str| h.reliable.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+        println!(
+            "  host {} (rank {}) on {}{}  udp {}  {} RPCs {}  datagrams out {} in {}  retransmits {}",
+            h.name,
+            h.rank,
+            h.machine,
+            h.netns
+                .as_deref()
+                .map(|n| format!(" netns {n}"))
+                .unwrap_or_default(),
+            h.address,
+            h.rpcs,
+            if h.rank == 0 { "made" } else { "answered" },
+            n("tx_packets"),
+            n("rx_packets"),
+            n("retransmits")
         );
     }
 }

@@ -8,6 +8,8 @@ pub mod ingest;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "mpi")]
+pub mod rpc;
+#[cfg(feature = "mpi")]
 pub mod trial;
 pub mod wire;
 

@@ -56,6 +56,9 @@ pub enum BenchTransport {
     /// The reliable channel's checked PUT over two mem wires, the server in a
     /// second thread of this process (no `rpc serve` needed).
     ReliableMem,
+    /// The reliable channel's checked PUT over UDP between two MPI ranks
+    /// (`mpirun -np 2`, feature `mpi`): rank 0 the client, rank 1 the server.
+    ReliableUdp,
 }
 
 /// What `rpc bench` measures (`linerate rpc bench`'s arguments, less `--json`).
@@ -67,7 +70,8 @@ pub struct BenchConfig {
     pub ring: u64,
     /// Random loss on each mem wire (`--transport reliable-mem`), 0 to 1.
     pub loss: f64,
-    /// Core of the server thread (`--transport reliable-mem`).
+    /// Core of the server thread (`--transport reliable-mem`) or of the
+    /// server rank (`reliable-udp`).
     pub server_core: Option<usize>,
     /// Region file the server created (default: the server's default places).
     pub shm: Option<PathBuf>,
@@ -84,8 +88,17 @@ pub struct BenchConfig {
     pub pingpong: Duration,
     /// Core to pin to.
     pub core: Option<usize>,
-    /// Wait this long for the server.
+    /// Wait this long for the server; with reliable-udp, also how long
+    /// responses may stop before the server is called dead or hung.
     pub timeout: Duration,
+    /// The client's UDP address (`--transport reliable-udp`, rank 0).
+    pub client: Option<std::net::SocketAddr>,
+    /// The server's UDP address (`--transport reliable-udp`, rank 1).
+    pub server: Option<std::net::SocketAddr>,
+    /// The network namespace the client rank enters before opening its socket.
+    pub client_netns: Option<String>,
+    /// The network namespace the server rank enters before opening its socket.
+    pub server_netns: Option<String>,
 }
 
 /// Latency percentiles in nanoseconds.
@@ -221,6 +234,11 @@ pub struct DepthReport {
     pub writes: u64,
     /// Times a call was refused for credit or ring room and retried.
     pub retries: u64,
+    /// Calls made at this depth, warm-up and drain included.
+    pub calls: u64,
+    /// Responses whose length, echoed sequence number and bytes were checked
+    /// and right: every call's (the bench fails on the first wrong one).
+    pub verified: u64,
 }
 
 /// The whole bench report.
@@ -244,13 +262,35 @@ pub struct BenchReport {
     pub pingpong_two_lines: Option<PingPongReport>,
     /// One entry per depth.
     pub depths: Vec<DepthReport>,
+    /// The hosts of a run across MPI ranks (reliable-udp), by rank.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostReport>,
+}
+
+/// One host of an `rpc bench` across MPI ranks.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct HostReport {
+    /// The host's name (`client` or `server`).
+    pub name: String,
+    /// Its MPI rank.
+    pub rank: usize,
+    /// The machine MPI placed it on.
+    pub machine: String,
+    /// The network namespace it entered, if any.
+    pub netns: Option<String>,
+    /// Its UDP address.
+    pub address: String,
+    /// Requests it made (client) or answered (server), warm-up included.
+    pub rpcs: u64,
+    /// Its reliable endpoint's counters (datagrams, retransmits, ...).
+    pub reliable: serde_json::Value,
 }
 
 /// A result whose error carries the exit status (1 runtime failure, 2 bad
 /// input) and the message.
 pub type BenchResult<T> = Result<T, (i32, String)>;
 
-fn pin(core: Option<usize>) -> BenchResult<()> {
+pub(crate) fn pin(core: Option<usize>) -> BenchResult<()> {
     if let Some(c) = core {
         let ok = core_affinity::get_core_ids()
             .unwrap_or_default()
@@ -286,36 +326,142 @@ const STALL_LIMIT: Duration = Duration::from_secs(30);
 /// Server loop iterations between two reads of the clock for the idle timeout.
 const IDLE_CHECK_SPINS: u32 = 4096;
 
+/// The bytes of a request after its sequence number.
+const REQ_FILL: u8 = 0xa5;
+/// The bytes of a response after the echoed sequence number.
+const RESP_FILL: u8 = 0x5a;
+/// A request of at least this many bytes starts with its sequence number (u64
+/// LE), which the server echoes at the start of a response at least as long:
+/// the client then knows each response answers its own call.
+const SEQ_BYTES: usize = 8;
+
+/// Why a request or response payload is not what the bench sent: `len`
+/// bytes expected (when known), the sequence number `seq` first (when
+/// echoed), then `fill`.
+fn check_payload(
+    payload: &[u8],
+    len: Option<usize>,
+    seq: Option<u64>,
+    fill: u8,
+) -> Result<(), String> {
+    if let Some(n) = len {
+        if payload.len() != n {
+            return Err(format!("{} bytes, expected {n}", payload.len()));
+        }
+    }
+    let from = match seq {
+        Some(want) => {
+            let Some(head) = payload.get(..SEQ_BYTES) else {
+                return Err(format!("{} bytes, too short to echo", payload.len()));
+            };
+            let mut b = [0u8; SEQ_BYTES];
+            b.copy_from_slice(head);
+            let got = u64::from_le_bytes(b);
+            if got != want {
+                return Err(format!("echoes call {got}, not {want}"));
+            }
+            SEQ_BYTES
+        }
+        None => 0,
+    };
+    check_fill(payload, from, fill)
+}
+
+/// Whether `payload` from byte `from` on is all `fill`; else which byte is not.
+fn check_fill(payload: &[u8], from: usize, fill: u8) -> Result<(), String> {
+    let rest = payload.get(from..).unwrap_or(&[]);
+    match rest.iter().position(|&b| b != fill) {
+        Some(i) => Err(format!(
+            "byte {} is {:#04x}, expected {fill:#04x}",
+            from + i,
+            rest[i]
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The bench server's handler: answers every request with `resp_size` bytes
 /// (at most what the request allows) during `poll` when `answer_now`, else
-/// keeps the requests for `reply` after it.
-struct ServerHandler {
-    requests: Vec<Request>,
+/// keeps the requests for `reply` after it. It checks every request's
+/// payload (its length too when `expect_len` is known) and echoes the
+/// request's sequence number at the start of the response.
+pub(crate) struct ServerHandler {
+    requests: Vec<(Request, [u8; SEQ_BYTES])>,
     answer_now: bool,
     resp: Vec<u8>,
     resp_size: usize,
+    expect_len: Option<usize>,
+    /// The first request that was not what the bench sends.
+    bad: Option<String>,
 }
 
 impl ServerHandler {
-    fn new(capacity: u32, answer_now: bool) -> Self {
+    pub(crate) fn new(capacity: u32, answer_now: bool) -> Self {
         ServerHandler {
             requests: Vec::with_capacity(capacity as usize),
             answer_now,
-            resp: vec![0x5au8; 1 << 16],
+            resp: vec![RESP_FILL; 1 << 16],
             resp_size: 0,
+            expect_len: None,
+            bad: None,
         }
     }
 
-    fn response(&self, req: &Request) -> &[u8] {
-        let n = self
-            .resp_size
-            .min(req.max_response() as usize)
-            .min(self.resp.len());
+    /// Sets the response size (growing the response buffer if needed).
+    pub(crate) fn set_resp_size(&mut self, n: usize) {
+        if n > self.resp.len() {
+            self.resp.resize(n, RESP_FILL);
+        }
+        self.resp_size = n;
+    }
+
+    /// The request payload length every request must have.
+    pub(crate) fn expect_len(&mut self, n: usize) {
+        self.expect_len = Some(n);
+    }
+
+    /// An error if a request was not what the bench sends.
+    pub(crate) fn check(&self) -> BenchResult<()> {
+        match &self.bad {
+            Some(why) => Err((1, why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks a request; returns the bytes to echo.
+    #[inline]
+    fn take(&mut self, payload: &[u8]) -> [u8; SEQ_BYTES] {
+        let mut echo = [RESP_FILL; SEQ_BYTES];
+        let seq = payload.get(..SEQ_BYTES);
+        if let Some(head) = seq {
+            echo.copy_from_slice(head);
+        }
+        if self.bad.is_none() {
+            let len_ok = match self.expect_len {
+                Some(n) if n != payload.len() => {
+                    Err(format!("{} bytes, expected {n}", payload.len()))
+                }
+                _ => Ok(()),
+            };
+            if let Err(why) =
+                len_ok.and_then(|()| check_fill(payload, seq.map_or(0, <[u8]>::len), REQ_FILL))
+            {
+                self.bad = Some(format!("a request arrived damaged: {why}"));
+            }
+        }
+        echo
+    }
+
+    fn response(&mut self, req: &Request, echo: &[u8; SEQ_BYTES]) -> &[u8] {
+        let n = self.resp_size.min(req.max_response() as usize);
+        if n >= SEQ_BYTES {
+            self.resp[..SEQ_BYTES].copy_from_slice(echo);
+        }
         &self.resp[..n]
     }
 
     /// Replies to the requests left for after `poll` and flushes.
-    fn reply_later<U, T: Transport + ?Sized>(
+    pub(crate) fn reply_later<U, T: Transport + ?Sized>(
         &mut self,
         ep: &mut Endpoint<U>,
         t: &mut T,
@@ -324,8 +470,8 @@ impl ServerHandler {
             return Ok(());
         }
         for i in 0..self.requests.len() {
-            let req = self.requests[i];
-            ep.reply(&req, self.response(&req))
+            let (req, echo) = self.requests[i];
+            ep.reply(&req, self.response(&req, &echo))
                 .map_err(|e| (1, e.to_string()))?;
         }
         self.requests.clear();
@@ -335,15 +481,19 @@ impl ServerHandler {
 
 impl Handler<()> for ServerHandler {
     #[inline]
-    fn answer(&mut self, req: Request, _payload: &[u8]) -> Option<&[u8]> {
+    fn answer(&mut self, req: Request, payload: &[u8]) -> Option<&[u8]> {
         if self.answer_now {
-            Some(self.response(&req))
+            let echo = self.take(payload);
+            Some(self.response(&req, &echo))
         } else {
             None
         }
     }
-    fn on_request(&mut self, req: Request, _payload: &[u8]) {
-        self.requests.push(req);
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        // A request `answer` took but could not answer in place comes here
+        // too; checking it twice is harmless.
+        let echo = self.take(payload);
+        self.requests.push((req, echo));
     }
     fn on_response(&mut self, _call_id: u32, _user: (), _payload: &[u8]) {}
 }
@@ -396,9 +546,13 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
                 activity += u64::from(answer_ping(t.flag(1), t.flag(0), &mut last_flag));
             }
             _ => {
-                h.resp_size = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
+                let n = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
+                if n != h.resp_size {
+                    h.set_resp_size(n);
+                }
                 ep.poll(&mut t, &mut h).map_err(|e| (1, e.to_string()))?;
                 h.reply_later(&mut ep, &mut t)?;
+                h.check()?;
             }
         }
         spins = spins.wrapping_add(1);
@@ -436,21 +590,49 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// What the client keeps per call: when it was issued and its sequence
+/// number (which the request carries and the response echoes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Issued {
+    at: u64,
+    seq: u64,
+}
+
 /// Keeps the issue stamps of the responses one `poll` delivered; the clock is
 /// read once after the poll (as the ping-pong reads it once per round trip), not
-/// on every spin.
+/// on every spin. Checks every response: its length, the echo of its call's
+/// sequence number, and its fill.
 struct ClientHandler {
     issued: Vec<u64>,
     requests: u64,
+    resp_len: usize,
+    echo: bool,
+    verified: u64,
+    bad: Option<String>,
 }
 
-impl Handler<u64> for ClientHandler {
+impl Handler<Issued> for ClientHandler {
     fn on_request(&mut self, _req: Request, _payload: &[u8]) {
         self.requests += 1;
     }
-    fn on_response(&mut self, _call_id: u32, issued: u64, _payload: &[u8]) {
+    #[inline]
+    fn on_response(&mut self, call_id: u32, issued: Issued, payload: &[u8]) {
         if self.issued.len() < self.issued.capacity() {
-            self.issued.push(issued);
+            self.issued.push(issued.at);
+        }
+        match check_payload(
+            payload,
+            Some(self.resp_len),
+            self.echo.then_some(issued.seq),
+            RESP_FILL,
+        ) {
+            Ok(()) => self.verified += 1,
+            Err(why) => {
+                self.bad.get_or_insert(format!(
+                    "the response to call {} (id {call_id}) arrived damaged: {why}",
+                    issued.seq
+                ));
+            }
         }
     }
 }
@@ -547,8 +729,15 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
     let resp_size =
         u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
-    if args.transport == BenchTransport::ReliableMem {
-        return bench_reliable_mem(args, msg_size, resp_size);
+    match args.transport {
+        BenchTransport::ReliableMem => return bench_reliable_mem(args, msg_size, resp_size),
+        BenchTransport::ReliableUdp => {
+            return Err((
+                2,
+                "--transport reliable-udp runs across two MPI ranks: use `mpirun -np 2 linerate rpc bench --transport reliable-udp ...` (feature `mpi`)".into(),
+            ))
+        }
+        BenchTransport::Shm => {}
     }
     pin(args.core)?;
     let (mut t, path) = open_region(&region_paths(&args.shm), args.timeout)?;
@@ -564,7 +753,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         }
         std::thread::sleep(Duration::from_millis(1));
     };
-    let mut ep: Endpoint<u64> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
+    let mut ep: Endpoint<Issued> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
     if msg_size > ep.max_payload() as usize {
         return Err((
             2,
@@ -597,7 +786,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
     };
 
     t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
-    let payload = vec![0xa5u8; msg_size];
+    let mut payload = vec![REQ_FILL; msg_size];
     let mut depths = Vec::new();
     let result = (|| -> BenchResult<()> {
         for &depth in &args.depth {
@@ -606,10 +795,11 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
                 &mut t,
                 &mut |_| {},
                 &clock,
-                &payload,
+                &mut payload,
                 resp_size,
                 depth,
                 args.duration,
+                STALL_LIMIT,
                 pp.as_ref(),
             )?);
         }
@@ -633,6 +823,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         pingpong: pp,
         pingpong_two_lines: pp2,
         depths,
+        hosts: Vec::new(),
     })
 }
 
@@ -687,7 +878,7 @@ fn bench_reliable_mem(
     };
     let mut client_link = PortLink::new(crx, ctx, pool.cache(), pool.cache());
     let mut server_link = PortLink::new(srx, stx, pool.cache(), pool.cache());
-    let mut ep: Endpoint<u64> =
+    let mut ep: Endpoint<Issued> =
         Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
     if msg_size > ep.max_payload() as usize || resp_size > ep.max_response_allowance() {
         return Err((
@@ -704,17 +895,19 @@ fn bench_reliable_mem(
         let mut ep: Endpoint<()> =
             Endpoint::new(config, config.local_info()).map_err(|e| (1, e.to_string()))?;
         let mut h = ServerHandler::new(config.max_pending_calls, true);
-        h.resp_size = resp_size as usize;
+        h.set_resp_size(resp_size as usize);
+        h.expect_len(msg_size);
         while !server_stop.load(Ordering::Relaxed) {
             server_link.pump(&mut ts, clock.now());
             ep.poll(&mut ts, &mut h).map_err(|e| (1, e.to_string()))?;
             h.reply_later(&mut ep, &mut ts)?;
+            h.check()?;
         }
         Ok(ep.stats().replies)
     });
     pin(args.core)?;
     let clock = Clock::new();
-    let payload = vec![0xa5u8; msg_size];
+    let mut payload = vec![REQ_FILL; msg_size];
     let mut depths = Vec::new();
     let result = (|| -> BenchResult<()> {
         for &depth in &args.depth {
@@ -725,10 +918,11 @@ fn bench_reliable_mem(
                     client_link.pump(t, clock.now());
                 },
                 &clock,
-                &payload,
+                &mut payload,
                 resp_size,
                 depth,
                 args.duration,
+                STALL_LIMIT,
                 None,
             )?);
         }
@@ -750,6 +944,7 @@ fn bench_reliable_mem(
         pingpong: None,
         pingpong_two_lines: None,
         depths,
+        hosts: Vec::new(),
     })
 }
 
@@ -757,22 +952,34 @@ fn config_pending<U>(ep: &Endpoint<U>) -> usize {
     ep.pending_calls() as usize + 4096
 }
 
+/// Measures one queue depth: calls `payload` (its first bytes overwritten
+/// with each call's sequence number) with `depth` calls in flight for
+/// `duration` after a tenth of it as warm-up, checks every response, and
+/// fails when no response arrives for `stall`. `pump` moves the transport's
+/// bytes (a no-op for shared memory).
 #[allow(clippy::too_many_arguments)]
-fn run_depth<T: Transport>(
-    ep: &mut Endpoint<u64>,
+pub(crate) fn run_depth<T: Transport>(
+    ep: &mut Endpoint<Issued>,
     t: &mut T,
     pump: &mut impl FnMut(&mut T),
     clock: &Clock,
-    payload: &[u8],
+    payload: &mut [u8],
     resp_size: u32,
     depth: u32,
     duration: Duration,
+    stall: Duration,
     pp: Option<&PingPongReport>,
 ) -> BenchResult<DepthReport> {
+    let echo = payload.len() >= SEQ_BYTES && resp_size as usize >= SEQ_BYTES;
     let mut h = ClientHandler {
         issued: Vec::with_capacity(config_pending(ep)),
         requests: 0,
+        resp_len: resp_size as usize,
+        echo,
+        verified: 0,
+        bad: None,
     };
+    let mut seq = 0u64;
     let mut hist = new_hist()?;
     let fail = |e: super::RpcError| (1, e.to_string());
     let writes0 = ep.stats().writes;
@@ -795,8 +1002,15 @@ fn run_depth<T: Transport>(
     loop {
         if ep.pending_calls() < depth {
             while ep.pending_calls() < depth {
-                match ep.call(payload, resp_size, now.as_nanos()) {
-                    Ok(_) => {}
+                if payload.len() >= SEQ_BYTES {
+                    payload[..SEQ_BYTES].copy_from_slice(&seq.to_le_bytes());
+                }
+                let call = Issued {
+                    at: now.as_nanos(),
+                    seq,
+                };
+                match ep.call(payload, resp_size, call) {
+                    Ok(_) => seq += 1,
                     Err(e) if e.kind.is_retryable() => {
                         retries += 1;
                         break;
@@ -811,8 +1025,11 @@ fn run_depth<T: Transport>(
             let ns = now.as_nanos();
             if !h.issued.is_empty() {
                 last_response = now;
-            } else if now - last_response > STALL_LIMIT {
-                return Err((1, "responses stopped arriving".into()));
+            } else if now - last_response > stall {
+                return Err((1, stalled(stall)));
+            }
+            if let Some(why) = h.bad.take() {
+                return Err((1, why));
             }
             if measuring {
                 for &i in &h.issued {
@@ -852,9 +1069,18 @@ fn run_depth<T: Transport>(
         h.issued.clear();
         pump(t);
         ep.poll(t, &mut h).map_err(fail)?;
-        if clock.now() - drain_start > STALL_LIMIT {
-            return Err((1, "responses stopped arriving".into()));
+        if clock.now() - drain_start > stall {
+            return Err((1, stalled(stall)));
         }
+    }
+    if let Some(why) = h.bad.take() {
+        return Err((1, why));
+    }
+    if h.verified != seq {
+        return Err((
+            1,
+            format!("{seq} calls made but {} responses checked", h.verified),
+        ));
     }
     if h.requests > 0 {
         return Err((1, "the server sent requests".into()));
@@ -876,5 +1102,60 @@ fn run_depth<T: Transport>(
         p50_vs_two_line_pingpong_p50: None,
         writes: ep.stats().writes - writes0,
         retries,
+        calls: seq,
+        verified: h.verified,
     })
+}
+
+/// The error of a bench whose responses stopped for `stall`.
+pub(crate) fn stalled(stall: Duration) -> String {
+    format!(
+        "responses stopped arriving (none for {:.1} s)",
+        stall.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn check_payload_finds_each_kind_of_damage() {
+        let mut p = vec![RESP_FILL; 32];
+        p[..8].copy_from_slice(&7u64.to_le_bytes());
+        assert!(check_payload(&p, Some(32), Some(7), RESP_FILL).is_ok());
+        // Another call's echo, a wrong length, a flipped byte.
+        let e = check_payload(&p, Some(32), Some(8), RESP_FILL).unwrap_err();
+        assert!(e.contains("echoes call 7, not 8"), "{e}");
+        assert!(check_payload(&p[..31], Some(32), Some(7), RESP_FILL).is_err());
+        p[20] ^= 1;
+        let e = check_payload(&p, Some(32), Some(7), RESP_FILL).unwrap_err();
+        assert!(e.starts_with("byte 20 "), "{e}");
+        // Too short to carry an echo.
+        assert!(check_payload(&[RESP_FILL; 4], None, Some(0), RESP_FILL).is_err());
+        assert!(check_payload(&[RESP_FILL; 4], None, None, RESP_FILL).is_ok());
+    }
+
+    #[test]
+    fn the_server_echoes_the_sequence_and_flags_a_damaged_request() {
+        let mut h = ServerHandler::new(4, true);
+        h.set_resp_size(16);
+        h.expect_len(16);
+        let mut req = vec![REQ_FILL; 16];
+        req[..8].copy_from_slice(&41u64.to_le_bytes());
+        let r = Request {
+            call_id: 0,
+            allowance: 1024,
+        };
+        let resp = h.answer(r, &req).unwrap().to_vec();
+        assert!(check_payload(&resp, Some(16), Some(41), RESP_FILL).is_ok());
+        assert!(h.check().is_ok());
+        req[12] = 0;
+        h.answer(r, &req);
+        assert!(h.check().unwrap_err().1.contains("byte 12"));
+        let mut h = ServerHandler::new(4, true);
+        h.expect_len(16);
+        h.answer(r, &[REQ_FILL; 15]);
+        assert!(h.check().unwrap_err().1.contains("15 bytes, expected 16"));
+    }
 }

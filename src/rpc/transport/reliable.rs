@@ -17,7 +17,9 @@
 //!
 //! The consumer-position fallback (the memo's RDMA READ) is a request and a
 //! response on the priority channel: `'R'` asks, `'C' + u64 LE` answers with
-//! the position the peer last published.
+//! the position the peer last published. `'D'` on the same channel says this
+//! side is done ([`ReliableTransport::send_done`]), so two processes can end
+//! a run in band, without another channel.
 //!
 //! Sans-IO like the endpoint it wraps: [`ReliableTransport::pump`] takes the
 //! received datagrams, the time and a datagram sink; [`PortLink`] binds it to a
@@ -38,6 +40,7 @@ use std::collections::VecDeque;
 
 const READ_REQUEST: u8 = b'R';
 const READ_RESPONSE: u8 = b'C';
+const DONE: u8 = b'D';
 
 /// The out-of-band record of one side: where its receive ring is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,6 +62,7 @@ pub struct ReliableTransport {
     published: u64,
     remote_consumer: Option<u64>,
     read_outstanding: bool,
+    peer_done: bool,
     failed: Option<String>,
     scratch: Vec<u8>,
     padded: Vec<u8>,
@@ -87,6 +91,7 @@ impl ReliableTransport {
             published: 0,
             remote_consumer: None,
             read_outstanding: false,
+            peer_done: false,
             failed: None,
             scratch: vec![0; mtu],
             padded: Vec::new(),
@@ -118,6 +123,26 @@ impl ReliableTransport {
         &self.ep
     }
 
+    /// Tells the peer this side is done (it sees [`peer_done`](Self::peer_done));
+    /// delivered like everything else, once [`settled`](Self::settled).
+    pub fn send_done(&mut self) -> Result<(), TransportError> {
+        self.check()?;
+        self.ep
+            .send(Channel::Priority, &[DONE])
+            .map(|_| ())
+            .map_err(|e| self.send_error(e))
+    }
+
+    /// Whether the peer said it is done.
+    pub fn peer_done(&self) -> bool {
+        self.peer_done
+    }
+
+    /// Whether everything this side sent has been acknowledged.
+    pub fn settled(&self) -> bool {
+        self.ep.unacked(Channel::Priority) == 0 && self.ep.unacked(Channel::Data) == 0
+    }
+
     /// Why the transport failed, if it did.
     pub fn failure(&self) -> Option<&str> {
         self.failed.as_deref()
@@ -138,6 +163,7 @@ impl ReliableTransport {
             imms,
             remote_consumer,
             read_outstanding,
+            peer_done,
             failed,
             scratch,
             published,
@@ -174,6 +200,7 @@ impl ReliableTransport {
                     data,
                 } => match data.as_slice() {
                     [READ_REQUEST] => answer_read = true,
+                    [DONE] => *peer_done = true,
                     [READ_RESPONSE, pos @ ..] if pos.len() == 8 && *read_outstanding => {
                         let mut b = [0u8; 8];
                         b.copy_from_slice(pos);
@@ -396,6 +423,23 @@ mod test {
         assert_eq!(a.read_remote_consumer().unwrap(), None);
         exchange(&mut a, &mut b, now);
         assert_eq!(a.read_remote_consumer().unwrap(), Some(4160));
+    }
+
+    #[test]
+    fn done_reaches_the_peer_and_settles() {
+        let (mut a, mut b) = pair();
+        let now = Instant::from_micros(1);
+        assert!(a.settled() && !b.peer_done());
+        a.send_done().unwrap();
+        assert!(!a.settled());
+        // Delivered, then acknowledged (the ACK may wait for the delayed-ACK
+        // timer, so a later pass).
+        exchange(&mut a, &mut b, now);
+        assert!(b.peer_done());
+        assert!(!a.peer_done());
+        exchange(&mut a, &mut b, now + std::time::Duration::from_millis(50));
+        assert!(a.settled(), "{:?}", a.endpoint().stats());
+        assert!(a.failure().is_none() && b.failure().is_none());
     }
 
     #[test]

@@ -1,0 +1,379 @@
+//! `mpirun -np 2 linerate rpc bench --transport reliable-udp`: the RPC bench
+//! between two MPI ranks over the reliable channel's PUT on UDP.
+//!
+//! Rank 0 is host `client`, rank 1 host `server`. Each enters its network
+//! namespace (after MPI init, so MPI's own links stay where mpirun started
+//! them), opens a UDP socket bound to its address and connected to the
+//! peer's, and makes a [`ReliableTransport`]. The out-of-band
+//! [`ReliableInfo`](crate::rpc::transport::reliable::ReliableInfo) records
+//! travel over MPI (one exchange with a timeout, which also checks both ranks
+//! were started with the same sizes); everything after that is UDP until the
+//! end. The client measures each depth as the in-process benches do and
+//! checks every response; when done it says so in band (`'D'` on the
+//! priority channel) and waits for the acknowledgement. The server answers
+//! until it sees that, lingers briefly so its last acknowledgements go out,
+//! and then both ranks hand rank 0 their host's counters (a gather with a
+//! timeout) for the report.
+//!
+//! Nothing waits forever: responses that stop for `--timeout` end the job
+//! naming the server (a hung rank; a killed one mpirun reports itself), a
+//! client that goes quiet for as long ends it naming the client, and every
+//! MPI step has the timeout.
+
+use std::time::Duration;
+
+use super::mpi::{InitError, Ranks};
+use crate::buf::{Pool, PoolConfig};
+use crate::port::udp::{self, UdpConfig};
+use crate::rpc::bench::{
+    pin, run_depth, stalled, BenchConfig, BenchReport, BenchResult, BenchTransport, HostReport,
+    Issued, ServerHandler,
+};
+use crate::rpc::endpoint::{Config, Endpoint};
+use crate::rpc::transport::reliable::{PortLink, ReliableTransport};
+use crate::time::Clock;
+
+/// How long the server keeps answering after the client said it is done:
+/// long enough for the acknowledgement of that to go out (and a resend of it
+/// to be answered), short next to any run.
+const LINGER: Duration = Duration::from_millis(300);
+/// Server loop passes between two reads of the clock for the idle timeout.
+const IDLE_CHECK_SPINS: u32 = 1024;
+/// UDP socket buffers: a depth-256 burst of responses fits.
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// The two hosts, by rank.
+const HOSTS: [&str; 2] = ["client", "server"];
+
+/// Runs this rank's side. Rank 0 returns the report, rank 1 `None`. Errors
+/// before MPI starts are the arguments' (exit 2, the same on both ranks);
+/// later ones end the whole job naming the host.
+pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
+    let (Some(client), Some(server)) = (args.client, args.server) else {
+        return Err((
+            2,
+            "--transport reliable-udp needs --client IP:PORT and --server IP:PORT (the two ranks' UDP addresses)".into(),
+        ));
+    };
+    if args.depth.is_empty() || args.depth.contains(&0) {
+        return Err((2, "queue depths must be at least 1".into()));
+    }
+    crate::rpc::ring::check_ring_size(args.ring).map_err(|e| (2, format!("--ring: {e}")))?;
+    let config = Config::new(args.ring);
+    let msg_size =
+        usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
+    let resp_size =
+        u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
+    {
+        let probe: Endpoint<()> =
+            Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
+        if msg_size > probe.max_payload() as usize {
+            return Err((
+                2,
+                format!("message size above the maximum {}", probe.max_payload()),
+            ));
+        }
+        if resp_size > probe.max_response_allowance() {
+            return Err((
+                2,
+                format!(
+                    "response size above the maximum {}",
+                    probe.max_response_allowance()
+                ),
+            ));
+        }
+    }
+    let max_depth = args.depth.iter().copied().max().unwrap_or(1);
+    if max_depth > config.max_pending_calls {
+        return Err((2, format!("queue depth above {}", config.max_pending_calls)));
+    }
+
+    let names: Vec<String> = HOSTS.iter().map(|s| s.to_string()).collect();
+    let ranks = Ranks::init(&names).map_err(|e| match e {
+        InitError::Hosts(m) => (2, m),
+        e => (1, e.to_string()),
+    })?;
+    if ranks.size() != 2 {
+        return Err((
+            2,
+            format!(
+                "rpc bench across ranks runs on exactly 2 ranks (client and server); mpirun started {}: use mpirun -np 2",
+                ranks.size()
+            ),
+        ));
+    }
+    let is_client = ranks.is_driver();
+    let (netns, mine, peer) = if is_client {
+        (args.client_netns.as_deref(), client, server)
+    } else {
+        (args.server_netns.as_deref(), server, client)
+    };
+    ranks.enter_netns(netns);
+    ranks.announce();
+
+    // A descheduled peer on a shared machine is not a dead one, and one
+    // timeout should decide, with one message naming the host: the bench's
+    // `--timeout` (and MPI's), not the endpoint's retry limit or silence.
+    let rcfg = crate::reliable::Config {
+        retry_limit: None,
+        peer_timeout: None,
+        ..crate::reliable::Config::default()
+    };
+    let pool = Pool::new(&PoolConfig {
+        name: format!("rpc-{}", ranks.host().name),
+        count: 1 << 14,
+        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32).max(2048),
+        headroom: 0,
+        ..PoolConfig::default()
+    })
+    .unwrap_or_else(|e| ranks.abort(&format!("buffer pool: {e}")));
+    let port = udp::open(
+        &UdpConfig {
+            bind: Some(mine),
+            connect: Some(peer),
+            rcvbuf: Some(SOCKET_BUFFER),
+            sndbuf: Some(SOCKET_BUFFER),
+            ..UdpConfig::default()
+        },
+        &pool,
+    )
+    .unwrap_or_else(|e| ranks.abort(&format!("udp {mine} -> {peer}: {e}")));
+    let (Some(rx), Some(tx)) = (port.rx.into_iter().next(), port.tx.into_iter().next()) else {
+        ranks.abort(&"the udp port has no queues")
+    };
+    let mut link = PortLink::new(rx, tx, pool.cache(), pool.cache());
+    let mut t = ReliableTransport::new(rcfg, args.ring)
+        .unwrap_or_else(|e| ranks.abort(&format!("reliable transport: {e}")));
+
+    // The out-of-band step: ring records, and the sizes both ranks were
+    // started with (they must agree, or the server would answer other sizes).
+    let info = t.info();
+    let mine_words = [
+        u64::from(info.ring_region),
+        info.ring_size,
+        args.msg_size,
+        args.resp_size,
+    ];
+    let (both, _) = ranks.exchange("rpc connect", args.timeout, &mine_words, 8, |all| {
+        all.iter().flat_map(|r| r.iter().copied()).collect()
+    });
+    let (c, s) = (&both[..4], &both[4..]);
+    if c[1..] != s[1..] {
+        return Err((
+            2,
+            format!(
+                "the ranks were started with different sizes (client: ring {} B, request {} B, response {} B; server: {} B, {} B, {} B): give both the same arguments",
+                c[1], c[2], c[3], s[1], s[2], s[3]
+            ),
+        ));
+    }
+    let theirs = if is_client { s } else { c };
+    let peer_info = crate::rpc::transport::reliable::ReliableInfo {
+        ring_region: crate::reliable::RegionId::try_from(theirs[0]).unwrap_or_else(|_| {
+            ranks.abort(&format!("peer ring region {} out of range", theirs[0]))
+        }),
+        ring_size: theirs[1],
+    };
+    t.connect(peer_info)
+        .unwrap_or_else(|e| ranks.abort(&format!("connect: {e}")));
+
+    let peer_label = ranks.hosts()[if is_client { 1 } else { 0 }].label();
+    let (depths, rpcs) = if is_client {
+        let depths = client_side(
+            args,
+            &ranks,
+            &peer_label,
+            &mut t,
+            &mut link,
+            msg_size,
+            resp_size,
+        );
+        let rpcs = depths.iter().map(|d| d.calls).sum();
+        (depths, rpcs)
+    } else {
+        let answered = server_side(
+            args,
+            &ranks,
+            &peer_label,
+            &mut t,
+            &mut link,
+            msg_size,
+            resp_size,
+        );
+        (Vec::new(), answered)
+    };
+
+    let me = HostReport {
+        name: ranks.host().name.clone(),
+        rank: ranks.rank(),
+        machine: ranks.processor_name(),
+        netns: netns.map(str::to_string),
+        address: mine.to_string(),
+        rpcs,
+        reliable: serde_json::to_value(t.endpoint().stats()).unwrap_or_default(),
+    };
+    let bytes = serde_json::to_vec(&me).unwrap_or_default();
+    let Some(rows) = ranks.gather_bytes("rpc results", args.timeout, &bytes) else {
+        return Ok(None);
+    };
+    let hosts = rows
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            serde_json::from_slice::<HostReport>(b).map_err(|e| {
+                (
+                    1,
+                    format!("{}: unreadable results: {e}", ranks.hosts()[r].label()),
+                )
+            })
+        })
+        .collect::<BenchResult<Vec<_>>>()?;
+    Ok(Some(BenchReport {
+        transport: BenchTransport::ReliableUdp,
+        shm: format!(
+            "reliable channel over udp, client {client}{} <-> server {server}{}",
+            args.client_netns
+                .as_deref()
+                .map(|n| format!(" (netns {n})"))
+                .unwrap_or_default(),
+            args.server_netns
+                .as_deref()
+                .map(|n| format!(" (netns {n})"))
+                .unwrap_or_default()
+        ),
+        ring_size: args.ring,
+        msg_size: args.msg_size,
+        resp_size: args.resp_size,
+        core: args.core,
+        pingpong: None,
+        pingpong_two_lines: None,
+        depths,
+        hosts,
+    }))
+}
+
+/// Rank 0: every depth, then `'D'` until acknowledged. Any failure ends the
+/// job (the server rank cannot be told otherwise), naming the server when it
+/// stopped answering.
+#[allow(clippy::too_many_arguments)]
+fn client_side(
+    args: &BenchConfig,
+    ranks: &Ranks,
+    server: &str,
+    t: &mut ReliableTransport,
+    link: &mut PortLink,
+    msg_size: usize,
+    resp_size: u32,
+) -> Vec<crate::rpc::bench::DepthReport> {
+    if let Err((_, m)) = pin(args.core) {
+        ranks.abort(&m);
+    }
+    let config = Config::new(args.ring);
+    let mut ep: Endpoint<Issued> =
+        Endpoint::new(config, config.local_info()).unwrap_or_else(|e| ranks.abort(&e.to_string()));
+    let clock = Clock::new();
+    let mut payload = vec![0xa5u8; msg_size];
+    let mut depths = Vec::new();
+    for &depth in &args.depth {
+        let r = run_depth(
+            &mut ep,
+            &mut *t,
+            &mut |t: &mut ReliableTransport| {
+                link.pump(t, clock.now());
+            },
+            &clock,
+            &mut payload,
+            resp_size,
+            depth,
+            args.duration,
+            args.timeout,
+            None,
+        );
+        match r {
+            Ok(d) => depths.push(d),
+            Err((_, m)) if m == stalled(args.timeout) => ranks.abort(&format!(
+                "host {server} stopped answering RPCs at depth {depth}: {m} (dead, hung or unreachable)"
+            )),
+            Err((_, m)) => ranks.abort(&format!("depth {depth}, with host {server}: {m}")),
+        }
+    }
+    if let Err(e) = t.send_done() {
+        ranks.abort(&format!("telling {server} the bench is done: {e}"));
+    }
+    let start = clock.now();
+    while !t.settled() {
+        link.pump(t, clock.now());
+        if let Some(why) = t.failure() {
+            ranks.abort(&format!("{server}: {why}"));
+        }
+        if clock.now() - start > args.timeout {
+            ranks.abort(&format!(
+                "host {server} did not acknowledge the end of the bench within {:.1} s (dead, hung or unreachable)",
+                args.timeout.as_secs_f64()
+            ));
+        }
+    }
+    depths
+}
+
+/// Rank 1: answers until the client is done (then lingers so the last
+/// acknowledgements leave). Returns the requests answered. A client that
+/// goes quiet for `--timeout`, a damaged request or a failed transport ends
+/// the job.
+#[allow(clippy::too_many_arguments)]
+fn server_side(
+    args: &BenchConfig,
+    ranks: &Ranks,
+    client: &str,
+    t: &mut ReliableTransport,
+    link: &mut PortLink,
+    msg_size: usize,
+    resp_size: u32,
+) -> u64 {
+    let fail = |m: &dyn std::fmt::Display| -> ! { ranks.abort(m) };
+    if let Err((_, m)) = pin(args.server_core) {
+        fail(&m);
+    }
+    let config = Config::new(args.ring);
+    let mut ep: Endpoint<()> =
+        Endpoint::new(config, config.local_info()).unwrap_or_else(|e| fail(&e));
+    let mut h = ServerHandler::new(config.max_pending_calls, true);
+    h.set_resp_size(resp_size as usize);
+    h.expect_len(msg_size);
+    let clock = Clock::new();
+    let mut last = ep.stats().requests;
+    let mut idle_since = clock.now();
+    let mut done_at = None;
+    let mut spins = 0u32;
+    loop {
+        link.pump(t, clock.now());
+        if let Err(e) = ep.poll(&mut *t, &mut h) {
+            fail(&format!("with host {client}: {e}"));
+        }
+        if let Err((_, m)) = h.reply_later(&mut ep, &mut *t).and_then(|()| h.check()) {
+            fail(&format!("from host {client}: {m}"));
+        }
+        spins = spins.wrapping_add(1);
+        if spins % IDLE_CHECK_SPINS != 0 {
+            continue;
+        }
+        let now = clock.now();
+        match done_at {
+            Some(at) if now - at > LINGER => return ep.stats().replies,
+            Some(_) => {}
+            None if t.peer_done() => done_at = Some(now),
+            None => {
+                let n = ep.stats().requests;
+                if n != last {
+                    last = n;
+                    idle_since = now;
+                } else if now - idle_since > args.timeout {
+                    fail(&format!(
+                        "host {client} went quiet: no request for {:.1} s (dead, hung or unreachable)",
+                        args.timeout.as_secs_f64()
+                    ));
+                }
+            }
+        }
+    }
+}
