@@ -54,6 +54,23 @@ pub const fn fits_before_end(pos: u64, len: u64, size: u64) -> bool {
     (pos & (size - 1)) + len < size
 }
 
+/// Copies a payload into its place in the ring (`dst` as long as `src`).
+/// Payloads of 16 to 64 bytes, the usual small RPC, go as two overlapping
+/// fixed-size moves instead of a `memcpy` call on the round trip.
+#[inline(always)]
+fn copy_payload(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if dst.len() == n && (32..=64).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+    } else if dst.len() == n && (16..32).contains(&n) {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// One contiguous piece of the send ring ready for a write-with-immediate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -214,7 +231,7 @@ impl SendRing {
 
     /// Appends a message to the open batch (opened here if needed). The caller
     /// has wrapped first when [`needs_wrap`](Self::needs_wrap) said so.
-    #[inline]
+    #[inline(always)]
     pub fn append_message(&mut self, repr: MessageRepr, payload: &[u8]) {
         self.open_batch();
         let off = self.offset(self.producer);
@@ -222,7 +239,7 @@ impl SendRing {
         let slot = &mut self.buf[off..off + padded];
         let mut msg = Message::new_unchecked(&mut *slot);
         repr.emit(&mut msg);
-        msg.payload_mut().copy_from_slice(payload);
+        copy_payload(msg.payload_mut(), payload);
         self.producer += padded as u64;
         self.batch_count += 1;
     }

@@ -32,9 +32,12 @@ impl<U> Endpoint<U> {
         h: &mut H,
     ) -> Result<(), RpcError> {
         let mut got = false;
-        while let Some(imm) = t.poll_imm()? {
+        if let Some(imm) = t.poll_imm()? {
             self.recv.advance(decode_imm(imm))?;
             got = true;
+            while let Some(imm) = t.poll_imm_more()? {
+                self.recv.advance(decode_imm(imm))?;
+            }
         }
         if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
             // Nothing arrived and nothing changed since a poll that had nothing
@@ -43,17 +46,29 @@ impl<U> Endpoint<U> {
             self.send.warm();
             return Ok(());
         }
+        let (requests, responses) = (self.stats.requests, self.stats.responses);
         while let Some((offset, len)) = self.recv.pending() {
             let pos = self.recv.consumer();
             let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
             self.recv.consume(n);
         }
-        let consumer = self.recv.consumer();
-        if consumer != self.published {
-            t.publish_consumer(consumer);
-            self.flow.note_reported_consumer(consumer);
-            self.published = consumer;
+        if self.stats.responses != responses
+            && self.stats.requests == requests
+            && !self.deferred
+            && !self.send.batch_open()
+            && !self.has_unflushed()
+        {
+            // Responses only, and nothing to send: a caller waiting for its
+            // answer (at queue depth 1, on the round trip) gets it now, and the
+            // rest (the consumer position for the peer's fallback read, a read
+            // of the peer's, a credit batch) runs in the next poll, not
+            // settled. Only every other poll may skip it, so a stream of
+            // responses cannot keep it from running.
+            self.deferred = true;
+            self.settled = false;
+            return Ok(());
         }
+        self.deferred = false;
         let wants_read = self.wants_read();
         if wants_read {
             if let Some(pos) = t.read_remote_consumer()? {
@@ -63,6 +78,15 @@ impl<U> Endpoint<U> {
             }
         }
         let quiet = self.flush_inner(t)?;
+        // The consumer position for the peer's fallback read goes out after the
+        // flush: every batch carries it in its metadata anyway, and an answer
+        // written during intake leaves a few instructions sooner.
+        let consumer = self.recv.consumer();
+        if consumer != self.published {
+            t.publish_consumer(consumer);
+            self.flow.note_reported_consumer(consumer);
+            self.published = consumer;
+        }
         // Closing a batch can leave a grant limited by a stale consumer view,
         // which calls for a read on the next poll: settled only if not. A flush
         // that found nothing to do changed nothing those depend on.
@@ -88,6 +112,7 @@ impl<U> Endpoint<U> {
     /// batch itself (the peer consumed the rest), and since `max_R <= C/4`,
     /// `(C - 32)/2 - R >= max_R - R`: the full grant, so an idle pair converges
     /// to full credit.
+    #[inline]
     pub(super) fn wants_read(&self) -> bool {
         if self.flow.remote_consumer() >= self.send.flushed() {
             return false;

@@ -12,7 +12,9 @@
 //!    hands requests and responses to the handler, exposes the consumer position,
 //!    reads the peer's when the piggy-backed one went stale, and emits one
 //!    write-with-immediate per contiguous run of closed batches (one per batch
-//!    unless a wrap marker ends the ring lap).
+//!    unless a wrap marker ends the ring lap). A poll that took in only
+//!    responses and has nothing to send returns after the intake and leaves
+//!    the rest to the next poll (at most every other poll does so).
 //!
 //! Requests are taken in order; replies may be sent in any order: a [`Request`]
 //! is a small `Copy` token. Pending calls live in a slab keyed by call id.
@@ -208,6 +210,7 @@ pub struct Request {
 
 impl Request {
     /// Largest response payload this request allows.
+    #[inline]
     pub fn max_response(&self) -> u32 {
         u32::try_from(
             (self
@@ -310,12 +313,18 @@ pub struct Endpoint<U> {
     flow: Flow,
     pending: Slab<U>,
     failed: Option<RpcError>,
-    peer: PeerInfo,
     config: Config,
     want_read: bool,
     published: u64,
     settled: bool,
+    /// The last `poll` took responses in and skipped its tail (see `poll_inner`).
+    deferred: bool,
     stats: Stats,
+    /// [`max_payload`](Self::max_payload) and
+    /// [`max_response_allowance`](Self::max_response_allowance), fixed at
+    /// connection: `call` checks them on every call.
+    max_payload: u32,
+    max_resp_allowance: u32,
 }
 
 impl<U> std::fmt::Debug for Endpoint<U> {
@@ -383,6 +392,7 @@ impl<U> Endpoint<U> {
             )));
         }
         let local = config.local_info();
+        let (max_payload, max_resp_allowance) = limits(&config, &peer);
         Ok(Endpoint {
             send: SendRing::new(config.ring_size)?,
             recv: RecvCursor::new(config.ring_size)?,
@@ -395,12 +405,14 @@ impl<U> Endpoint<U> {
             ),
             pending: Slab::new(config.max_pending_calls),
             failed: None,
-            peer,
             config,
             want_read: false,
             published: 0,
             settled: false,
+            deferred: false,
             stats: Stats::default(),
+            max_payload,
+            max_resp_allowance,
         })
     }
 
@@ -411,17 +423,15 @@ impl<U> Endpoint<U> {
 
     /// Largest call payload: the message with a wrap in the worst case (twice its
     /// size with metadata) must fit beside the largest `2R`.
+    #[inline]
     pub fn max_payload(&self) -> u32 {
-        let c = self.config.ring_size;
-        let room = (c - 2 * self.config.max_resp_reservation) / 2;
-        let padded = room.saturating_sub(FLOW_METADATA_SIZE as u64) & !(ALIGNMENT - 1);
-        u32::try_from(padded.saturating_sub(12)).unwrap_or(u32::MAX)
+        self.max_payload
     }
 
     /// Largest response allowance a call may ask for.
+    #[inline]
     pub fn max_response_allowance(&self) -> u32 {
-        let a = self.peer.max_resp_reservation - FLOW_METADATA_SIZE as u64;
-        u32::try_from(a.saturating_sub(12)).unwrap_or(u32::MAX)
+        self.max_resp_allowance
     }
 
     /// The error that failed the connection, if any.
@@ -463,6 +473,18 @@ impl<U> Endpoint<U> {
     pub fn has_unflushed(&self) -> bool {
         self.send.flushed() < self.send.producer()
     }
+}
+
+/// `(max_payload, max_response_allowance)` of an endpoint with `config`
+/// talking to `peer` (see [`Endpoint::max_payload`]).
+fn limits(config: &Config, peer: &PeerInfo) -> (u32, u32) {
+    let c = config.ring_size;
+    let room = (c - 2 * config.max_resp_reservation) / 2;
+    let padded = room.saturating_sub(FLOW_METADATA_SIZE as u64) & !(ALIGNMENT - 1);
+    let payload = u32::try_from(padded.saturating_sub(12)).unwrap_or(u32::MAX);
+    let a = peer.max_resp_reservation - FLOW_METADATA_SIZE as u64;
+    let allowance = u32::try_from(a.saturating_sub(12)).unwrap_or(u32::MAX);
+    (payload, allowance)
 }
 
 #[cfg(test)]

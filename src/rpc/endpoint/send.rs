@@ -171,6 +171,7 @@ impl<U> Endpoint<U> {
     /// worthwhile amount is available (an eighth of `max_R`, or the last of it),
     /// so a caller starved of credit is never left waiting for a batch that
     /// would not come. Returns whether it wrote one.
+    #[inline]
     pub(super) fn maybe_credit_batch(&mut self) -> bool {
         let Some((fits, target)) = self.credit_batch_due() else {
             return false;
@@ -205,6 +206,7 @@ impl<U> Endpoint<U> {
 
     /// Whether a metadata-only credit batch is due: `Some((fits before the ring
     /// end, producer after it))`.
+    #[inline]
     pub(super) fn credit_batch_due(&self) -> Option<(bool, u64)> {
         // No grant can reach 32 bytes when R is within 32 of its cap (a client
         // that is never called stays there): the common answer, without the

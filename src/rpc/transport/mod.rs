@@ -57,6 +57,15 @@ pub trait Transport {
     /// The next immediate value from the peer, in the order they were sent.
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError>;
 
+    /// [`poll_imm`](Self::poll_imm) right after it returned a value: the same
+    /// answer, but a transport may skip what it does to prepare for a wait
+    /// (the shared-memory one's prefetches), since the caller goes on to take
+    /// in what arrived rather than wait.
+    #[inline]
+    fn poll_imm_more(&mut self) -> Result<Option<u32>, TransportError> {
+        self.poll_imm()
+    }
+
     /// `len` bytes at `offset` of the local receive ring. The endpoint asks only
     /// for bytes the peer announced with immediates and has not had released;
     /// the range never crosses the ring end. Out-of-range requests get an empty slice.
@@ -78,6 +87,10 @@ impl<T: Transport + ?Sized> Transport for &mut T {
     #[inline]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
         (**self).poll_imm()
+    }
+    #[inline]
+    fn poll_imm_more(&mut self) -> Result<Option<u32>, TransportError> {
+        (**self).poll_imm_more()
     }
     #[inline]
     fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {

@@ -473,7 +473,7 @@ impl ShmTransport {
 
     /// Copies an inline write (completion `slot`, tag `v`, info word `info`)
     /// to the receive-ring offset the info word names.
-    #[inline]
+    #[inline(always)]
     fn copy_inline(&self, slot: *mut u8, v: u64, info: u64) -> Result<(), TransportError> {
         let len = (info & 0xffff) as usize;
         let offset = (info & !INLINE_FLAG) >> 16;
@@ -498,7 +498,7 @@ impl ShmTransport {
             // of this side's receive ring, in bounds as checked; the ring
             // range belongs to this write until the consumer passes it.
             unsafe {
-                std::ptr::copy_nonoverlapping(
+                copy_piece(
                     slot.add(SLOT_LINE1_DATA),
                     dst.add(offset as usize + first),
                     len - first,
@@ -509,19 +509,76 @@ impl ShmTransport {
         // its tag was read with Acquire) to `offset..offset + 48` of this
         // side's receive ring, in bounds as checked.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                slot.add(SLOT_LINE0_DATA),
-                dst.add(offset as usize),
-                first,
-            );
+            copy_piece(slot.add(SLOT_LINE0_DATA), dst.add(offset as usize), first);
         }
         Ok(())
+    }
+
+    /// The next completion of this side's ring: [`Transport::poll_imm`],
+    /// with the waiting prefetches when `PREFETCH` and nothing arrived.
+    #[inline(always)]
+    fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
+        let seq = self.recv_seq;
+        let slot = self.slot_ptr(self.me, seq);
+        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
+        if (v >> 32) as u32 != (seq + 1) as u32 {
+            if PREFETCH {
+                self.prefetch_waiting(slot);
+            }
+            return Ok(None);
+        }
+        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
+        if info & INLINE_FLAG != 0 {
+            self.copy_inline(slot, v, info)?;
+        }
+        self.recv_seq += 1;
+        self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
+        // Published every eighth of the ring only: the writer reads it when it
+        // believes the ring full, and each read pulls the line from this core.
+        if self.recv_seq & self.publish_mask == 0 {
+            self.taken_word(self.me)
+                .store(self.recv_seq, Ordering::Release);
+        }
+        Ok(Some(v as u32))
     }
 
     /// Length of the mapping.
     #[inline]
     pub fn mapped_len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// Copies `n` bytes from `src` to `dst` (not overlapping). The pieces of an
+/// inline write of a small batch (16 to 64 bytes) go as two overlapping
+/// fixed-size moves instead of a `memcpy` call, which is on the round trip at
+/// queue depth 1; longer or shorter pieces use `memcpy`.
+///
+/// # Safety
+///
+/// `src` must be valid for reading and `dst` for writing `n` bytes.
+#[inline(always)]
+unsafe fn copy_piece(src: *const u8, dst: *mut u8, n: usize) {
+    if (32..=64).contains(&n) {
+        // SAFETY: both 32-byte moves lie within `0..n`, readable at `src` and
+        // writable at `dst` (the caller's contract); `[u8; 32]` has alignment 1.
+        unsafe {
+            let a = (src as *const [u8; 32]).read();
+            let b = (src.add(n - 32) as *const [u8; 32]).read();
+            (dst as *mut [u8; 32]).write(a);
+            (dst.add(n - 32) as *mut [u8; 32]).write(b);
+        }
+    } else if (16..32).contains(&n) {
+        // SAFETY: as above, with 16-byte moves within `0..n`.
+        unsafe {
+            let a = (src as *const [u8; 16]).read();
+            let b = (src.add(n - 16) as *const [u8; 16]).read();
+            (dst as *mut [u8; 16]).write(a);
+            (dst.add(n - 16) as *mut [u8; 16]).write(b);
+        }
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
     }
 }
 
@@ -553,7 +610,7 @@ impl Transport for ShmTransport {
                 // line's data area of a slot the peer has released (checked
                 // above against its published count); `data` is local memory.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(
+                    copy_piece(
                         data.as_ptr().add(first),
                         slot.add(SLOT_LINE1_DATA),
                         data.len() - first,
@@ -565,7 +622,7 @@ impl Transport for ShmTransport {
             // SAFETY: at most 48 bytes into the first line's data area of the
             // same released slot.
             unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), slot.add(SLOT_LINE0_DATA), first);
+                copy_piece(data.as_ptr(), slot.add(SLOT_LINE0_DATA), first);
             }
             self.slot_word_in(slot, 8)
                 .store(INLINE_FLAG | (offset << 16) | len, Ordering::Relaxed);
@@ -590,26 +647,12 @@ impl Transport for ShmTransport {
 
     #[inline(always)]
     fn poll_imm(&mut self) -> Result<Option<u32>, TransportError> {
-        let seq = self.recv_seq;
-        let slot = self.slot_ptr(self.me, seq);
-        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
-        if (v >> 32) as u32 != (seq + 1) as u32 {
-            self.prefetch_waiting(slot);
-            return Ok(None);
-        }
-        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
-        if info & INLINE_FLAG != 0 {
-            self.copy_inline(slot, v, info)?;
-        }
-        self.recv_seq += 1;
-        self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
-        // Published every eighth of the ring only: the writer reads it when it
-        // believes the ring full, and each read pulls the line from this core.
-        if self.recv_seq & self.publish_mask == 0 {
-            self.taken_word(self.me)
-                .store(self.recv_seq, Ordering::Release);
-        }
-        Ok(Some(v as u32))
+        self.take_imm::<true>()
+    }
+
+    #[inline(always)]
+    fn poll_imm_more(&mut self) -> Result<Option<u32>, TransportError> {
+        self.take_imm::<false>()
     }
 
     #[inline]
