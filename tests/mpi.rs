@@ -1165,6 +1165,63 @@ fn sigterm_to_mpirun_keeps_the_finished_trials() {
 }
 
 #[test]
+fn sigterm_to_mpirun_keeps_the_finished_search_trials() {
+    // A search whose 10 s final trials cannot finish before the signal: the
+    // short trials before them are what the report must keep. mpirun
+    // SIGKILLs the ranks a second after passing the signal on, so this
+    // guards that rank 0 ends the trial and writes the search's report
+    // inside that second (no early-report thread, unlike `trial`).
+    let Some((j, dir)) = signal_two_hosts(
+        "e",
+        &[
+            "search",
+            "--quiet",
+            "--min-rate",
+            "0.5 kpps",
+            "--max-rate",
+            "16 kpps",
+            "--initial-duration",
+            "0.2",
+            "--final-duration",
+            "10",
+            "--timeout",
+            "3",
+            "--json",
+            "{json}",
+        ],
+        Target::Mpirun,
+        "-TERM",
+        Duration::from_millis(3000),
+    ) else {
+        return;
+    };
+    assert_ne!(
+        j.code,
+        Some(124),
+        "the wall-clock guard fired: {}",
+        j.stderr
+    );
+    assert!(j.secs < 30.0, "took {} s", j.secs);
+    let doc = report_of(&dir, &j);
+    assert_eq!(doc["interrupted"], true, "{doc}");
+    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    let trials = doc["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "{doc}");
+    // A report `--resume` reads: the search's own JSON, bounds included.
+    assert_eq!(
+        doc["bounds_history"].as_array().unwrap().len(),
+        trials.len(),
+        "{doc}"
+    );
+    assert!(doc["outcome"]["goals"].is_array(), "{doc}");
+    assert!(doc["config"].is_object(), "{doc}");
+    assert!(
+        trials.iter().all(|t| t["received"].as_u64().is_some()),
+        "{doc}"
+    );
+}
+
+#[test]
 fn an_interrupted_run_across_hosts_keeps_its_report() {
     for (tag, target) in [
         ("v", Target::Rank("rank 0 host a pid ")),
