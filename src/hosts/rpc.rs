@@ -67,21 +67,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     {
         let probe: Endpoint<()> =
             Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
-        if msg_size > probe.max_payload() as usize {
-            return Err((
-                2,
-                format!("message size above the maximum {}", probe.max_payload()),
-            ));
-        }
-        if resp_size > probe.max_response_allowance() {
-            return Err((
-                2,
-                format!(
-                    "response size above the maximum {}",
-                    probe.max_response_allowance()
-                ),
-            ));
-        }
+        crate::rpc::bench::check_sizes(&probe, msg_size, resp_size)?;
     }
     let max_depth = args.depth.iter().copied().max().unwrap_or(1);
     if max_depth > config.max_pending_calls {

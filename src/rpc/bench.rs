@@ -754,21 +754,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         std::thread::sleep(Duration::from_millis(1));
     };
     let mut ep: Endpoint<Issued> = Endpoint::new(config, peer).map_err(|e| (1, e.to_string()))?;
-    if msg_size > ep.max_payload() as usize {
-        return Err((
-            2,
-            format!("message size above the maximum {}", ep.max_payload()),
-        ));
-    }
-    if resp_size > ep.max_response_allowance() {
-        return Err((
-            2,
-            format!(
-                "response size above the maximum {}",
-                ep.max_response_allowance()
-            ),
-        ));
-    }
+    check_sizes(&ep, msg_size, resp_size)?;
     let max_depth = *args.depth.iter().max().unwrap_or(&1);
     if max_depth > config.max_pending_calls {
         return Err((2, format!("queue depth above {}", config.max_pending_calls)));
@@ -880,12 +866,7 @@ fn bench_reliable_mem(
     let mut server_link = PortLink::new(srx, stx, pool.cache(), pool.cache());
     let mut ep: Endpoint<Issued> =
         Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
-    if msg_size > ep.max_payload() as usize || resp_size > ep.max_response_allowance() {
-        return Err((
-            2,
-            "message or response size above the ring's maximum".into(),
-        ));
-    }
+    check_sizes(&ep, msg_size, resp_size)?;
     let stop = Arc::new(AtomicBool::new(false));
     let server_stop = stop.clone();
     let server_core = args.server_core;
@@ -946,6 +927,27 @@ fn bench_reliable_mem(
         depths,
         hosts: Vec::new(),
     })
+}
+
+/// Refuses (exit 2) a request or response that the endpoint's ring cannot
+/// carry, naming the maximum.
+pub(crate) fn check_sizes<U>(ep: &Endpoint<U>, msg_size: usize, resp_size: u32) -> BenchResult<()> {
+    if msg_size > ep.max_payload() as usize {
+        return Err((
+            2,
+            format!("message size above the maximum {}", ep.max_payload()),
+        ));
+    }
+    if resp_size > ep.max_response_allowance() {
+        return Err((
+            2,
+            format!(
+                "response size above the maximum {}",
+                ep.max_response_allowance()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn config_pending<U>(ep: &Endpoint<U>) -> usize {
