@@ -1030,6 +1030,22 @@ fn report_of(dir: &tempfile::TempDir, j: &Signalled) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// The report of a job whose `mpirun` got SIGTERM: the job ended in time
+/// and rank 0 wrote its report, marked interrupted by that signal.
+fn sigterm_report(dir: &tempfile::TempDir, j: &Signalled) -> serde_json::Value {
+    assert_ne!(
+        j.code,
+        Some(124),
+        "the wall-clock guard fired: {}",
+        j.stderr
+    );
+    assert!(j.secs < 30.0, "took {} s", j.secs);
+    let doc = report_of(dir, j);
+    assert_eq!(doc["interrupted"], true, "{doc}");
+    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    doc
+}
+
 const TRIAL_20S: &[&str] = &[
     "trial",
     "--rate",
@@ -1143,16 +1159,7 @@ fn sigterm_to_mpirun_keeps_the_finished_trials() {
     };
     // mpirun ends the ranks (SIGKILL a second after the SIGTERM): rank 0
     // wrote the finished trials at once.
-    assert_ne!(
-        j.code,
-        Some(124),
-        "the wall-clock guard fired: {}",
-        j.stderr
-    );
-    assert!(j.secs < 30.0, "took {} s", j.secs);
-    let doc = report_of(&dir, &j);
-    assert_eq!(doc["interrupted"], true, "{doc}");
-    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    let doc = sigterm_report(&dir, &j);
     let trials = doc["trials"].as_array().unwrap();
     assert!(!trials.is_empty() && trials.len() < 50, "{doc}");
     for t in trials {
@@ -1195,16 +1202,7 @@ fn sigterm_to_mpirun_keeps_the_finished_search_trials() {
     ) else {
         return;
     };
-    assert_ne!(
-        j.code,
-        Some(124),
-        "the wall-clock guard fired: {}",
-        j.stderr
-    );
-    assert!(j.secs < 30.0, "took {} s", j.secs);
-    let doc = report_of(&dir, &j);
-    assert_eq!(doc["interrupted"], true, "{doc}");
-    assert_eq!(doc["signal"], "SIGTERM", "{doc}");
+    let doc = sigterm_report(&dir, &j);
     let trials = doc["trials"].as_array().unwrap();
     assert!(!trials.is_empty(), "{doc}");
     // A report `--resume` reads: the search's own JSON, bounds included.
