@@ -22,7 +22,10 @@
 //! session 7); the 13 or so chunks not in the window (24 in all) cover 2 ms
 //! at 12 M packets/s, so the nap never stalls a member. `LR_LOSSY=1` in the environment makes
 //! the group lossy (a diagnostic: members no longer wait for each other, and
-//! the slower one's late heaps are counted too old, not accepted).
+//! the slower one's late heaps are counted too old, not accepted);
+//! `LR_APART=1` gives each member a group of its own (a diagnostic: members
+//! then share no chunk, slot or lock, only the consumer thread and the
+//! machine).
 //! Prints one JSON line per round (rate, chunks, the group's lock takes by
 //! members and by the consumer, lossless waits, the consumer's busy time)
 //! and the medians with their ratio.
@@ -33,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use linerate::spead::chunk::Push;
 use linerate::spead::fsim::{Fsim, FENG_ID_ID};
+use linerate::spead::group::GroupStats;
 use linerate::spead::wire::decode_visit;
 use spead_common::{cfg, group, median, Members, CHUNKS_PER_PASS, N_TS};
 
@@ -77,7 +81,16 @@ fn round(
     batch: usize,
     nap: Duration,
 ) -> Round {
-    let (group, members) = group(batch, n);
+    // `LR_APART=1`: one group per member (a diagnostic: nothing shared
+    // between members but the consumer thread, the machine and its memory).
+    let apart = std::env::var_os("LR_APART").is_some();
+    let (groups, members): (Vec<_>, Vec<_>) = if apart {
+        (0..n).map(|_| group(batch, 1)).unzip()
+    } else {
+        let (g, m) = group(batch, n);
+        (vec![g], vec![m])
+    };
+    let members: Vec<_> = members.into_iter().flatten().collect();
     let set = packets.clone();
     let threads = Members::spawn(
         members,
@@ -123,9 +136,11 @@ fn round(
     loop {
         let done = threads.done();
         let t = Instant::now();
-        while let Some(c) = group.poll_chunk() {
-            chunks += 1;
-            group.add_free_chunk(c);
+        for group in &groups {
+            while let Some(c) = group.poll_chunk() {
+                chunks += 1;
+                group.add_free_chunk(c);
+            }
         }
         busy += t.elapsed();
         if done {
@@ -142,7 +157,16 @@ fn round(
     let last = ends.iter().map(|e| e.1).max().unwrap_or(start);
     let secs = (last - start).as_secs_f64();
     let accepted: u64 = ends.iter().map(|e| e.0).sum();
-    let st = group.stats();
+    let st = groups
+        .iter()
+        .map(|g| g.stats())
+        .fold(GroupStats::default(), |a, b| GroupStats {
+            takes: a.takes + b.takes,
+            ahead: a.ahead + b.ahead,
+            consumer_takes: a.consumer_takes + b.consumer_takes,
+            waits: a.waits + b.waits,
+            ..a
+        });
     eprintln!(
         "group: {} member lock takes ({} chunks given ahead), {} consumer takes, {} waits",
         st.takes, st.ahead, st.consumer_takes, st.waits

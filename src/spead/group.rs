@@ -6,9 +6,14 @@
 //! - **Per packet, nothing locked.** A member places a heap with the single
 //!   receiver's placement routine (`chunk::Heaps`, header prediction
 //!   included), finds its chunk among its own held chunks, claims the heap's
-//!   region of the chunk with one compare-and-swap ([`crate::buf::shared`])
-//!   and copies the payload there. Counters are the member's own
+//!   region of the chunk with one compare-and-swap on the region's owner word
+//!   ([`crate::buf::shared`]), copies the payload there and marks the heap
+//!   present in a bitmap of its own. Counters are the member's own
 //!   ([`ChunkStats`]), added up when read.
+//! - **Per chunk, the consumer ORs the members' bitmaps** (256 bytes each for
+//!   2048 heaps) into the chunk's `present` map. Nothing is cleared when a
+//!   chunk is recycled: owner words carry the chunk's generation, and a
+//!   member resets its bitmap when it first claims a heap in a new one.
 //! - **Per window of chunks, the group's lock.** A member asks the group for a
 //!   chunk id it does not hold yet and gets, in the same lock take, up to
 //!   `batch - 1` newer ones (those the group has or can make without waiting
@@ -124,7 +129,8 @@ struct State {
     /// flag is false for chunks only given ahead (never delivered).
     retiring: VecDeque<(i64, Shared, bool)>,
     free: Vec<ChunkBuf>,
-    /// Slots of delivered chunks, cleared, for the next ones.
+    /// Slots of delivered chunks, for the next ones (a new generation of
+    /// them: nothing to clear).
     free_slots: Vec<Slots>,
     writers: WriterSet,
     stats: GroupStats,
@@ -138,7 +144,7 @@ struct State {
 #[derive(Default)]
 struct Out {
     ready: VecDeque<(i64, SharedChunk<ChunkBuf>)>,
-    /// Slots cleared since the last take.
+    /// Slots of chunks delivered since the last take.
     slots: Vec<Slots>,
     chunks: u64,
     present: u64,
@@ -441,10 +447,9 @@ impl ChunkGroup {
         let (chunk_id, c) = o.ready.pop_front()?;
         self.inner.pending.fetch_sub(1, Ordering::Release);
         drop(o);
-        // Away from every lock: the present map is read and the slots cleared
-        // for the next chunk.
-        let (data, present, mut slots) = c.into_parts_keep();
-        slots.clear();
+        // Away from every lock: the present map is the members' rows ORed
+        // (the slots need no clearing: the next chunk is a new generation).
+        let (data, present, slots) = c.into_parts_keep();
         let chunk = Chunk {
             chunk_id,
             data,
@@ -1000,7 +1005,11 @@ mod test {
         /// would), packets reordered within each chunk's span between and
         /// within members, some lost: the group builds the chunks and present
         /// maps a single receiver builds from the same packets, and the
-        /// members' counters add up to its counters.
+        /// members' counters add up to its counters. The consumer gives
+        /// every chunk back, and there are more chunks of packets (20) than
+        /// the group has (16): recycled chunks (a new generation of owner
+        /// words and members' present rows, nothing cleared) build the same
+        /// chunks as fresh ones.
         #[test]
         fn a_group_builds_what_a_single_receiver_builds(
             members in 1usize..4,
@@ -1008,8 +1017,8 @@ mod test {
         ) {
             let cfg = small_fsim(4);
             let place = KatgpucbfPlace::for_fsim(&cfg, 2);
-            let all = fsim_packets(&cfg, 8);
-            let per_chunk = all.len() / 4;
+            let all = fsim_packets(&cfg, 40);
+            let per_chunk = all.len() / 20;
             let mut order: Vec<(u64, &[u8])> = Vec::new();
             for (g, group) in all.chunks(per_chunk).enumerate() {
                 let mut v: Vec<(u16, u8, u64, &[u8])> = group
@@ -1036,7 +1045,8 @@ mod test {
                 m.sync();
                 proptest::prop_assert_eq!(m.push(0, p), Push::Accepted);
                 while let Some(c) = group.poll_chunk() {
-                    got.push(c);
+                    got.push(c.clone());
+                    group.add_free_chunk(c);
                 }
             }
             for m in &mut ms {
