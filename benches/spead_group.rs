@@ -23,7 +23,8 @@
 //! at 12 M packets/s, so the nap never stalls a member. `LR_LOSSY=1` in the environment makes
 //! the group lossy (a diagnostic: members no longer wait for each other, and
 //! the slower one's late heaps are counted too old, not accepted);
-//! `LR_APART=1` gives each member a group of its own (a diagnostic: members
+//! `LR_NTS=T` makes the stretch of packets `T` timestamps (default 1024: 71
+//! MiB of input for one member); `LR_APART=1` gives each member a group of its own (a diagnostic: members
 //! then share no chunk, slot or lock, only the consumer thread and the
 //! machine).
 //! Prints one JSON line per round (rate, chunks, the group's lock takes by
@@ -38,15 +39,26 @@ use linerate::spead::chunk::Push;
 use linerate::spead::fsim::{Fsim, FENG_ID_ID};
 use linerate::spead::group::GroupStats;
 use linerate::spead::wire::decode_visit;
-use spead_common::{cfg, group, median, Members, CHUNKS_PER_PASS, N_TS};
+use spead_common::{cfg, group, median, Members, HEAPS_PER_CHUNK, N_TS};
 
 /// One member's packets, back to back, and where each ends.
 type Packets = (Vec<u8>, Vec<usize>);
 
-/// Packets for `N_TS` timestamps, split by antenna over `n` members.
+/// Timestamps in one stretch of packets: `N_TS`, or `LR_NTS` in the
+/// environment (a diagnostic: a short stretch keeps the members' input in the
+/// caches, so only the chunks' writes reach memory).
+fn n_ts() -> u64 {
+    let n: u64 = std::env::var("LR_NTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(N_TS);
+    n.div_ceil(HEAPS_PER_CHUNK).max(1) * HEAPS_PER_CHUNK
+}
+
+/// Packets for `n_ts()` timestamps, split by antenna over `n` members.
 fn split(n: usize) -> Vec<Packets> {
     let mut f = Fsim::new(cfg()).expect("valid simulator");
-    let (buf, ends) = f.packets_buffer(N_TS).expect("packets");
+    let (buf, ends) = f.packets_buffer(n_ts()).expect("packets");
     let mut out: Vec<Packets> = vec![(Vec::new(), Vec::new()); n];
     let mut start = 0;
     for &e in &ends {
@@ -92,13 +104,14 @@ fn round(
     };
     let members: Vec<_> = members.into_iter().flatten().collect();
     let set = packets.clone();
+    let chunks_per_pass = (n_ts() / HEAPS_PER_CHUNK) as i64;
     let threads = Members::spawn(
         members,
         move |k| set[k].clone(),
         move |k, mut m, (buf, ends): Packets| {
             let t0 = Instant::now();
             for pass in 0..passes {
-                m.place_mut().shift = pass as i64 * CHUNKS_PER_PASS;
+                m.place_mut().shift = pass as i64 * chunks_per_pass;
                 let mut start = 0;
                 for &e in &ends {
                     let p = &buf[start..e];

@@ -57,12 +57,18 @@ impl Place for Shifted {
     }
 }
 
-/// A lossless group (members keep 4 chunks, 24 in all) whose members get
+/// A lossless group (members keep 4 chunks, 24 in all unless `LR_CHUNKS`) whose members get
 /// `batch` chunks per take of its lock (0: the group's default), and `n`
 /// members of it.
 pub fn group(batch: usize, n: usize) -> (ChunkGroup, Vec<Member<Shifted>>) {
     let inner = KatgpucbfPlace::for_fsim(&cfg(), HEAPS_PER_CHUNK);
-    let cc = inner.chunk_config(4, 24);
+    // `LR_CHUNKS` in the environment: the group's chunks (a diagnostic: more
+    // let the consumer nap longer without a member stalling).
+    let chunks = std::env::var("LR_CHUNKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(24);
+    let cc = inner.chunk_config(4, chunks);
     let eviction = if std::env::var_os("LR_LOSSY").is_some() {
         Eviction::Lossy
     } else {
