@@ -268,8 +268,17 @@ fn open_one(
         }
     }
     if let Some(dest) = config.connect {
-        sock.connect(dest)
-            .map_err(|e| PortError::Input(format!("cannot connect UDP socket to {dest}: {e}")))?;
+        sock.connect(dest).map_err(|e| {
+            let hint = if dest.ip().is_multicast()
+                && config.interface.is_unspecified()
+                && e.raw_os_error() == Some(libc::ENETUNREACH)
+            {
+                " (no route for the group: set `interface` to the address of the interface it leaves by, or add a route, `ip route add 239.0.0.0/8 dev IFACE`)"
+            } else {
+                ""
+            };
+            PortError::Input(format!("cannot connect UDP socket to {dest}: {e}{hint}"))
+        })?;
     }
     if let Some(group) = config.multicast {
         sock.join_multicast_v4(&group, &config.interface)
