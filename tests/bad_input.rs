@@ -279,7 +279,7 @@ fn udp_multicast_keys_that_cannot_work() {
     // does not send to a group.
     let text = "[port.u]\nkind = \"udp\"\nbind = \"10.0.0.1:7148\"\nmulticast = \"239.2.0.1\"\n\
         [port.v]\nkind = \"udp\"\nbind = \"0.0.0.0:7149\"\nmulticast = \"10.0.0.2\"\n\
-        [port.w]\nkind = \"udp\"\nconnect = \"10.0.0.3:7148\"\nmulticast_ttl = 4\nmulticast_loop = false\n\
+        [port.w]\nkind = \"udp\"\nconnect = \"10.0.0.3:7148\"\nmulticast_ttl = 4\nmulticast_loop = false\ninterface = \"10.0.0.4\"\n\
         [stage.k]\nkind = \"sink\"\nrx = \"u\"\n[stage.l]\nkind = \"sink\"\nrx = \"v\"\n\
         [stage.g]\nkind = \"source\"\ntx = \"w\"\n";
     let e = bad("mcast.toml", text, false);
@@ -295,6 +295,8 @@ fn udp_multicast_keys_that_cannot_work() {
             "[port.w] `multicast_ttl`",
             "[port.w] `multicast_loop`",
             "applies only to multicast sends",
+            "[port.w] `interface`",
+            "applies only to a multicast join or multicast sends",
         ],
     );
     // A substream that does not start on a stream boundary.

@@ -128,6 +128,17 @@ fn check_multicast(t: &Table<'_, '_>, sink: &mut Sink<'_>, c: &UdpConfig) {
         }
     }
     let to_group = matches!(c.connect, Some(SocketAddr::V4(d)) if d.ip().is_multicast());
+    if !to_group && c.multicast.is_none() && t.has("interface") {
+        sink.error(
+            t.span_of("interface"),
+            &t.path,
+            Some("interface"),
+            "applies only to a multicast join or multicast sends",
+            Some(
+                "`multicast = \"GROUP\"` to join a group, or `connect` to a group's address".into(),
+            ),
+        );
+    }
     if !to_group {
         let help = || Some("`connect` to a multicast group, like \"239.2.0.1:7148\"".to_string());
         if c.multicast_ttl.is_some() {
