@@ -684,6 +684,14 @@ impl ChunkSource for Held {
             Ok(c) => c,
             Err(e) => {
                 self.ahead = ahead;
+                if e == Push::Discarded(ChunkDiscard::TooOld) {
+                    // The group moved past it: catch up with its eviction
+                    // mark now, so this member's later heaps for chunks
+                    // that old are refused without the lock (a member that
+                    // fell behind would otherwise take it per packet until
+                    // its next `sync`).
+                    self.sync();
+                }
                 return Err(e);
             }
         };
@@ -1158,6 +1166,26 @@ mod test {
         assert_eq!(b.push(0, &pkt(4)), Push::Discarded(ChunkDiscard::Duplicate));
         assert_eq!(b.stats().packets_too_old, 1);
         assert_eq!(b.stats().packets_duplicate, 1);
+    }
+
+    #[test]
+    fn a_member_behind_the_window_refuses_old_heaps_without_the_lock() {
+        let g = simple_group(Eviction::Lossy);
+        let (mut a, mut b) = (g.member(simple()).unwrap(), g.member(simple()).unwrap());
+        for n in [0, 4, 8, 12, 16, 20] {
+            assert_eq!(a.push(0, &pkt(n)), Push::Accepted);
+        }
+        // b never synced: its first heap for chunk 0 finds it gone at the lock.
+        let takes = g.stats().takes;
+        assert_eq!(b.push(0, &pkt(1)), Push::Discarded(ChunkDiscard::TooOld));
+        assert_eq!(g.stats().takes, takes + 1);
+        // Then it knows where the window starts: no more takes for old chunks.
+        assert_eq!(b.push(0, &pkt(2)), Push::Discarded(ChunkDiscard::TooOld));
+        assert_eq!(b.push(0, &pkt(5)), Push::Discarded(ChunkDiscard::TooOld));
+        assert_eq!(g.stats().takes, takes + 1);
+        assert_eq!(b.stats().packets_too_old, 3);
+        // A heap inside the window is still accepted.
+        assert_eq!(b.push(0, &pkt(21)), Push::Accepted);
     }
 
     #[test]
