@@ -297,8 +297,14 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
         &trial_pipeline("10.9.0.1", "10.9.0.1/24"),
     )
     .unwrap();
-    let mut runner =
-        linerate::traffic::trial::TrialRunner::start(&plan, Default::default()).unwrap();
+    // A drain of 1 s, not 200 ms: the analyzer's lcore shares the machine
+    // with this file's property tests, and what it has not read by the end
+    // of the drain counts as lost.
+    let options = linerate::traffic::trial::TrialOptions {
+        drain: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let mut runner = linerate::traffic::trial::TrialRunner::start(&plan, options).unwrap();
     let stop = AtomicBool::new(false);
     let r = runner
         .trial(2_000.0, Duration::from_millis(300), &stop, &mut |_, _| {})
