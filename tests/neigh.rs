@@ -370,6 +370,98 @@ fn gateway_keys_are_checked() {
     );
 }
 
+/// A reliable sender on a mem port that carries UDP datagrams to a peer.
+fn datagram_pipeline(port_keys: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "dgram"
+lcores = "0"
+[port.w]
+kind = "mem"
+{port_keys}
+[stage.tx]
+kind = "reliable_tx"
+rx = "w"
+tx = "w"
+messages = 10
+size = "1 KiB"
+"#
+    )
+}
+
+#[test]
+fn udp_datagram_keys_are_checked() {
+    let bad = |keys: &str, want: &str| {
+        let text = datagram_pipeline(keys);
+        let e = linerate::pipeline::load_str(Path::new("x.toml"), &text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"))
+            .to_string();
+        assert!(e.contains(want), "{want:?} not in {e}");
+        assert!(e.contains("[port.w]") || e.contains("port.w"), "{e}");
+    };
+    let ok = "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
+    let plan = linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(ok)).unwrap();
+    assert!(plan
+        .to_string()
+        .contains("carries UDP datagrams 10.9.0.1:5000 <-> 10.9.0.3:5001"));
+    bad(
+        "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"",
+        "`udp_bind` needs `udp_connect`",
+    );
+    bad(
+        "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
+        "`udp_bind` needs `ip`",
+    );
+    bad(
+        &ok.replace(
+            "udp_bind = \"10.9.0.1:5000\"",
+            "udp_bind = \"10.9.0.2:5000\"",
+        ),
+        "10.9.0.2 is not one of the port's addresses",
+    );
+    bad(
+        &ok.replace("10.9.0.3:5001", "10.8.0.3:5001"),
+        "10.8.0.3 is not another address on 10.9.0.1/24",
+    );
+    bad(
+        &ok.replace("10.9.0.3:5001", "[fd00::3]:5001"),
+        "not an IPv4 address with a port",
+    );
+    bad(
+        &ok.replace("10.9.0.1:5000", "10.9.0.1"),
+        "not an IPv4 address with a port",
+    );
+}
+
+#[test]
+fn a_datagram_peer_that_never_answers_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(
+        dir.path(),
+        "dgram.toml",
+        &datagram_pipeline(
+            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
+        ),
+    );
+    let t0 = StdInstant::now();
+    let out = util::bin()
+        .args(["run", "--duration", "5s"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[port.w]"), "{err}");
+    assert!(
+        err.contains("peer 10.9.0.3 did not answer: 30 ARP requests from 10.9.0.1"),
+        "{err}"
+    );
+    // Thirty attempts 300 ms apart, then the error: no hang.
+    assert!(t0.elapsed() < Duration::from_secs(60));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 

@@ -311,10 +311,15 @@ fn print_report(r: &BenchReport) {
                     .unwrap_or_default()
         );
     }
+    let over = if r.transport == BenchTransport::ReliableDpdk {
+        "dpdk"
+    } else {
+        "udp"
+    };
     for h in &r.hosts {
         let n = |k: &str| h.reliable.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
         println!(
-            "  host {} (rank {}) on {}{}  udp {}  {} RPCs {}  datagrams out {} in {}  retransmits {}",
+            "  host {} (rank {}) on {}{}  {over} {}  {} RPCs {}  datagrams out {} in {}  retransmits {}",
             h.name,
             h.rank,
             h.machine,

@@ -318,6 +318,29 @@ rx = "in"
         );
     }
 
+    /// A host's own EAL arguments follow `[eal] args` in its part only.
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn a_hosts_eal_arguments_join_its_part_only() {
+        let src = TWO.replace(
+            "[host.a]\nrank = 0",
+            "[eal]\nargs = [\"--no-huge\"]\n[host.a]\nrank = 0\neal = [\"--vdev=net_null0\"]",
+        );
+        let plan = crate::pipeline::load_str(Path::new("h.toml"), &src).unwrap();
+        assert_eq!(
+            plan.part("a").pipeline.eal,
+            ["--no-huge", "--vdev=net_null0"]
+        );
+        assert_eq!(plan.part("b").pipeline.eal, ["--no-huge"]);
+        assert!(plan.to_string().contains("eal += --vdev=net_null0"));
+        let e = check(&src.replace("eal = [\"--vdev=net_null0\"]", "eal = \"--vdev=net_null0\""))
+            .unwrap_err();
+        assert!(
+            e.contains("[host.a] `eal`: expected an array of strings"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn host_errors_name_the_key() {
         let e = check(&TWO.replace("host = \"b\"\nrx", "host = \"c\"\nrx")).unwrap_err();
