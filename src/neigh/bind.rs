@@ -408,7 +408,14 @@ fn resolve_as(
             core.resolution(target)
         };
         match state {
-            Resolution::Resolved(mac) => return Ok(mac),
+            Resolution::Resolved(mac) => {
+                // The peer's request that told us its address may have been
+                // answered only now, and nothing may poll this port for a
+                // while (a rank waits in MPI for the other): send the answer
+                // before going, or the peer never resolves us.
+                tx.flush(clock.now());
+                return Ok(mac);
+            }
             Resolution::Failed { attempts } => {
                 let what = if target.is_ipv4() {
                     "ARP requests"
