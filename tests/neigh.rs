@@ -370,6 +370,90 @@ fn gateway_keys_are_checked() {
     );
 }
 
+/// A receive queue that delivers `frames` once; a transmit queue that keeps
+/// what it is given.
+struct Scripted {
+    frames: Vec<Vec<u8>>,
+    pool: Pool,
+}
+
+impl linerate::port::RxQueue for Scripted {
+    fn rx_burst(&mut self, _: linerate::time::Instant, out: &mut Burst, max: usize) -> usize {
+        let mut n = 0;
+        while n < max.min(out.room()) && !self.frames.is_empty() {
+            let mut p = self.pool.alloc().unwrap();
+            p.set_data(&self.frames.remove(0)).unwrap();
+            out.push(p).unwrap();
+            n += 1;
+        }
+        n
+    }
+}
+
+struct Recorded(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+impl linerate::port::TxQueue for Recorded {
+    fn tx_burst(&mut self, _: linerate::time::Instant, pkts: &mut Burst) -> usize {
+        let n = pkts.len();
+        let mut sent = self.0.lock().unwrap();
+        sent.extend(pkts.drain().map(|p| p.data().to_vec()));
+        n
+    }
+}
+
+/// A peer that resolves us while we resolve it: our resolution ends on its
+/// request (we learn its address from it), and our answer must leave before
+/// the call returns, since nothing may poll the port for a while after (a
+/// rank waiting in MPI), or the peer never resolves us.
+#[test]
+fn a_resolution_that_learns_from_the_peers_request_answers_it_before_returning() {
+    let pool = Pool::new(&PoolConfig {
+        name: "scripted".into(),
+        count: 64,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let port = linerate::port::OpenPort {
+        rx: vec![Box::new(Scripted {
+            frames: vec![etherparse_arp_request(Ipv4Addr::new(10, 2, 0, 2))],
+            pool: pool.clone(),
+        })],
+        tx: vec![Box::new(Recorded(sent.clone()))],
+        stats: std::sync::Arc::new(()),
+        warnings: Vec::new(),
+    };
+    let (mut port, shared) = bind::wrap(
+        port,
+        Config {
+            mac: MAC,
+            addrs: vec![Owned::parse("10.2.0.2/24").unwrap()],
+        },
+        pool,
+    );
+    let (rx, tx) = (&mut port.rx[0], &mut port.tx[0]);
+    let mac = bind::resolve_peer(
+        &shared,
+        rx.as_mut(),
+        tx.as_mut(),
+        IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)),
+    )
+    .unwrap();
+    assert_eq!(mac, PEER);
+    let replies = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|f| Frame::parse(f).ok())
+        .filter(|f| {
+            matches!(f.body, Body::Arp(a) if a.op == wire::ArpOp::Reply
+                && a.target_ip == Ipv4Addr::new(10, 2, 0, 1) && a.target_mac == PEER)
+        })
+        .count();
+    assert_eq!(replies, 1, "{:?}", sent.lock().unwrap());
+}
+
 /// A reliable sender on a mem port that carries UDP datagrams to a peer.
 fn datagram_pipeline(port_keys: &str) -> String {
     format!(
