@@ -1447,6 +1447,203 @@ fn a_three_rank_spead_ingest_reconciles_senders_and_receivers() {
     assert!(out.contains("received total"), "{out}");
 }
 
+/// The shipped multicast ingest file in namespaces from `scripts/mpi-hosts
+/// mcast` (a bridge with IGMP snooping), edited by `edit`, run for
+/// `duration` on 3 ranks: the JSON report, the human one and the wall time.
+fn mcast_ingest(
+    tag: &str,
+    duration: &str,
+    edit: impl Fn(String) -> String,
+) -> Option<(serde_json::Value, String, Duration)> {
+    mpirun()?;
+    let ns = Namespaces::make("mcast", tag)?;
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/telescope-ingest-hosts-mcast.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcast.toml");
+    let json = dir.path().join("mcast.json");
+    std::fs::write(
+        &file,
+        edit(shipped.replace("\"mcast-", &format!("\"{}-", ns.0))),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let (code, out, err) = run_file(
+        3,
+        &[
+            "run",
+            "--duration",
+            duration,
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &file,
+    )?;
+    let took = start.elapsed();
+    assert_eq!(code, Some(0), "{err}");
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("JSON");
+    drop(ns);
+    Some((doc, out, took))
+}
+
+/// (receiver host, group) of the shipped multicast file: r1 joins 1 and 3,
+/// r2 joins 2 and 3.
+const MEMBERS: [(&str, u32); 4] = [("r1", 1), ("r1", 3), ("r2", 2), ("r2", 3)];
+
+#[test]
+fn a_three_rank_multicast_ingest_counts_each_group_at_its_members_only() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((doc, out, _)) = mcast_ingest("m", "8s", |f| f) else {
+        return;
+    };
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {doc}"));
+    let spead = &doc["spead"];
+    let s = &doc["hosts"]["s"]["stages"];
+    // Each group's stage sent its whole stream (n_ants = 4 heaps a
+    // timestamp): different sizes, so a heap at the wrong socket shows.
+    let heaps = [0, 1024, 768, 512];
+    let mut packets = [0; 4];
+    for g in 1..=3 {
+        let d = &s[&format!("fsim{g}")]["detail"];
+        assert_eq!(n(&d["heaps"]), heaps[g], "{doc}");
+        packets[g] = n(&d["packets"]);
+        assert_eq!(
+            n(&doc["hosts"]["s"]["ports"][&format!("to_g{g}")]["tx_packets"]),
+            packets[g],
+            "{doc}"
+        );
+    }
+    assert_eq!(
+        n(&spead["senders"]["s"]["heaps"]),
+        1024 + 768 + 512,
+        "{doc}"
+    );
+    assert_eq!(
+        n(&spead["sent"]["packets"]),
+        packets.iter().sum::<u64>(),
+        "{doc}"
+    );
+    // Every member of a group counted that group's heaps and no others:
+    // each socket took at most its group's packets and heaps (one leak of
+    // another group's stream would exceed it), and something of each; the
+    // shared group 3 was counted by both of its members.
+    let mut per_host = std::collections::BTreeMap::<&str, [u64; 4]>::new();
+    for (host, g) in MEMBERS {
+        let h = &doc["hosts"][host];
+        let d = &h["stages"][&format!("recv{}_g{g}", &host[1..])]["detail"];
+        let port = n(&h["ports"][&format!("{host}_g{g}")]["rx_packets"]);
+        assert_eq!(n(&d["packets"]), port, "{doc}");
+        assert!(
+            port > 0 && port <= packets[g as usize],
+            "{host} group {g}: {doc}"
+        );
+        let complete = n(&d["heaps_complete"]);
+        assert!(
+            complete > 0 && complete <= heaps[g as usize],
+            "{host} group {g}: {doc}"
+        );
+        let present = n(&d["stream"]["present"]);
+        assert!(present <= heaps[g as usize], "{doc}");
+        assert_eq!(
+            n(&h["stages"][&format!("check{}_g{g}", &host[1..])]["detail"]["wrong_bytes"]),
+            0,
+            "{doc}"
+        );
+        let sums = per_host.entry(host).or_default();
+        for (x, v) in
+            sums.iter_mut()
+                .zip([port, complete, present, n(&d["stream"]["present_slots"])])
+        {
+            *x += v;
+        }
+    }
+    // Each receiver's line adds its own groups' stages exactly, with its own
+    // pooled fraction; the totals add the receivers.
+    let mut total = [0u64; 4];
+    for (host, sums) in &per_host {
+        let r = &spead["receivers"][*host];
+        let k = &host[1..];
+        assert_eq!(
+            r["stages"],
+            serde_json::json!([
+                format!("recv{k}_g{}", if *host == "r1" { 1 } else { 2 }),
+                format!("recv{k}_g3")
+            ]),
+            "{doc}"
+        );
+        let got = ["packets", "heaps_complete", "present", "present_slots"].map(|k| n(&r[k]));
+        assert_eq!(got, *sums, "{host}: {doc}");
+        let f = r["fraction_present"].as_f64().unwrap();
+        assert!((f - sums[2] as f64 / sums[3] as f64).abs() < 1e-12, "{doc}");
+        assert!(f > 0.0, "{doc}");
+        assert_eq!(n(&r["wrong_bytes"]), 0, "{doc}");
+        for (t, v) in total.iter_mut().zip(sums) {
+            *t += v;
+        }
+    }
+    let t = &spead["received"];
+    assert_eq!(
+        ["packets", "heaps_complete", "present", "present_slots"].map(|k| n(&t[k])),
+        total,
+        "{doc}"
+    );
+    let pooled = total[2] as f64 / total[3] as f64;
+    assert!((t["fraction_present"].as_f64().unwrap() - pooled).abs() < 1e-12);
+    assert!(!out.contains("NOTHING ARRIVED"), "{out}");
+}
+
+#[test]
+fn a_multicast_receiver_whose_groups_nobody_sends_reports_nothing_present() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // r2 joins 239.2.0.9 and 239.2.0.10 instead: nobody sends to them.
+    let silent = |f: String| {
+        f.replace(
+            "bind = \"239.2.0.2:7148\"\nmulticast = \"239.2.0.2\"",
+            "bind = \"239.2.0.9:7148\"\nmulticast = \"239.2.0.9\"",
+        )
+        .replace(
+            "bind = \"239.2.0.3:7148\"\nmulticast = \"239.2.0.3\"\ninterface = \"10.80.0.3\"",
+            "bind = \"239.2.0.10:7148\"\nmulticast = \"239.2.0.10\"\ninterface = \"10.80.0.3\"",
+        )
+    };
+    let Some((doc, out, took)) = mcast_ingest("n", "4s", silent) else {
+        return;
+    };
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {doc}"));
+    // The run ended on its duration (mpirun's own limit is 90 s).
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    let r2 = &doc["spead"]["receivers"]["r2"];
+    for k in [
+        "packets",
+        "heaps_complete",
+        "present",
+        "present_slots",
+        "chunks",
+    ] {
+        assert_eq!(n(&r2[k]), 0, "{k}: {doc}");
+    }
+    // Nothing present is 0, not a vacuous 1 from no slots.
+    assert_eq!(r2["fraction_present"].as_f64(), Some(0.0), "{doc}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("received r2") && l.contains("NOTHING ARRIVED")),
+        "{out}"
+    );
+    // r1 still took its groups, and the totals are r1's alone.
+    let r1 = &doc["spead"]["receivers"]["r1"];
+    assert!(n(&r1["heaps_complete"]) > 0, "{doc}");
+    let t = &doc["spead"]["received"];
+    for k in ["packets", "heaps_complete", "present", "present_slots"] {
+        assert_eq!(n(&t[k]), n(&r1[k]), "{k}: {doc}");
+    }
+}
+
 /// Drops `permille` of the UDP datagrams delivered in namespace `ns`
 /// (nftables); false when nft is missing, a failure when the rule is refused.
 fn drop_udp(ns: &str, permille: u32) -> bool {
