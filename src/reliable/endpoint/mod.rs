@@ -226,6 +226,9 @@ pub struct Endpoint {
     rx: [RxChannel; 2],
     hotel: Hotel,
     resend: VecDeque<(Channel, u32)>,
+    /// A resend of a segment whose earlier resend was lost, due to go out a
+    /// second time (`Config::repair_copies`).
+    copy: Option<(Channel, u32)>,
     budget: usize,
     expired: Vec<u64>,
     events: VecDeque<Event>,
@@ -328,6 +331,7 @@ impl Endpoint {
             tx,
             rx,
             resend: VecDeque::new(),
+            copy: None,
             expired: Vec::new(),
             events: VecDeque::new(),
             regions: Regions::default(),
