@@ -133,7 +133,7 @@ const ENDPOINT_KEYS: &[Key] = &[
     Key::new(
         "flight_gain",
         "integer 0..=64",
-        "2",
+        "3 (usnic mode: 0)",
         "flight bound as a multiple of the delivered rate (0: unbounded)",
     ),
     Key::new(

@@ -72,7 +72,7 @@
 //! probe) and the oldest (the hole that holds delivery back) rather than the
 //! whole flight. Resends per pass are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
-//! With `flight_gain` (our default 2; usnic 0, unbounded) it also starts a new
+//! With `flight_gain` (our default 3; usnic 0, unbounded) it also starts a new
 //! segment only while the segments in flight (sent, neither acknowledged nor
 //! declared lost) are below `flight_gain` x the largest recent delivery rate x
 //! the minimum RTT (BBR's inflight cap), at least `flight_floor`: on a path
@@ -144,9 +144,9 @@
 //!   thousand segments of a flight need four or five repair rounds, each a
 //!   round trip, so the credits must cover several round trips of data or
 //!   the sender idles: 256 credits left ours at 30 % of lossless in virtual
-//!   time with no spurious resend at all; the default is now 1024 (the
-//!   window, 4096 segments, bounds what is in flight, so the receiver holds
-//!   no more memory at once). Before the first delivery-rate sample the
+//!   time with no spurious resend at all; 1024 was the default until the
+//!   repair rounds below made it 4096 (the window bounds what is in
+//!   flight, so the receiver holds no more memory at once). Before the first delivery-rate sample the
 //!   flight is bounded at [`INITIAL_FLIGHT`] segments (the old first flight),
 //!   so the larger credits do not queue a first burst in front of a slow link.
 //!
@@ -157,9 +157,58 @@
 //! bound spans the minimum RTT plus half the measured reordering (see
 //! [`Config::flight_gain`]), and loss detection works as described under
 //! **Reordering**: 69 % of lossless at 20 % loss there, 2.2x usnic mode.
-//! Left: on a 10 Gb/s link with the same jitter, 26 % of lossless (2.08
-//! Gb/s, usnic mode 1.35): the 4096-segment window covers about one repair
-//! round of a 4 ms path at that rate.
+//! On a 10 Gb/s link with the same jitter this left 26 % of lossless (2.07
+//! Gb/s, usnic mode 1.35); see the next section.
+//!
+//! # Repair rounds
+//!
+//! In-order delivery holds the window's left edge until its hole is
+//! filled, so the sender may run at most `window` segments ahead of the
+//! slowest repair among them. Each transmission is lost with probability
+//! p, and a lost one is found one round later (an RTT, plus the reordering
+//! window on a path that reorders), so among W segments the worst needs k
+//! rounds with W·p^k ≈ 1, and goodput is at most W x segment / (RTT + k x
+//! round). At 20 % loss on a 0-2 ms jitter path (RTT 0-4 ms, reordering
+//! window up to 2.5 ms, 1400-byte segments), W = 4096 needs k ≈ 5.2 rounds
+//! of ~4.5 ms: 1.9-2.1 Gb/s, the measured 2.07. Half of lossless (4 Gb/s)
+//! needs W ≈ 8000 segments at k ≈ 5.6 (more segments, more rounds for the
+//! worst), and a 4000-message transfer pays its own worst segment (k ≈ 6.3
+//! among 24 000) as a tail of ~30 ms against 33 ms of lossless sending, so
+//! the window alone gives at most ~47 % there (`scripts/model-reliable-repair`
+//! simulates exactly this). Two changes, where the model says they act:
+//!
+//! - **Window and credits.** 16384 segments (was 4096) and 4096 credits
+//!   (was 1024; a credit is a message, and 8 KiB messages are 6 segments,
+//!   so 4096 credits cover the window). The flight bound still keeps the
+//!   flight near rate x RTT on a path that never pushes back, so the larger
+//!   ceiling costs memory only when losses hold the left edge: at most
+//!   window x segment bytes per channel (23 MB), what 10 Gb/s x 4 ms x the
+//!   rounds needs. usnic mode keeps 4096 and 256.
+//! - **Second copies of lost resends** ([`Config::repair_copies`]). A
+//!   segment whose resend was lost too goes out twice, back to back, on
+//!   every later resend, so each later round fails with p² instead of p:
+//!   the worst of W segments needs k ≈ 2 + ln(W·p²)/ln(1/p²) rounds (4.0
+//!   for 16384 segments, 6 without), and the transfer's tail shrinks the
+//!   same way. It costs p² extra segments (4 % at 20 % loss, 0.01 % at 1 %;
+//!   resends per lost segment 1.0 -> 1.1-1.3) and needs no guess about
+//!   whether a resend is late or lost. The alternatives were worse:
+//!   declaring a resend lost without the reordering window resends late
+//!   ones under reordering jitter (it is the same late-or-lost question the
+//!   window answers), and a copy only of the resend at the left edge
+//!   (where the window waits) gave 52 % instead of 67 % (any order) and
+//!   60 % instead of 73 % (order kept, 20 000 messages).
+//!
+//! `linerate reliable compare --loss 0,20 --jitter 2ms --seeds 5` at 10 Gb/s
+//! (virtual time): 20 % loss went from 25 % to 67 % of lossless with
+//! packets overtaking (`--jitter-order any`; 5.03 Gb/s, usnic mode 1.35)
+//! and from 30 % to 54 % with order kept (2.91 Gb/s, usnic mode 0.88);
+//! with 20 000 messages, where the tail weighs less, 79 % and 73 %. At 3
+//! Gb/s, 73 % and 67 % (70 % and 56 % before). Order kept stays the weaker:
+//! there the minimum RTT is a sample far below the FIFO's queue and the
+//! flight bound (`flight_gain` x rate x minimum RTT) ramps slowly over a
+//! transfer of eight round trips (lossless 5.4 Gb/s there, 9.1 without the
+//! bound), which these changes leave alone. `--window` and `--credits` run
+//! the same comparison with other values.
 //!
 //! **What an ACK costs.** At first the continuation ACKs were allowed one
 //! per segment received. Virtual time delivers one packet at a time, so it
