@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
         let n = usize::from(n).min(tail.len());
         let (write, next) = tail.split_at(n);
         rest = next;
-        let imm = u32::from(n as u8) << 14;
+        let imm = u32::from(n as u8) << 10;
         let mut slot = [0u64; SLOT_WORDS];
         if let Some((tag, n)) = pack(seq, write, imm, &mut wr, |j, w| slot[slot_word(j)] = w) {
             assert!(holds(tag, seq));

@@ -14,7 +14,9 @@
 //! kind 0:  bits 31..0 the immediate; bits 45..32 zero
 //! kind 1:  bits 45..30 word map (bit i: word i of the write is in the slot)
 //!          bits 29..22 length in bytes (0..=128)
-//!          bits 21..0  the immediate
+//!          bits 21..18 how many words are in the slot (the map's bit count,
+//!                      carried so the reader needs no population count)
+//!          bits 17..0  the immediate
 //! ```
 //!
 //! A write carried in the slot ("packed") is cut into little-endian words
@@ -45,7 +47,7 @@ pub const PACK_MAX: usize = 128;
 /// Words of the longest packed write.
 pub const PACK_WORDS: usize = PACK_MAX / 8;
 /// Largest immediate a packed write's tag holds.
-pub const PACK_IMM_MAX: u32 = (1 << 22) - 1;
+pub const PACK_IMM_MAX: u32 = (1 << 18) - 1;
 
 const SEQ_SHIFT: u32 = 48;
 const KIND_SHIFT: u32 = 46;
@@ -54,6 +56,7 @@ const KIND_RING: u64 = 0;
 const KIND_PACKED: u64 = 1;
 const MAP_SHIFT: u32 = 30;
 const LEN_SHIFT: u32 = 22;
+const COUNT_SHIFT: u32 = 18;
 const RING_RESERVED: u64 = ((1 << KIND_SHIFT) - 1) & !0xffff_ffff;
 
 /// The bytes one direction's packed writes are compared with, word by word:
@@ -103,10 +106,10 @@ fn word(b: &[u8], i: usize) -> u64 {
     }
 }
 
-/// The word map of `data` against `reference`: bit `i` set when word `i`
-/// (the last one zero-padded) differs.
+/// The word map of `data` against `reference` (bit `i` set when word `i`,
+/// the last one zero-padded, differs) and its bit count.
 #[inline(always)]
-fn changed_words(data: &[u8], reference: &Reference) -> u64 {
+fn changed_words(data: &[u8], reference: &Reference) -> (u64, usize) {
     let full = data.chunks_exact(8);
     let tail = full.remainder();
     let n = full.len();
@@ -116,11 +119,14 @@ fn changed_words(data: &[u8], reference: &Reference) -> u64 {
         b[..tail.len()].copy_from_slice(tail);
         map = u64::from(u64::from_le_bytes(b) != word(reference, n));
     }
+    let mut count = map as usize;
     // From the last whole word to the first, so the map grows by a shift.
     for (c, r) in full.zip(reference.chunks_exact(8)).rev() {
-        map = map << 1 | u64::from(word(c, 0) != word(r, 0));
+        let d = word(c, 0) != word(r, 0);
+        map = map << 1 | u64::from(d);
+        count += usize::from(d);
     }
-    map
+    (map, count)
 }
 
 /// Copies `src[..n]` to `dst[..n]` (both at least `n` long, `n <= PACK_MAX`)
@@ -160,8 +166,7 @@ pub fn pack(
     if data.len() > PACK_MAX || imm > PACK_IMM_MAX {
         return None;
     }
-    let map = changed_words(data, reference);
-    let count = map.count_ones() as usize;
+    let (map, count) = changed_words(data, reference);
     if count > MAX_CHANGED {
         return None;
     }
@@ -189,6 +194,7 @@ pub fn pack(
         | (KIND_PACKED << KIND_SHIFT)
         | (map << MAP_SHIFT)
         | ((data.len() as u64) << LEN_SHIFT)
+        | ((count as u64) << COUNT_SHIFT)
         | u64::from(imm);
     Some((tag, count))
 }
@@ -209,7 +215,7 @@ pub enum Announce {
         len: usize,
         /// Word map: bit `i` set when word `i` is in the slot.
         map: u16,
-        /// Words in the slot (the map's population count).
+        /// Words in the slot (the map's bit count, as the writer stated it).
         count: usize,
     },
 }
@@ -228,7 +234,9 @@ pub fn parse(tag: u64, room: u64) -> Result<Announce, BadTag> {
         KIND_PACKED => {
             let map = ((tag >> MAP_SHIFT) & 0xffff) as u16;
             let len = ((tag >> LEN_SHIFT) & 0xff) as usize;
-            let count = map.count_ones() as usize;
+            // A count that disagrees with the map (a corrupt peer) yields
+            // wrong bytes, never an access outside the slot or the ring.
+            let count = ((tag >> COUNT_SHIFT) & 0xf) as usize;
             let n = len.div_ceil(8);
             if len > PACK_MAX
                 || u32::from(map) >> n != 0
