@@ -273,6 +273,46 @@ fn udp_address_that_cannot_be_bound() {
 }
 
 #[test]
+fn udp_multicast_keys_that_cannot_work() {
+    // A group that is no multicast address; a receiver bound to a unicast
+    // address (it would never see the group); send options on a port that
+    // does not send to a group.
+    let text = "[port.u]\nkind = \"udp\"\nbind = \"10.0.0.1:7148\"\nmulticast = \"239.2.0.1\"\n\
+        [port.v]\nkind = \"udp\"\nbind = \"0.0.0.0:7149\"\nmulticast = \"10.0.0.2\"\n\
+        [port.w]\nkind = \"udp\"\nconnect = \"10.0.0.3:7148\"\nmulticast_ttl = 4\nmulticast_loop = false\ninterface = \"10.0.0.4\"\n\
+        [stage.k]\nkind = \"sink\"\nrx = \"u\"\n[stage.l]\nkind = \"sink\"\nrx = \"v\"\n\
+        [stage.g]\nkind = \"source\"\ntx = \"w\"\n";
+    let e = bad("mcast.toml", text, false);
+    assert_has(
+        &e,
+        &[
+            "mcast.toml:3:8",
+            "[port.u] `bind`",
+            "a socket bound to 10.0.0.1 never receives group 239.2.0.1",
+            "\"239.2.0.1:7148\"",
+            "[port.v] `multicast`",
+            "10.0.0.2 is not a multicast group",
+            "[port.w] `multicast_ttl`",
+            "[port.w] `multicast_loop`",
+            "applies only to multicast sends",
+            "[port.w] `interface`",
+            "applies only to a multicast join or multicast sends",
+        ],
+    );
+    // A substream that does not start on a stream boundary.
+    let text = SPEAD_TAIL.replace("timestamps = 8", "timestamps = 8\nfirst_channel = 8");
+    let e = bad("first-channel.toml", &text, false);
+    assert_has(
+        &e,
+        &[
+            "[stage.fsim] `first_channel`",
+            "first_channel 8 does not start a stream of 16 channels",
+            "a multiple of n_channels_per_stream (16)",
+        ],
+    );
+}
+
+#[test]
 fn missing_file_and_bad_arguments() {
     let out = util::bin()
         .args(["check", "/nonexistent/p.toml"])

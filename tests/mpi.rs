@@ -1447,6 +1447,203 @@ fn a_three_rank_spead_ingest_reconciles_senders_and_receivers() {
     assert!(out.contains("received total"), "{out}");
 }
 
+/// The shipped multicast ingest file in namespaces from `scripts/mpi-hosts
+/// mcast` (a bridge with IGMP snooping), edited by `edit`, run for
+/// `duration` on 3 ranks: the JSON report, the human one and the wall time.
+fn mcast_ingest(
+    tag: &str,
+    duration: &str,
+    edit: impl Fn(String) -> String,
+) -> Option<(serde_json::Value, String, Duration)> {
+    mpirun()?;
+    let ns = Namespaces::make("mcast", tag)?;
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/telescope-ingest-hosts-mcast.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcast.toml");
+    let json = dir.path().join("mcast.json");
+    std::fs::write(
+        &file,
+        edit(shipped.replace("\"mcast-", &format!("\"{}-", ns.0))),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let (code, out, err) = run_file(
+        3,
+        &[
+            "run",
+            "--duration",
+            duration,
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &file,
+    )?;
+    let took = start.elapsed();
+    assert_eq!(code, Some(0), "{err}");
+    let doc = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("JSON");
+    drop(ns);
+    Some((doc, out, took))
+}
+
+/// (receiver host, group) of the shipped multicast file: r1 joins 1 and 3,
+/// r2 joins 2 and 3.
+const MEMBERS: [(&str, u32); 4] = [("r1", 1), ("r1", 3), ("r2", 2), ("r2", 3)];
+
+#[test]
+fn a_three_rank_multicast_ingest_counts_each_group_at_its_members_only() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((doc, out, _)) = mcast_ingest("m", "8s", |f| f) else {
+        return;
+    };
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {doc}"));
+    let spead = &doc["spead"];
+    let s = &doc["hosts"]["s"]["stages"];
+    // Each group's stage sent its whole stream (n_ants = 4 heaps a
+    // timestamp): different sizes, so a heap at the wrong socket shows.
+    let heaps = [0, 1024, 768, 512];
+    let mut packets = [0; 4];
+    for g in 1..=3 {
+        let d = &s[&format!("fsim{g}")]["detail"];
+        assert_eq!(n(&d["heaps"]), heaps[g], "{doc}");
+        packets[g] = n(&d["packets"]);
+        assert_eq!(
+            n(&doc["hosts"]["s"]["ports"][&format!("to_g{g}")]["tx_packets"]),
+            packets[g],
+            "{doc}"
+        );
+    }
+    assert_eq!(
+        n(&spead["senders"]["s"]["heaps"]),
+        1024 + 768 + 512,
+        "{doc}"
+    );
+    assert_eq!(
+        n(&spead["sent"]["packets"]),
+        packets.iter().sum::<u64>(),
+        "{doc}"
+    );
+    // Every member of a group counted that group's heaps and no others:
+    // each socket took at most its group's packets and heaps (one leak of
+    // another group's stream would exceed it), and something of each; the
+    // shared group 3 was counted by both of its members.
+    let mut per_host = std::collections::BTreeMap::<&str, [u64; 4]>::new();
+    for (host, g) in MEMBERS {
+        let h = &doc["hosts"][host];
+        let d = &h["stages"][&format!("recv{}_g{g}", &host[1..])]["detail"];
+        let port = n(&h["ports"][&format!("{host}_g{g}")]["rx_packets"]);
+        assert_eq!(n(&d["packets"]), port, "{doc}");
+        assert!(
+            port > 0 && port <= packets[g as usize],
+            "{host} group {g}: {doc}"
+        );
+        let complete = n(&d["heaps_complete"]);
+        assert!(
+            complete > 0 && complete <= heaps[g as usize],
+            "{host} group {g}: {doc}"
+        );
+        let present = n(&d["stream"]["present"]);
+        assert!(present <= heaps[g as usize], "{doc}");
+        assert_eq!(
+            n(&h["stages"][&format!("check{}_g{g}", &host[1..])]["detail"]["wrong_bytes"]),
+            0,
+            "{doc}"
+        );
+        let sums = per_host.entry(host).or_default();
+        for (x, v) in
+            sums.iter_mut()
+                .zip([port, complete, present, n(&d["stream"]["present_slots"])])
+        {
+            *x += v;
+        }
+    }
+    // Each receiver's line adds its own groups' stages exactly, with its own
+    // pooled fraction; the totals add the receivers.
+    let mut total = [0u64; 4];
+    for (host, sums) in &per_host {
+        let r = &spead["receivers"][*host];
+        let k = &host[1..];
+        assert_eq!(
+            r["stages"],
+            serde_json::json!([
+                format!("recv{k}_g{}", if *host == "r1" { 1 } else { 2 }),
+                format!("recv{k}_g3")
+            ]),
+            "{doc}"
+        );
+        let got = ["packets", "heaps_complete", "present", "present_slots"].map(|k| n(&r[k]));
+        assert_eq!(got, *sums, "{host}: {doc}");
+        let f = r["fraction_present"].as_f64().unwrap();
+        assert!((f - sums[2] as f64 / sums[3] as f64).abs() < 1e-12, "{doc}");
+        assert!(f > 0.0, "{doc}");
+        assert_eq!(n(&r["wrong_bytes"]), 0, "{doc}");
+        for (t, v) in total.iter_mut().zip(sums) {
+            *t += v;
+        }
+    }
+    let t = &spead["received"];
+    assert_eq!(
+        ["packets", "heaps_complete", "present", "present_slots"].map(|k| n(&t[k])),
+        total,
+        "{doc}"
+    );
+    let pooled = total[2] as f64 / total[3] as f64;
+    assert!((t["fraction_present"].as_f64().unwrap() - pooled).abs() < 1e-12);
+    assert!(!out.contains("NOTHING ARRIVED"), "{out}");
+}
+
+#[test]
+fn a_multicast_receiver_whose_groups_nobody_sends_reports_nothing_present() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // r2 joins 239.2.0.9 and 239.2.0.10 instead: nobody sends to them.
+    let silent = |f: String| {
+        f.replace(
+            "bind = \"239.2.0.2:7148\"\nmulticast = \"239.2.0.2\"",
+            "bind = \"239.2.0.9:7148\"\nmulticast = \"239.2.0.9\"",
+        )
+        .replace(
+            "bind = \"239.2.0.3:7148\"\nmulticast = \"239.2.0.3\"\ninterface = \"10.80.0.3\"",
+            "bind = \"239.2.0.10:7148\"\nmulticast = \"239.2.0.10\"\ninterface = \"10.80.0.3\"",
+        )
+    };
+    let Some((doc, out, took)) = mcast_ingest("n", "4s", silent) else {
+        return;
+    };
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v} in {doc}"));
+    // The run ended on its duration (mpirun's own limit is 90 s).
+    assert!(took < Duration::from_secs(60), "took {took:?}");
+    let r2 = &doc["spead"]["receivers"]["r2"];
+    for k in [
+        "packets",
+        "heaps_complete",
+        "present",
+        "present_slots",
+        "chunks",
+    ] {
+        assert_eq!(n(&r2[k]), 0, "{k}: {doc}");
+    }
+    // Nothing present is 0, not a vacuous 1 from no slots.
+    assert_eq!(r2["fraction_present"].as_f64(), Some(0.0), "{doc}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("received r2") && l.contains("NOTHING ARRIVED")),
+        "{out}"
+    );
+    // r1 still took its groups, and the totals are r1's alone.
+    let r1 = &doc["spead"]["receivers"]["r1"];
+    assert!(n(&r1["heaps_complete"]) > 0, "{doc}");
+    let t = &doc["spead"]["received"];
+    for k in ["packets", "heaps_complete", "present", "present_slots"] {
+        assert_eq!(n(&t[k]), n(&r1[k]), "{k}: {doc}");
+    }
+}
+
 /// Drops `permille` of the UDP datagrams delivered in namespace `ns`
 /// (nftables); false when nft is missing, a failure when the rule is refused.
 fn drop_udp(ns: &str, permille: u32) -> bool {
@@ -1575,6 +1772,151 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
     );
 }
 
+/// Drops `permille` of the IPv4 UDP frames leaving device `dev` of namespace
+/// `ns` (nftables' netdev egress hook); false when nft is missing or the
+/// kernel has no egress hook, a failure when the rule is refused otherwise.
+/// For DPDK's net_af_packet the loss has to be made on the way out: its
+/// socket takes a received frame before netfilter's input hooks see it, and
+/// its frames pass the egress hook only with `qdisc_bypass=0`.
+#[cfg(feature = "dpdk")]
+fn drop_udp_egress(ns: &str, dev: &str, permille: u32) -> bool {
+    use std::io::Write;
+    if !drop_udp_possible() {
+        return false;
+    }
+    let rule = format!(
+        "table netdev loss {{\n chain out {{\n  type filter hook egress device \"{dev}\" priority 0\n  \
+         ip protocol udp numgen random mod 1000 < {permille} counter drop\n }}\n}}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nft");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rule.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("egress") {
+        // A kernel before 5.16, or one built without NETFILTER_EGRESS.
+        return false;
+    }
+    assert!(out.status.success(), "nft refused {rule}: {err}");
+    true
+}
+
+/// Whether nft is there.
+#[cfg(feature = "dpdk")]
+fn drop_udp_possible() -> bool {
+    Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The shipped pipelines/reliable-dpdk-hosts.toml in namespaces `PREFIX-a`
+/// and `PREFIX-b` (veths `PREFIX-va`, `PREFIX-vb`), with `edit` applied.
+#[cfg(feature = "dpdk")]
+fn reliable_dpdk_file(prefix: &str, edit: impl Fn(String) -> String) -> tempfile::TempDir {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/reliable-dpdk-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("reliable.toml"),
+        edit(shipped.replace("rel-", &format!("{prefix}-"))),
+    )
+    .unwrap();
+    dir
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn the_reliable_channel_over_dpdk_ports_between_two_ranks_delivers_every_message_once() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "d") else {
+        return;
+    };
+    let p = &ns.0;
+    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+    // 5 % of the datagrams lost each way, in the kernel, on their way out of
+    // each rank's af_packet socket (which then must not bypass the qdisc
+    // layer, where the egress hook sits).
+    let lossy =
+        drop_udp_egress(&a, &format!("{p}-va"), 50) && drop_udp_egress(&b, &format!("{p}-vb"), 50);
+    if !lossy {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1") || drop_udp_possible(),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("no kernel loss (nft or its egress hook missing): the channel runs loss-free");
+    }
+    let dir = reliable_dpdk_file(p, |s| {
+        s.replace("framecnt=4096", "framecnt=4096,qdisc_bypass=0")
+    });
+    let file = dir.path().join("reliable.toml");
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "run",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let tx = &doc["hosts"]["a"]["stages"]["sender"]["detail"];
+    let rx = &doc["hosts"]["b"]["stages"]["receiver"]["detail"];
+    assert_eq!(doc["hosts"]["a"]["rank"], 0, "{doc}");
+    assert_eq!(doc["hosts"]["b"]["rank"], 1, "{doc}");
+    // Every message sent and acknowledged...
+    assert_eq!(tx["messages"], 2000, "{doc}");
+    assert_eq!(tx["unacked"], 0, "{doc}");
+    // ...and delivered once, intact, in order, on the other host.
+    assert_eq!(rx["endpoint"]["delivered"], 2000, "{doc}");
+    assert_eq!(rx["check"]["ok"], 2000, "{doc}");
+    assert_eq!(rx["check"]["bytes"], 2000 * 8192, "{doc}");
+    for k in ["corrupt", "duplicate", "out_of_order"] {
+        assert_eq!(rx["check"][k], 0, "{k}: {doc}");
+    }
+    // Through the DPDK ports, as datagrams in frames: each port resolved
+    // the other (ARP) and sent and received frames of its own.
+    for (host, port) in [("a", "da"), ("b", "db")] {
+        let r = &doc["hosts"][host]["ports"][port];
+        assert_eq!(r["kind"], "dpdk", "{doc}");
+        assert!(r["tx_packets"].as_u64().unwrap() > 0, "{doc}");
+        assert!(r["rx_packets"].as_u64().unwrap() > 0, "{doc}");
+        assert_eq!(r["detail"]["neigh_resolutions"], 1, "{doc}");
+        assert_eq!(r["detail"]["udp_tx_unsent"], 0, "{doc}");
+    }
+    if lossy {
+        // Through real loss: the kernel dropped frames both ways.
+        assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+        assert!(
+            tx["endpoint"]["retransmits"].as_u64().unwrap_or(0) > 0,
+            "{doc}"
+        );
+    }
+}
+
 #[test]
 fn the_reliable_channel_across_hosts_has_latency_with_tai_clocks() {
     if mpirun().is_none() {
@@ -1651,12 +1993,22 @@ fn rpc_bench_args(a: &str, b: &str, extra: &[&str]) -> Vec<String> {
 /// Runs the bench on 2 ranks and returns its JSON report, asserting that
 /// every call of every depth was answered with the right payload.
 fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
+    rpc_bench_over(a, b, rpc_bench_args(a, b, &[]), "reliable-udp", "udp")
+}
+
+/// [`rpc_bench_between`] with the transport's arguments in `base`: the
+/// report says it ran over `over` (`udp`, `dpdk`).
+fn rpc_bench_over(
+    a: &str,
+    b: &str,
+    mut args: Vec<String>,
+    transport: &str,
+    over: &str,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("rpc.json");
-    let args = rpc_bench_args(
-        a,
-        b,
-        &[
+    args.extend(
+        [
             "--depth",
             "1,64",
             "--duration",
@@ -1669,7 +2021,9 @@ fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
             "20s",
             "--json",
             json.to_str().unwrap(),
-        ],
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run(2, &args).unwrap();
@@ -1680,13 +2034,13 @@ fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     // Rank 0 prints the report, with both hosts.
     assert!(
-        stdout.contains("rpc bench over reliable channel over udp"),
+        stdout.contains(&format!("rpc bench over reliable channel over {over}")),
         "{stdout}"
     );
     assert!(stdout.contains("host server (rank 1)"), "{stdout}");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(doc["transport"], "reliable-udp", "{doc}");
+    assert_eq!(doc["transport"], transport, "{doc}");
     let depths = doc["depths"].as_array().unwrap();
     assert_eq!(depths.len(), 2, "{doc}");
     let mut calls = 0;
@@ -1739,6 +2093,106 @@ fn rpc_bench_between_two_ranks_answers_every_call_with_and_without_loss() {
         .map(|h| h["reliable"]["retransmits"].as_u64().unwrap())
         .sum();
     assert!(resent > 0, "{doc}");
+}
+
+/// `rpc bench --transport reliable-dpdk` between namespaces `PREFIX-a`
+/// (client, 10.77.0.11 on veth PREFIX-va) and `PREFIX-b` (server, 10.77.0.12
+/// on PREFIX-vb), each rank driving its veth through net_af_packet.
+#[cfg(feature = "dpdk")]
+fn rpc_bench_dpdk_args(prefix: &str, extra: &[&str]) -> Vec<String> {
+    let dev = |v: &str| format!("net_af_packet0,iface={prefix}-{v},framecnt=4096,qdisc_bypass=0");
+    let mut v: Vec<String> = [
+        "rpc",
+        "bench",
+        "--transport",
+        "reliable-dpdk",
+        "--client",
+        "10.77.0.11:47311",
+        "--server",
+        "10.77.0.12:47312",
+        "--client-netns",
+        &format!("{prefix}-a"),
+        "--server-netns",
+        &format!("{prefix}-b"),
+        "--client-device",
+        &dev("va"),
+        "--server-device",
+        &dev("vb"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn rpc_bench_over_dpdk_ports_between_two_ranks_answers_every_call_with_and_without_loss() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "r") else {
+        return;
+    };
+    let p = &ns.0;
+    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+    let dpdk = |a: &str, b: &str| {
+        rpc_bench_over(a, b, rpc_bench_dpdk_args(p, &[]), "reliable-dpdk", "dpdk")
+    };
+    let doc = dpdk(&a, &b);
+    for h in doc["hosts"].as_array().unwrap() {
+        assert!(
+            h["address"].as_str().unwrap().starts_with("10.77.0.1"),
+            "{doc}"
+        );
+    }
+    // 5 % of the frames lost each way, in the kernel, on their way out of
+    // each rank's socket.
+    if !(drop_udp_egress(&a, &format!("{p}-va"), 50) && drop_udp_egress(&b, &format!("{p}-vb"), 50))
+    {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1") || drop_udp_possible(),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("skipped the lossy half: nft or its egress hook missing");
+        return;
+    }
+    let doc = dpdk(&a, &b);
+    assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+    let resent: u64 = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["reliable"]["retransmits"].as_u64().unwrap())
+        .sum();
+    assert!(resent > 0, "{doc}");
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn rpc_bench_over_dpdk_without_a_device_exits_2_naming_the_flag() {
+    let Some(out) = run(
+        2,
+        &[
+            "rpc",
+            "bench",
+            "--transport",
+            "reliable-dpdk",
+            "--client",
+            "10.77.0.11:47321",
+            "--server",
+            "10.77.0.12:47322",
+            "--client-device",
+            "net_af_packet0,iface=nowhere",
+        ],
+    ) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--server-device"), "{stderr}");
 }
 
 #[test]

@@ -331,6 +331,7 @@ fn send(a: &SendArgs) -> Result<i32, Failure> {
             rcvbuf: None,
             sndbuf: Some(4 << 20),
             queues: 1,
+            ..UdpConfig::default()
         },
         &pool,
     )?;
@@ -543,6 +544,7 @@ fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
             rcvbuf: Some(8 << 20),
             sndbuf: None,
             queues: 1,
+            ..UdpConfig::default()
         },
         pool,
     )?;

@@ -49,7 +49,7 @@ pub struct Received {
     pub present: u64,
     /// Heap slots of the chunks.
     pub present_slots: u64,
-    /// `present / present_slots` (1 with no slots).
+    /// `present / present_slots` (0 with no slots: nothing arrived).
     pub fraction_present: f64,
     /// Bytes the chunk sinks in check mode found wrong (`None`: none checks).
     pub wrong_bytes: Option<u64>,
@@ -79,9 +79,11 @@ fn f(v: &Value, k: &str) -> f64 {
     v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
+/// A receiver with no heap slots got no heap at all (nobody sent to its
+/// group or port): that is 0 present, never a vacuous 1.
 fn fraction(present: u64, slots: u64) -> f64 {
     if slots == 0 {
-        1.0
+        0.0
     } else {
         present as f64 / slots as f64
     }
@@ -198,9 +200,12 @@ impl Ingest {
             );
         };
         let got = |o: &mut String, who: &str, r: &Received| {
-            let wrong = r
+            let mut wrong = r
                 .wrong_bytes
                 .map_or(String::new(), |w| format!(", {w} wrong bytes"));
+            if r.packets == 0 {
+                wrong.push_str(", NOTHING ARRIVED (no sender for its groups or ports?)");
+            }
             let _ = writeln!(
                 o,
                 "  received {who:<10} {:>10} heaps {:>12} packets {:>8.3} Gb/s  fraction present {:.6} ({}/{} in {} chunks){wrong}",
@@ -270,13 +275,34 @@ mod test {
     }
 
     #[test]
+    fn a_silent_receiver_is_zero_present_and_leaves_the_pooled_fraction_alone() {
+        let b = json!({"stages": {"r": recv(48, 64, 0.25)}});
+        let silent = json!({"stages": {"r": {"kind": "spead_recv", "detail": {"packets": 0,
+            "heaps_complete": 0, "gbps": 0.0, "stream": {"chunks": 0, "present": 0, "present_slots": 0}}}}});
+        let i = summarise([("b", &b), ("z", &silent)]).unwrap();
+        assert_eq!(i.receivers["z"].fraction_present, 0.0);
+        assert_eq!(i.receivers["b"].fraction_present, 0.75);
+        assert_eq!(i.received.fraction_present, 0.75);
+        let t = i.text();
+        let line = t.lines().find(|l| l.contains("received z")).unwrap();
+        assert!(line.contains("NOTHING ARRIVED"), "{t}");
+        assert!(
+            !t.lines()
+                .any(|l| l.contains("received b") && l.contains("NOTHING")),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn no_spead_stage_is_no_ingest_and_odd_reports_do_not_panic() {
         let a = json!({"stages": {"g": {"kind": "generator"}}});
         let odd = json!({"stages": {"r": {"kind": "spead_recv", "detail": "x"}}});
         let none = Value::Null;
         assert!(summarise([("a", &a), ("n", &none)]).is_none());
         let i = summarise([("o", &odd)]).unwrap();
-        assert_eq!(i.received.fraction_present, 1.0);
+        assert_eq!(i.received.fraction_present, 0.0);
+        assert!(i.text().contains("received o"), "{}", i.text());
+        assert!(i.text().contains("NOTHING ARRIVED"), "{}", i.text());
         assert_eq!(i.received.wrong_bytes, None);
     }
 }

@@ -24,8 +24,16 @@ pub struct UdpConfig {
     pub connect: Option<SocketAddr>,
     /// IPv4 multicast group to join on `interface`.
     pub multicast: Option<Ipv4Addr>,
-    /// Interface address for the multicast join.
+    /// Interface address for the multicast join, and (when `connect` is a
+    /// multicast group) the interface multicast sends leave by
+    /// (`IP_MULTICAST_IF`); unspecified leaves both to the routing table.
     pub interface: Ipv4Addr,
+    /// Hops a multicast send may cross (`IP_MULTICAST_TTL`; the kernel's
+    /// default is 1, this link only).
+    pub multicast_ttl: Option<u8>,
+    /// Whether this host's own sockets that joined the group get a copy of
+    /// its multicast sends (`IP_MULTICAST_LOOP`; the kernel's default is on).
+    pub multicast_loop: Option<bool>,
     /// Receive buffer size to ask the kernel for.
     pub rcvbuf: Option<usize>,
     /// Send buffer size to ask the kernel for.
@@ -43,6 +51,8 @@ impl Default for UdpConfig {
             connect: None,
             multicast: None,
             interface: Ipv4Addr::UNSPECIFIED,
+            multicast_ttl: None,
+            multicast_loop: None,
             rcvbuf: None,
             sndbuf: None,
             queues: 1,
@@ -245,9 +255,30 @@ fn open_one(
     let local = sock
         .local_addr()
         .map_err(|e| PortError::Runtime(format!("cannot read the UDP socket's address: {e}")))?;
+    if let Some(SocketAddr::V4(dest)) = config.connect {
+        if dest.ip().is_multicast() {
+            // Before connect: the kernel routes a multicast connect by the
+            // socket's multicast interface when one is set.
+            multicast_send(&sock, config).map_err(|e| {
+                PortError::Input(format!(
+                    "cannot set up multicast sends to {dest} on {}: {e}",
+                    config.interface
+                ))
+            })?;
+        }
+    }
     if let Some(dest) = config.connect {
-        sock.connect(dest)
-            .map_err(|e| PortError::Input(format!("cannot connect UDP socket to {dest}: {e}")))?;
+        sock.connect(dest).map_err(|e| {
+            let hint = if dest.ip().is_multicast()
+                && config.interface.is_unspecified()
+                && e.raw_os_error() == Some(libc::ENETUNREACH)
+            {
+                " (no route for the group: set `interface` to the address of the interface it leaves by, or add a route, `ip route add 239.0.0.0/8 dev IFACE`)"
+            } else {
+                ""
+            };
+            PortError::Input(format!("cannot connect UDP socket to {dest}: {e}{hint}"))
+        })?;
     }
     if let Some(group) = config.multicast {
         sock.join_multicast_v4(&group, &config.interface)
@@ -318,6 +349,37 @@ fn open_one(
         },
         local,
     })
+}
+
+/// The multicast send options of `config` on `sock`: the interface, the
+/// TTL and the loopback, each only when asked for.
+fn multicast_send(sock: &UdpSocket, config: &UdpConfig) -> io::Result<()> {
+    if !config.interface.is_unspecified() {
+        let addr = libc::in_addr {
+            s_addr: u32::from(config.interface).to_be(),
+        };
+        // SAFETY: the fd is a valid socket for the life of `sock`; the option
+        // value is an in_addr on our stack with its true size.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_MULTICAST_IF,
+                (&addr as *const libc::in_addr).cast(),
+                std::mem::size_of::<libc::in_addr>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    if let Some(ttl) = config.multicast_ttl {
+        sock.set_multicast_ttl_v4(u32::from(ttl))?;
+    }
+    if let Some(on) = config.multicast_loop {
+        sock.set_multicast_loop_v4(on)?;
+    }
+    Ok(())
 }
 
 struct UdpRx {

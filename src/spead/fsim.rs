@@ -129,6 +129,14 @@ impl FsimConfig {
         if self.n_channels_per_stream > self.n_channels_total {
             return Err("n_channels_per_stream must not exceed n_channels_total".into());
         }
+        let per = self.n_channels_per_stream as u64;
+        if self.first_channel % per != 0 || self.first_channel + per > self.n_channels_total as u64
+        {
+            return Err(format!(
+                "first_channel {} does not start a stream of {per} channels within {} channels",
+                self.first_channel, self.n_channels_total
+            ));
+        }
         if self.heap_bytes() as u64 > self.flavour.max_value() {
             return Err("heap larger than the flavour's heap address".into());
         }

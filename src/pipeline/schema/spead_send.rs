@@ -39,6 +39,12 @@ const KEYS: &[Key] = &[
         "timestamps to send (n_ants heaps each), with source = \"fsim\"",
     ),
     Key::new(
+        "first_channel",
+        "integer",
+        "0",
+        "the first channel of this stream's heaps (a multiple of n_channels_per_stream), with source = \"fsim\": one stage per substream, each to its own multicast group",
+    ),
+    Key::new(
         "heaps",
         "integer",
         "none (open-ended)",
@@ -105,7 +111,22 @@ fn parse_spead_send(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadSendSpec
         }
     };
     let (source, count, wrong) = if fsim {
-        let g = fsim_geometry(t, sink, flavour);
+        let mut g = fsim_geometry(t, sink, flavour);
+        if let Some((c, span)) = t.int(sink, "first_channel", 0..1 << 24) {
+            g.first_channel = c as u64;
+            if let Err(e) = g.validate() {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some("first_channel"),
+                    e,
+                    Some(format!(
+                        "a multiple of n_channels_per_stream ({}) below n_channels_total ({})",
+                        g.n_channels_per_stream, g.n_channels_total
+                    )),
+                );
+            }
+        }
         let count = t
             .int(sink, "timestamps", 1..i64::MAX)
             .map(|(c, _)| c as u64);
@@ -137,6 +158,7 @@ fn parse_spead_send(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadSendSpec
             count,
             [
                 "timestamps",
+                "first_channel",
                 "n_ants",
                 "n_channels_total",
                 "n_channels_per_stream",
@@ -220,8 +242,10 @@ impl StageConfig for SpeadSendSpec {
         let c = self;
         let what = match &c.source {
             SendSource::Fsim(f) => format!(
-                "F-engine simulator, {} antennas, {}-byte heaps in {}-byte packets, {}",
+                "F-engine simulator, {} antennas, channels {}..{}, {}-byte heaps in {}-byte packets, {}",
                 f.n_ants,
+                f.first_channel,
+                f.first_channel + f.n_channels_per_stream as u64,
                 f.heap_bytes(),
                 f.max_packet(),
                 c.count
