@@ -10,14 +10,6 @@ use std::time::{Duration, Instant};
 
 use util::bin;
 
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// One HTTP GET with every wait bounded; `Err` for refused, reset or closed.
 fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<String> {
     let mut s = TcpStream::connect_timeout(&addr, timeout)?;
@@ -99,7 +91,7 @@ fn bad_metrics_addresses_exit_2() {
 
 #[test]
 fn scrapes_while_running_and_stopping_never_hang() {
-    let port = free_tcp_port();
+    let port = util::free_tcp_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.json");
@@ -212,8 +204,12 @@ fn prometheus_scrapes_a_running_pipeline() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
-    let web: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
+    let metrics: SocketAddr = format!("127.0.0.1:{}", util::free_tcp_port())
+        .parse()
+        .unwrap();
+    let web: SocketAddr = format!("127.0.0.1:{}", util::free_tcp_port())
+        .parse()
+        .unwrap();
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
@@ -343,7 +339,7 @@ fn spead_stage_counters_rise_live_and_end_at_the_report() {
     let text = format!("{text}plot = \"{}\"\n", plot.display());
     let pipeline = dir.path().join("ingest.toml");
     std::fs::write(&pipeline, text).unwrap();
-    let port = free_tcp_port();
+    let port = util::free_tcp_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let json = dir.path().join("run.json");
     let child = bin()
@@ -442,7 +438,7 @@ fn spead_stage_counters_rise_live_and_end_at_the_report() {
 #[test]
 fn a_pipeline_search_serves_its_port_counters() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_tcp_port();
+    let port = util::free_tcp_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let child = bin()
         .args(["search", "pipelines/ndr-mem.toml", "--quiet"])

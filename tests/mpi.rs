@@ -794,6 +794,10 @@ connect = "10.78.2.2:47100"
 kind = "udp"
 host = "ana"
 bind = "10.78.2.2:47100"
+# Room for the whole trial (4,000 datagrams), so an analyzer rank that a loaded
+# machine descheduled for a while still reads everything (the default buffer
+# held ~70 ms: 3042 of 3604 arrived once at load 10).
+rcvbuf = "16 MiB"
 [stage.gen]
 kind = "generator"
 host = "gen"
@@ -1772,6 +1776,151 @@ fn the_reliable_channel_between_two_ranks_delivers_every_message_once() {
     );
 }
 
+/// Drops `permille` of the IPv4 UDP frames leaving device `dev` of namespace
+/// `ns` (nftables' netdev egress hook); false when nft is missing or the
+/// kernel has no egress hook, a failure when the rule is refused otherwise.
+/// For DPDK's net_af_packet the loss has to be made on the way out: its
+/// socket takes a received frame before netfilter's input hooks see it, and
+/// its frames pass the egress hook only with `qdisc_bypass=0`.
+#[cfg(feature = "dpdk")]
+fn drop_udp_egress(ns: &str, dev: &str, permille: u32) -> bool {
+    use std::io::Write;
+    if !drop_udp_possible() {
+        return false;
+    }
+    let rule = format!(
+        "table netdev loss {{\n chain out {{\n  type filter hook egress device \"{dev}\" priority 0\n  \
+         ip protocol udp numgen random mod 1000 < {permille} counter drop\n }}\n}}\n"
+    );
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nft");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rule.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() && err.contains("egress") {
+        // A kernel before 5.16, or one built without NETFILTER_EGRESS.
+        return false;
+    }
+    assert!(out.status.success(), "nft refused {rule}: {err}");
+    true
+}
+
+/// Whether nft is there.
+#[cfg(feature = "dpdk")]
+fn drop_udp_possible() -> bool {
+    Command::new("nft")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The shipped pipelines/reliable-dpdk-hosts.toml in namespaces `PREFIX-a`
+/// and `PREFIX-b` (veths `PREFIX-va`, `PREFIX-vb`), with `edit` applied.
+#[cfg(feature = "dpdk")]
+fn reliable_dpdk_file(prefix: &str, edit: impl Fn(String) -> String) -> tempfile::TempDir {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/pipelines/reliable-dpdk-hosts.toml"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("reliable.toml"),
+        edit(shipped.replace("rel-", &format!("{prefix}-"))),
+    )
+    .unwrap();
+    dir
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn the_reliable_channel_over_dpdk_ports_between_two_ranks_delivers_every_message_once() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "d") else {
+        return;
+    };
+    let p = &ns.0;
+    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+    // 5 % of the datagrams lost each way, in the kernel, on their way out of
+    // each rank's af_packet socket (which then must not bypass the qdisc
+    // layer, where the egress hook sits).
+    let lossy =
+        drop_udp_egress(&a, &format!("{p}-va"), 50) && drop_udp_egress(&b, &format!("{p}-vb"), 50);
+    if !lossy {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1") || drop_udp_possible(),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("no kernel loss (nft or its egress hook missing): the channel runs loss-free");
+    }
+    let dir = reliable_dpdk_file(p, |s| {
+        s.replace("framecnt=4096", "framecnt=4096,qdisc_bypass=0")
+    });
+    let file = dir.path().join("reliable.toml");
+    let (code, out, err) = run_file(
+        2,
+        &[
+            "run",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--timeout",
+            "20",
+            "--json",
+            "-",
+        ],
+        &file,
+    )
+    .unwrap();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let tx = &doc["hosts"]["a"]["stages"]["sender"]["detail"];
+    let rx = &doc["hosts"]["b"]["stages"]["receiver"]["detail"];
+    assert_eq!(doc["hosts"]["a"]["rank"], 0, "{doc}");
+    assert_eq!(doc["hosts"]["b"]["rank"], 1, "{doc}");
+    // Every message sent and acknowledged...
+    assert_eq!(tx["messages"], 2000, "{doc}");
+    assert_eq!(tx["unacked"], 0, "{doc}");
+    // ...and delivered once, intact, in order, on the other host.
+    assert_eq!(rx["endpoint"]["delivered"], 2000, "{doc}");
+    assert_eq!(rx["check"]["ok"], 2000, "{doc}");
+    assert_eq!(rx["check"]["bytes"], 2000 * 8192, "{doc}");
+    for k in ["corrupt", "duplicate", "out_of_order"] {
+        assert_eq!(rx["check"][k], 0, "{k}: {doc}");
+    }
+    // Through the DPDK ports, as datagrams in frames: each port resolved
+    // the other (ARP) and sent and received frames of its own.
+    for (host, port) in [("a", "da"), ("b", "db")] {
+        let r = &doc["hosts"][host]["ports"][port];
+        assert_eq!(r["kind"], "dpdk", "{doc}");
+        assert!(r["tx_packets"].as_u64().unwrap() > 0, "{doc}");
+        assert!(r["rx_packets"].as_u64().unwrap() > 0, "{doc}");
+        assert_eq!(r["detail"]["neigh_resolutions"], 1, "{doc}");
+        assert_eq!(r["detail"]["udp_tx_unsent"], 0, "{doc}");
+    }
+    if lossy {
+        // Through real loss: the kernel dropped frames both ways.
+        assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+        assert!(
+            tx["endpoint"]["retransmits"].as_u64().unwrap_or(0) > 0,
+            "{doc}"
+        );
+    }
+}
+
 #[test]
 fn the_reliable_channel_across_hosts_has_latency_with_tai_clocks() {
     if mpirun().is_none() {
@@ -1848,12 +1997,22 @@ fn rpc_bench_args(a: &str, b: &str, extra: &[&str]) -> Vec<String> {
 /// Runs the bench on 2 ranks and returns its JSON report, asserting that
 /// every call of every depth was answered with the right payload.
 fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
+    rpc_bench_over(a, b, rpc_bench_args(a, b, &[]), "reliable-udp", "udp")
+}
+
+/// [`rpc_bench_between`] with the transport's arguments in `base`: the
+/// report says it ran over `over` (`udp`, `dpdk`).
+fn rpc_bench_over(
+    a: &str,
+    b: &str,
+    mut args: Vec<String>,
+    transport: &str,
+    over: &str,
+) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("rpc.json");
-    let args = rpc_bench_args(
-        a,
-        b,
-        &[
+    args.extend(
+        [
             "--depth",
             "1,64",
             "--duration",
@@ -1866,7 +2025,9 @@ fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
             "20s",
             "--json",
             json.to_str().unwrap(),
-        ],
+        ]
+        .iter()
+        .map(|s| s.to_string()),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = run(2, &args).unwrap();
@@ -1877,13 +2038,13 @@ fn rpc_bench_between(a: &str, b: &str) -> serde_json::Value {
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     // Rank 0 prints the report, with both hosts.
     assert!(
-        stdout.contains("rpc bench over reliable channel over udp"),
+        stdout.contains(&format!("rpc bench over reliable channel over {over}")),
         "{stdout}"
     );
     assert!(stdout.contains("host server (rank 1)"), "{stdout}");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(doc["transport"], "reliable-udp", "{doc}");
+    assert_eq!(doc["transport"], transport, "{doc}");
     let depths = doc["depths"].as_array().unwrap();
     assert_eq!(depths.len(), 2, "{doc}");
     let mut calls = 0;
@@ -1936,6 +2097,106 @@ fn rpc_bench_between_two_ranks_answers_every_call_with_and_without_loss() {
         .map(|h| h["reliable"]["retransmits"].as_u64().unwrap())
         .sum();
     assert!(resent > 0, "{doc}");
+}
+
+/// `rpc bench --transport reliable-dpdk` between namespaces `PREFIX-a`
+/// (client, 10.77.0.11 on veth PREFIX-va) and `PREFIX-b` (server, 10.77.0.12
+/// on PREFIX-vb), each rank driving its veth through net_af_packet.
+#[cfg(feature = "dpdk")]
+fn rpc_bench_dpdk_args(prefix: &str, extra: &[&str]) -> Vec<String> {
+    let dev = |v: &str| format!("net_af_packet0,iface={prefix}-{v},framecnt=4096,qdisc_bypass=0");
+    let mut v: Vec<String> = [
+        "rpc",
+        "bench",
+        "--transport",
+        "reliable-dpdk",
+        "--client",
+        "10.77.0.11:47311",
+        "--server",
+        "10.77.0.12:47312",
+        "--client-netns",
+        &format!("{prefix}-a"),
+        "--server-netns",
+        &format!("{prefix}-b"),
+        "--client-device",
+        &dev("va"),
+        "--server-device",
+        &dev("vb"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn rpc_bench_over_dpdk_ports_between_two_ranks_answers_every_call_with_and_without_loss() {
+    if mpirun().is_none() {
+        return;
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ns) = Namespaces::make("up", "r") else {
+        return;
+    };
+    let p = &ns.0;
+    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
+    let dpdk = |a: &str, b: &str| {
+        rpc_bench_over(a, b, rpc_bench_dpdk_args(p, &[]), "reliable-dpdk", "dpdk")
+    };
+    let doc = dpdk(&a, &b);
+    for h in doc["hosts"].as_array().unwrap() {
+        assert!(
+            h["address"].as_str().unwrap().starts_with("10.77.0.1"),
+            "{doc}"
+        );
+    }
+    // 5 % of the frames lost each way, in the kernel, on their way out of
+    // each rank's socket.
+    if !(drop_udp_egress(&a, &format!("{p}-va"), 50) && drop_udp_egress(&b, &format!("{p}-vb"), 50))
+    {
+        assert!(
+            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1") || drop_udp_possible(),
+            "nft is required (LINERATE_REQUIRE_PEERS=1) but failed: apt-get install nftables"
+        );
+        eprintln!("skipped the lossy half: nft or its egress hook missing");
+        return;
+    }
+    let doc = dpdk(&a, &b);
+    assert!(dropped_in(&a) > 0 && dropped_in(&b) > 0, "no loss: {doc}");
+    let resent: u64 = doc["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["reliable"]["retransmits"].as_u64().unwrap())
+        .sum();
+    assert!(resent > 0, "{doc}");
+}
+
+#[cfg(feature = "dpdk")]
+#[test]
+fn rpc_bench_over_dpdk_without_a_device_exits_2_naming_the_flag() {
+    let Some(out) = run(
+        2,
+        &[
+            "rpc",
+            "bench",
+            "--transport",
+            "reliable-dpdk",
+            "--client",
+            "10.77.0.11:47321",
+            "--server",
+            "10.77.0.12:47322",
+            "--client-device",
+            "net_af_packet0,iface=nowhere",
+        ],
+    ) else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--server-device"), "{stderr}");
 }
 
 #[test]

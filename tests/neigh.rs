@@ -297,8 +297,14 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
         &trial_pipeline("10.9.0.1", "10.9.0.1/24"),
     )
     .unwrap();
-    let mut runner =
-        linerate::traffic::trial::TrialRunner::start(&plan, Default::default()).unwrap();
+    // A drain of 1 s, not 200 ms: the analyzer's lcore shares the machine
+    // with this file's property tests, and what it has not read by the end
+    // of the drain counts as lost.
+    let options = linerate::traffic::trial::TrialOptions {
+        drain: Duration::from_secs(1),
+        ..Default::default()
+    };
+    let mut runner = linerate::traffic::trial::TrialRunner::start(&plan, options).unwrap();
     let stop = AtomicBool::new(false);
     let r = runner
         .trial(2_000.0, Duration::from_millis(300), &stop, &mut |_, _| {})
@@ -368,6 +374,182 @@ fn gateway_keys_are_checked() {
         &base.replace("\"10.9.0.1/24\"", "\"10.9.0.2/24\""),
         "listed twice",
     );
+}
+
+/// A receive queue that delivers `frames` once; a transmit queue that keeps
+/// what it is given.
+struct Scripted {
+    frames: Vec<Vec<u8>>,
+    pool: Pool,
+}
+
+impl linerate::port::RxQueue for Scripted {
+    fn rx_burst(&mut self, _: linerate::time::Instant, out: &mut Burst, max: usize) -> usize {
+        let mut n = 0;
+        while n < max.min(out.room()) && !self.frames.is_empty() {
+            let mut p = self.pool.alloc().unwrap();
+            p.set_data(&self.frames.remove(0)).unwrap();
+            out.push(p).unwrap();
+            n += 1;
+        }
+        n
+    }
+}
+
+struct Recorded(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+impl linerate::port::TxQueue for Recorded {
+    fn tx_burst(&mut self, _: linerate::time::Instant, pkts: &mut Burst) -> usize {
+        let n = pkts.len();
+        let mut sent = self.0.lock().unwrap();
+        sent.extend(pkts.drain().map(|p| p.data().to_vec()));
+        n
+    }
+}
+
+/// A peer that resolves us while we resolve it: our resolution ends on its
+/// request (we learn its address from it), and our answer must leave before
+/// the call returns, since nothing may poll the port for a while after (a
+/// rank waiting in MPI), or the peer never resolves us.
+#[test]
+fn a_resolution_that_learns_from_the_peers_request_answers_it_before_returning() {
+    let pool = Pool::new(&PoolConfig {
+        name: "scripted".into(),
+        count: 64,
+        ..PoolConfig::default()
+    })
+    .unwrap();
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let port = linerate::port::OpenPort {
+        rx: vec![Box::new(Scripted {
+            frames: vec![etherparse_arp_request(Ipv4Addr::new(10, 2, 0, 2))],
+            pool: pool.clone(),
+        })],
+        tx: vec![Box::new(Recorded(sent.clone()))],
+        stats: std::sync::Arc::new(()),
+        warnings: Vec::new(),
+    };
+    let (mut port, shared) = bind::wrap(
+        port,
+        Config {
+            mac: MAC,
+            addrs: vec![Owned::parse("10.2.0.2/24").unwrap()],
+        },
+        pool,
+    );
+    let (rx, tx) = (&mut port.rx[0], &mut port.tx[0]);
+    let mac = bind::resolve_peer(
+        &shared,
+        rx.as_mut(),
+        tx.as_mut(),
+        IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)),
+    )
+    .unwrap();
+    assert_eq!(mac, PEER);
+    let replies = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|f| Frame::parse(f).ok())
+        .filter(|f| {
+            matches!(f.body, Body::Arp(a) if a.op == wire::ArpOp::Reply
+                && a.target_ip == Ipv4Addr::new(10, 2, 0, 1) && a.target_mac == PEER)
+        })
+        .count();
+    assert_eq!(replies, 1, "{:?}", sent.lock().unwrap());
+}
+
+/// A reliable sender on a mem port that carries UDP datagrams to a peer.
+fn datagram_pipeline(port_keys: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "dgram"
+lcores = "0"
+[port.w]
+kind = "mem"
+{port_keys}
+[stage.tx]
+kind = "reliable_tx"
+rx = "w"
+tx = "w"
+messages = 10
+size = "1 KiB"
+"#
+    )
+}
+
+#[test]
+fn udp_datagram_keys_are_checked() {
+    let bad = |keys: &str, want: &str| {
+        let text = datagram_pipeline(keys);
+        let e = linerate::pipeline::load_str(Path::new("x.toml"), &text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {text}"))
+            .to_string();
+        assert!(e.contains(want), "{want:?} not in {e}");
+        assert!(e.contains("[port.w]") || e.contains("port.w"), "{e}");
+    };
+    let ok = "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
+    let plan = linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(ok)).unwrap();
+    assert!(plan
+        .to_string()
+        .contains("carries UDP datagrams 10.9.0.1:5000 <-> 10.9.0.3:5001"));
+    bad(
+        "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"",
+        "`udp_bind` needs `udp_connect`",
+    );
+    bad(
+        "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
+        "`udp_bind` needs `ip`",
+    );
+    bad(
+        &ok.replace(
+            "udp_bind = \"10.9.0.1:5000\"",
+            "udp_bind = \"10.9.0.2:5000\"",
+        ),
+        "10.9.0.2 is not one of the port's addresses",
+    );
+    bad(
+        &ok.replace("10.9.0.3:5001", "10.8.0.3:5001"),
+        "10.8.0.3 is not another address on 10.9.0.1/24",
+    );
+    bad(
+        &ok.replace("10.9.0.3:5001", "[fd00::3]:5001"),
+        "not an IPv4 address with a port",
+    );
+    bad(
+        &ok.replace("10.9.0.1:5000", "10.9.0.1"),
+        "not an IPv4 address with a port",
+    );
+}
+
+#[test]
+fn a_datagram_peer_that_never_answers_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(
+        dir.path(),
+        "dgram.toml",
+        &datagram_pipeline(
+            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
+        ),
+    );
+    let t0 = StdInstant::now();
+    let out = util::bin()
+        .args(["run", "--duration", "5s"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("[port.w]"), "{err}");
+    assert!(
+        err.contains("peer 10.9.0.3 did not answer: 30 ARP requests from 10.9.0.1"),
+        "{err}"
+    );
+    // Thirty attempts 300 ms apart, then the error: no hang.
+    assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
 proptest! {

@@ -770,7 +770,10 @@ mod prop {
 /// to resend received segments whose ranges went unreported (2.6 resends per
 /// lost segment). With rotating ranges and loss declared only for segments
 /// an ACK proves missing, a resend is of a lost segment, or of a lost
-/// resend, and nothing else.
+/// resend, and nothing else. A segment whose resend was lost too goes out
+/// twice on its next resend (`repair_copies`); those second copies are
+/// counted apart, and there are about as many as lost resends (20 % of
+/// 20 % of the segments), not more.
 #[test]
 fn jitter_and_loss_resend_only_what_was_lost() {
     use linerate::reliable::compare::saturate;
@@ -783,7 +786,11 @@ fn jitter_and_loss_resend_only_what_was_lost() {
     for seed in [1, 2] {
         let t = saturate(&Config::default(), &link, 600, 8192, seed).unwrap();
         assert!(
-            t.retransmits as f64 <= t.lost as f64 * 1.02 + 5.0,
+            (t.retransmits - t.repair_copies) as f64 <= t.lost as f64 * 1.02 + 5.0,
+            "seed {seed}: {t:?}"
+        );
+        assert!(
+            t.repair_copies > 0 && t.repair_copies as f64 <= t.lost as f64 * 0.3,
             "seed {seed}: {t:?}"
         );
     }
@@ -883,12 +890,12 @@ const PINNED_SWEEP: &str = concat!(
     "ours    1%     64  2270    9        0\n",
     "ours    1%    256  6268    9        0\n",
     "ours    1%   4096  8211    9        0\n",
-    "ours    5%     64  1399   51        0\n",
-    "ours    5%    256  4025   51        1\n",
-    "ours    5%   4096  5145   51        1\n",
-    "ours   20%     64   757  255       22\n",
-    "ours   20%    256  2681  254        0\n",
-    "ours   20%   4096  5099  254        0\n",
+    "ours    5%     64  1438   53        1\n",
+    "ours    5%    256  5168   53        0\n",
+    "ours    5%   4096  7204   53        0\n",
+    "ours   20%     64   737  302       27\n",
+    "ours   20%    256  2456  303        1\n",
+    "ours   20%   4096  5594  293        0\n",
     "usnic   0%     64  3312    0        0\n",
     "usnic   0%    256  8884    0        0\n",
     "usnic   0%   4096  8884    0        0\n",

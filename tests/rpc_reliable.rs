@@ -214,6 +214,9 @@ fn rpc_bench_over_reliable_mem_wires() {
             server: None,
             client_netns: None,
             server_netns: None,
+            client_device: None,
+            server_device: None,
+            eal: String::new(),
             json: None,
         };
         let report = cli::bench(&args)

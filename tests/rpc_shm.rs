@@ -216,6 +216,9 @@ fn cli_two_processes(dir: &Path) {
         server: None,
         client_netns: None,
         server_netns: None,
+        client_device: None,
+        server_device: None,
+        eal: String::new(),
         json: None,
     };
     let report = cli::bench(&args).expect("bench").expect("a report");

@@ -26,6 +26,8 @@ use linerate::spead::send::{Pacer, Packetizer, SendHeap};
 use linerate::spead::wire::{Descriptor, Flavour, ItemValue};
 use linerate::time::Instant;
 
+mod util;
+
 fn venv_python() -> Option<PathBuf> {
     let venv = std::env::var_os("LINERATE_VENV")
         .map(PathBuf::from)
@@ -241,11 +243,7 @@ fn linerate_sends_spead2_receives() {
     let dir = tempfile::tempdir().unwrap();
     let script = write_script(dir.path(), "recv.py", SPEAD2_RECV);
     for (flavour, bits) in [(Flavour::SPEAD_64_40, 40u64), (Flavour::SPEAD_64_48, 48)] {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = util::free_udp_port();
         let mut child = Command::new(&py)
             .env("OPENBLAS_NUM_THREADS", "1")
             .arg(&script)

@@ -318,7 +318,7 @@ fn plan_describes_the_spead_stages_and_draws_the_chunk_link() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let text = plan.to_string();
-    assert!(text.contains("spead_send, F-engine simulator, 4 antennas, 16384-byte heaps in 1120-byte packets, 1024 timestamps, SPEAD-64-48"), "{text}");
+    assert!(text.contains("spead_send, F-engine simulator, 4 antennas, channels 0..16, 16384-byte heaps in 1120-byte packets, 1024 timestamps, SPEAD-64-48"), "{text}");
     assert!(text.contains("window 4 of 8 chunks"), "{text}");
     assert!(
         text.contains("chunk_sink, checks the chunks of `recv`"),

@@ -80,19 +80,42 @@ fn every_impairment_reconciles_with_the_wire() {
     }
 }
 
+/// A 500 ms trial at `rate_pps`, repeated (at most twice, saying why) while
+/// it fails `expected` after the generator lost its core for over 50 ms: a
+/// generator catching up floods the device's queue (1024 packets cover 51 ms
+/// at 20 kpps) or sends past the end while the device keeps passing packets,
+/// so such a trial says nothing about the device model (seen at load 10).
+fn trial_unless_stalled(
+    r: &mut TrialRunner,
+    rate_pps: f64,
+    expected: impl Fn(&linerate::traffic::trial::TrialResult) -> bool,
+) -> linerate::traffic::trial::TrialResult {
+    let stop = AtomicBool::new(false);
+    for attempt in 1.. {
+        let t = r
+            .trial(rate_pps, Duration::from_millis(500), &stop, &mut |_, _| {})
+            .unwrap();
+        let stall_ms = t.burst_gap_ns.max / 1_000_000;
+        if expected(&t) || stall_ms <= 50 || attempt == 3 {
+            return t;
+        }
+        eprintln!(
+            "attempt {attempt} at {rate_pps} pps: the generator stalled {stall_ms} ms; again"
+        );
+    }
+    unreachable!()
+}
+
 #[test]
 fn a_device_with_capacity_loses_the_excess() {
-    // A queue deep enough to absorb a generator catching up after losing its
-    // core for a while on a busy machine (bursts of 32, back to back).
+    // A queue that absorbs a generator catching up after losing its core for
+    // up to 51 ms (bursts of 32, back to back); longer stalls are repeated.
     let mut r = runner("capacity = \"50 kpps\"\nqueue = 1024", "");
-    let stop = AtomicBool::new(false);
-    let below = r
-        .trial(20_000.0, Duration::from_millis(500), &stop, &mut |_, _| {})
-        .unwrap();
+    let below = trial_unless_stalled(&mut r, 20_000.0, |t| t.loss_ratio == 0.0);
     assert_eq!(below.loss_ratio, 0.0, "{below:?}");
-    let above = r
-        .trial(100_000.0, Duration::from_millis(500), &stop, &mut |_, _| {})
-        .unwrap();
+    let above = trial_unless_stalled(&mut r, 100_000.0, |t| {
+        t.loss_ratio > 0.4 && t.loss_ratio < 0.6
+    });
     assert!(
         above.loss_ratio > 0.4 && above.loss_ratio < 0.6,
         "{above:?}"

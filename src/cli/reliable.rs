@@ -2,6 +2,7 @@
 //! simulated link, printed as a table (and optionally written as JSON).
 
 use crate::reliable::compare::{compare, table, Params};
+use crate::reliable::keys::{config_from_table, KeyError};
 use crate::reliable::sim::LinkConfig;
 use crate::units::{parse_duration, parse_size, Rate};
 use clap::{Args, Subcommand};
@@ -55,6 +56,15 @@ pub struct CompareArgs {
     /// or lets a packet overtake an earlier one (`any`).
     #[arg(long, default_value = "keep", value_parser = ["keep", "any"])]
     pub jitter_order: String,
+    /// Our `window` key: segments in flight per channel, 64..=32768
+    /// (rounded up to a power of two; default 16384). usnic mode keeps its own.
+    #[arg(long)]
+    pub window: Option<i64>,
+    /// Our `credits` key: messages in flight per channel (the receiver's
+    /// reassembly slots), 1..=32768 (rounded up to a power of two; default
+    /// 4096). usnic mode keeps its own.
+    #[arg(long)]
+    pub credits: Option<i64>,
     /// Offered load of the latency run, percent of the link rate.
     #[arg(long, default_value_t = 50.0)]
     pub load: f64,
@@ -111,8 +121,29 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
         message_size: size as usize,
         seeds: a.seeds,
         load: a.load / 100.0,
+        ours: ours_config(a)?,
     };
     Ok((link, params, losses))
+}
+
+/// Our configuration with `--window` and `--credits` applied through the
+/// pipeline keys of the same names, so both are validated (and rounded) as a
+/// pipeline file's are.
+fn ours_config(a: &CompareArgs) -> Result<crate::reliable::Config, String> {
+    let mut t = toml::Table::new();
+    if let Some(w) = a.window {
+        t.insert("window".into(), toml::Value::Integer(w));
+    }
+    if let Some(c) = a.credits {
+        t.insert("credits".into(), toml::Value::Integer(c));
+    }
+    config_from_table(&t, &[]).map_err(|e| match e {
+        KeyError::Value { key, expected } => {
+            let v = if key == "window" { a.window } else { a.credits };
+            format!("--{key} {}: {expected}", v.unwrap_or_default())
+        }
+        other => other.to_string(),
+    })
 }
 
 /// Runs the command; returns the exit status (0 ok, 1 failure, 2 bad arguments).
@@ -161,6 +192,13 @@ mod test {
         a: ReliableArgs,
     }
 
+    impl T {
+        fn a_compare(&self) -> CompareArgs {
+            let ReliableCommand::Compare(c) = &self.a.command;
+            c.clone()
+        }
+    }
+
     fn parse(args: &[&str]) -> T {
         let mut v = vec!["linerate", "compare"];
         v.extend_from_slice(args);
@@ -178,10 +216,29 @@ mod test {
             vec!["--queue", "0"],
             vec!["--jitter", "soon"],
             vec!["--jitter", "5s"],
+            vec!["--window", "63"],
+            vec!["--window", "40000"],
+            vec!["--credits", "0"],
+            vec!["--credits=-3"],
         ] {
             let t = parse(&bad);
             assert_eq!(run(&t.a), 2, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn window_and_credits_are_validated_as_the_keys_and_named() {
+        let e = ours_config(&parse(&["--window", "63"]).a_compare()).unwrap_err();
+        assert!(e.starts_with("--window 63: an integer 64..=32768"), "{e}");
+        let e = ours_config(&parse(&["--credits", "40000"]).a_compare()).unwrap_err();
+        assert!(
+            e.starts_with("--credits 40000: an integer 1..=32768"),
+            "{e}"
+        );
+        let c =
+            ours_config(&parse(&["--window", "5000", "--credits", "2048"]).a_compare()).unwrap();
+        assert_eq!((c.window, c.credits), (5000, 2048));
+        assert_eq!(c.sack, crate::reliable::Config::default().sack);
     }
 
     #[test]

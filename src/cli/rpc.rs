@@ -1,7 +1,8 @@
 //! `linerate rpc serve` and `linerate rpc bench`: two processes over shared memory,
 //! or (`bench --transport reliable-mem`) one process whose server thread talks to
 //! it over the reliable channel's PUT on two mem wires, or (`--transport
-//! reliable-udp` under `mpirun -np 2`) two MPI ranks over UDP. The benchmark
+//! reliable-udp` or `reliable-dpdk` under `mpirun -np 2`) two MPI ranks over
+//! UDP, on kernel sockets or DPDK ports. The benchmark
 //! itself is [`crate::rpc::bench`] (across ranks [`crate::hosts::rpc`]); this
 //! file parses arguments and prints.
 
@@ -75,6 +76,7 @@ impl clap::ValueEnum for BenchTransport {
             BenchTransport::Shm,
             BenchTransport::ReliableMem,
             BenchTransport::ReliableUdp,
+            BenchTransport::ReliableDpdk,
         ]
     }
 
@@ -87,6 +89,9 @@ impl clap::ValueEnum for BenchTransport {
             ),
             BenchTransport::ReliableUdp => clap::builder::PossibleValue::new("reliable-udp").help(
                 "The reliable channel's checked PUT over UDP between two MPI ranks: `mpirun -np 2 linerate rpc bench --transport reliable-udp --client ADDR --server ADDR` (rank 0 the client, rank 1 the server; feature `mpi`)",
+            ),
+            BenchTransport::ReliableDpdk => clap::builder::PossibleValue::new("reliable-dpdk").help(
+                "The same over DPDK ports: each rank drives its own device (`--client-device`, `--server-device`), whose frames carry the UDP datagrams (features `mpi` and `dpdk`)",
             ),
         })
     }
@@ -147,6 +152,22 @@ pub struct BenchArgs {
     /// Network namespace the server rank enters before opening its socket.
     #[arg(long)]
     pub server_netns: Option<String>,
+    /// The client rank's DPDK device (`--transport reliable-dpdk`): a
+    /// virtual device like `net_af_packet0,iface=veth0` (given to the EAL as
+    /// --vdev) or a NIC's PCI address (-a).
+    #[arg(long)]
+    pub client_device: Option<String>,
+    /// The server rank's DPDK device (`--transport reliable-dpdk`).
+    #[arg(long)]
+    pub server_device: Option<String>,
+    /// EAL arguments both ranks start with (`--transport reliable-dpdk`),
+    /// space-separated; each rank adds its device, `-l` and a --file-prefix
+    /// of its own.
+    #[arg(
+        long,
+        default_value = "--no-huge -m 512 --no-telemetry --log-level=lib.eal:error"
+    )]
+    pub eal: String,
     /// Write the report as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -186,6 +207,9 @@ impl BenchArgs {
             server: self.server,
             client_netns: self.client_netns.clone(),
             server_netns: self.server_netns.clone(),
+            client_device: self.client_device.clone(),
+            server_device: self.server_device.clone(),
+            eal: self.eal.split_whitespace().map(str::to_string).collect(),
         }
     }
 }
@@ -200,7 +224,7 @@ pub fn serve(args: &ServeArgs) -> BenchResult<u64> {
 /// the server rank `None`.
 pub fn bench(args: &BenchArgs) -> BenchResult<Option<BenchReport>> {
     let config = args.config();
-    if config.transport == BenchTransport::ReliableUdp {
+    if config.transport.across_ranks() {
         return bench_ranks(&config);
     }
     crate::rpc::bench::bench(&config).map(Some)
@@ -215,7 +239,7 @@ fn bench_ranks(config: &BenchConfig) -> BenchResult<Option<BenchReport>> {
 fn bench_ranks(_config: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     Err((
         2,
-        "--transport reliable-udp needs the `mpi` feature: rebuild with \
+        "--transport reliable-udp and reliable-dpdk need the `mpi` feature: rebuild with \
          `cargo build --release --features mpi` (needs Open MPI: libopenmpi-dev, openmpi-bin)"
             .into(),
     ))
@@ -287,10 +311,15 @@ fn print_report(r: &BenchReport) {
                     .unwrap_or_default()
         );
     }
+    let over = if r.transport == BenchTransport::ReliableDpdk {
+        "dpdk"
+    } else {
+        "udp"
+    };
     for h in &r.hosts {
         let n = |k: &str| h.reliable.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
         println!(
-            "  host {} (rank {}) on {}{}  udp {}  {} RPCs {}  datagrams out {} in {}  retransmits {}",
+            "  host {} (rank {}) on {}{}  {over} {}  {} RPCs {}  datagrams out {} in {}  retransmits {}",
             h.name,
             h.rank,
             h.machine,

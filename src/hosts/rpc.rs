@@ -1,5 +1,7 @@
-//! `mpirun -np 2 linerate rpc bench --transport reliable-udp`: the RPC bench
-//! between two MPI ranks over the reliable channel's PUT on UDP.
+//! `mpirun -np 2 linerate rpc bench --transport reliable-udp` (or
+//! `reliable-dpdk`): the RPC bench between two MPI ranks over the reliable
+//! channel's PUT on UDP, through kernel sockets or DPDK ports that carry the
+//! datagrams themselves ([`crate::port::encap`]).
 //!
 //! Rank 0 is host `client`, rank 1 host `server`. Each enters its network
 //! namespace (after MPI init, so MPI's own links stay where mpirun started
@@ -25,6 +27,7 @@ use std::time::Duration;
 use super::mpi::{InitError, Ranks};
 use crate::buf::{Pool, PoolConfig};
 use crate::port::udp::{self, UdpConfig};
+use crate::port::OpenPort;
 use crate::rpc::bench::{
     pin, run_depth, stalled, BenchConfig, BenchReport, BenchResult, BenchTransport, HostReport,
     Issued, ServerHandler,
@@ -45,16 +48,25 @@ const SOCKET_BUFFER: usize = 8 << 20;
 /// The two hosts, by rank.
 const HOSTS: [&str; 2] = ["client", "server"];
 
-/// Runs this rank's side. Rank 0 returns the report, rank 1 `None`. Errors
+/// Runs this rank's side (over udp or dpdk, as `args.transport` says). Rank 0 returns the report, rank 1 `None`. Errors
 /// before MPI starts are the arguments' (exit 2, the same on both ranks);
 /// later ones end the whole job naming the host.
 pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
+    let dpdk = args.transport == BenchTransport::ReliableDpdk;
+    let name = if dpdk {
+        "reliable-dpdk"
+    } else {
+        "reliable-udp"
+    };
     let (Some(client), Some(server)) = (args.client, args.server) else {
         return Err((
             2,
-            "--transport reliable-udp needs --client IP:PORT and --server IP:PORT (the two ranks' UDP addresses)".into(),
+            format!("--transport {name} needs --client IP:PORT and --server IP:PORT (the two ranks' UDP addresses)"),
         ));
     };
+    if dpdk {
+        check_dpdk_args(args, client, server)?;
+    }
     if args.depth.is_empty() || args.depth.contains(&0) {
         return Err((2, "queue depths must be at least 1".into()));
     }
@@ -105,27 +117,45 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
         peer_timeout: None,
         ..crate::reliable::Config::default()
     };
+    // Headroom for the Ethernet/IPv4/UDP headers a dpdk port puts in front.
+    let headroom = if dpdk { 64 } else { 0 };
     let pool = Pool::new(&PoolConfig {
         name: format!("rpc-{}", ranks.host().name),
         count: 1 << 14,
-        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32).max(2048),
-        headroom: 0,
+        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32 + headroom).max(2048),
+        headroom: headroom as u16,
         ..PoolConfig::default()
     })
     .unwrap_or_else(|e| ranks.abort(&format!("buffer pool: {e}")));
-    let port = udp::open(
-        &UdpConfig {
-            bind: Some(mine),
-            connect: Some(peer),
-            rcvbuf: Some(SOCKET_BUFFER),
-            sndbuf: Some(SOCKET_BUFFER),
-            ..UdpConfig::default()
-        },
-        &pool,
-    )
-    .unwrap_or_else(|e| ranks.abort(&format!("udp {mine} -> {peer}: {e}")));
+    let port = if dpdk {
+        let device = if is_client {
+            &args.client_device
+        } else {
+            &args.server_device
+        };
+        let device = device.as_deref().unwrap_or_default();
+        let core = if is_client {
+            args.core
+        } else {
+            args.server_core
+        };
+        open_dpdk(args, device, core, mine, peer, &pool)
+            .unwrap_or_else(|e| ranks.abort(&format!("dpdk {device} ({mine} -> {peer}): {e}")))
+    } else {
+        udp::open(
+            &UdpConfig {
+                bind: Some(mine),
+                connect: Some(peer),
+                rcvbuf: Some(SOCKET_BUFFER),
+                sndbuf: Some(SOCKET_BUFFER),
+                ..UdpConfig::default()
+            },
+            &pool,
+        )
+        .unwrap_or_else(|e| ranks.abort(&format!("udp {mine} -> {peer}: {e}")))
+    };
     let (Some(rx), Some(tx)) = (port.rx.into_iter().next(), port.tx.into_iter().next()) else {
-        ranks.abort(&"the udp port has no queues")
+        ranks.abort(&"the port has no queues")
     };
     let mut link = PortLink::new(rx, tx, pool.cache(), pool.cache());
     let mut t = ReliableTransport::new(rcfg, args.ring)
@@ -214,10 +244,19 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
             })
         })
         .collect::<BenchResult<Vec<_>>>()?;
+    let over = if dpdk {
+        format!(
+            "dpdk ({} / {})",
+            args.client_device.as_deref().unwrap_or_default(),
+            args.server_device.as_deref().unwrap_or_default()
+        )
+    } else {
+        "udp".to_string()
+    };
     Ok(Some(BenchReport {
-        transport: BenchTransport::ReliableUdp,
+        transport: args.transport,
         shm: format!(
-            "reliable channel over udp, client {client}{} <-> server {server}{}",
+            "reliable channel over {over}, client {client}{} <-> server {server}{}",
             args.client_netns
                 .as_deref()
                 .map(|n| format!(" (netns {n})"))
@@ -362,4 +401,138 @@ fn server_side(
             }
         }
     }
+}
+
+/// The checks of `--transport reliable-dpdk`'s own arguments, before MPI
+/// starts (exit 2 on both ranks alike).
+fn check_dpdk_args(
+    args: &BenchConfig,
+    client: std::net::SocketAddr,
+    server: std::net::SocketAddr,
+) -> BenchResult<()> {
+    if !cfg!(feature = "dpdk") {
+        return Err((
+            2,
+            "--transport reliable-dpdk needs the `dpdk` feature: rebuild with `--features mpi,dpdk`"
+                .into(),
+        ));
+    }
+    for (flag, dev) in [
+        ("--client-device", &args.client_device),
+        ("--server-device", &args.server_device),
+    ] {
+        if dev.as_deref().is_none_or(str::is_empty) {
+            return Err((
+                2,
+                format!("--transport reliable-dpdk needs {flag} (a DPDK device, like net_af_packet0,iface=veth0, or a PCI address)"),
+            ));
+        }
+    }
+    for (flag, a) in [("--client", client), ("--server", server)] {
+        if !a.is_ipv4() {
+            return Err((
+                2,
+                format!("{flag} {a}: a dpdk port carries IPv4 datagrams only"),
+            ));
+        }
+    }
+    if client.ip() == server.ip() {
+        return Err((
+            2,
+            format!("--client and --server have the same address {}: the two dpdk ports must own one each", client.ip()),
+        ));
+    }
+    Ok(())
+}
+
+/// Starts the EAL with `device` and opens it as a port that carries UDP
+/// datagrams from `mine` to `peer`: it owns `mine` (answering ARP for it),
+/// resolves `peer`'s MAC address (waiting for the peer rank to open its own
+/// port) and puts the headers on each datagram
+/// ([`crate::runtime::build::carry_datagrams`]).
+#[cfg(feature = "dpdk")]
+fn open_dpdk(
+    args: &BenchConfig,
+    device: &str,
+    core: Option<usize>,
+    mine: std::net::SocketAddr,
+    peer: std::net::SocketAddr,
+    pool: &Pool,
+) -> Result<OpenPort, String> {
+    let (std::net::SocketAddr::V4(mine), std::net::SocketAddr::V4(peer)) = (mine, peer) else {
+        return Err("IPv4 addresses only".into());
+    };
+    let mut eal = args.eal.clone();
+    // A PCI address is allowed (-a); anything else is a virtual device.
+    let is_pci = device.split(',').next().is_some_and(|d| {
+        d.contains(':')
+            && d.chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    });
+    if is_pci {
+        eal.push("-a".into());
+        eal.push(device.to_string());
+    } else {
+        eal.push("--no-pci".into());
+        eal.push(format!("--vdev={device}"));
+    }
+    if !eal
+        .iter()
+        .any(|a| a.starts_with("-l") || a.starts_with("--lcores"))
+    {
+        eal.push("-l".into());
+        eal.push(core.unwrap_or(0).to_string());
+    }
+    if !eal.iter().any(|a| a.starts_with("--file-prefix")) {
+        eal.push(format!("--file-prefix=linerate-{}", std::process::id()));
+    }
+    let cores = crate::pipeline::available_cores();
+    let e = crate::sys::dpdk::init(&eal).map_err(|e| format!("the EAL did not start: {e}"))?;
+    // The EAL pins this thread to its lcore; the bench pins itself as asked.
+    crate::sys::dpdk::eal::set_affinity(&cores);
+    let name = device.split(',').next().unwrap_or(device);
+    let port = crate::port::dpdk::open(
+        "rpc",
+        &crate::port::dpdk::DpdkConfig {
+            device: name.to_string(),
+            ..crate::port::dpdk::DpdkConfig::default()
+        },
+        e,
+    )
+    .map_err(|e| e.to_string())?;
+    let mac = port
+        .stats
+        .mac()
+        .unwrap_or(crate::runtime::build::DEFAULT_PORT_MAC);
+    let (port, shared) = crate::neigh::bind::wrap(
+        port,
+        crate::neigh::Config {
+            mac,
+            addrs: vec![crate::neigh::Owned {
+                ip: std::net::IpAddr::V4(*mine.ip()),
+                prefix: 32,
+            }],
+        },
+        pool.clone(),
+    );
+    crate::runtime::build::carry_datagrams(
+        port,
+        &shared,
+        crate::pipeline::UdpBinding {
+            bind: mine,
+            connect: peer,
+        },
+    )
+}
+
+#[cfg(not(feature = "dpdk"))]
+fn open_dpdk(
+    _args: &BenchConfig,
+    _device: &str,
+    _core: Option<usize>,
+    _mine: std::net::SocketAddr,
+    _peer: std::net::SocketAddr,
+    _pool: &Pool,
+) -> Result<OpenPort, String> {
+    Err("the `dpdk` feature is not built in".into())
 }

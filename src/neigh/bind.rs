@@ -28,6 +28,9 @@ use super::{wire, Config, Neighbour, Resolution};
 
 /// How many requests a gateway resolution sends before giving up.
 pub const RESOLVE_ATTEMPTS: u32 = 5;
+/// How many a peer's resolution sends (`udp_connect`): the peer may be a
+/// process starting at the same time as this one, still opening its port.
+pub const PEER_RESOLVE_ATTEMPTS: u32 = 30;
 /// The wait between two requests of a resolution.
 pub const RESOLVE_INTERVAL: Duration = Duration::from_millis(300);
 
@@ -352,14 +355,42 @@ pub fn resolve(
     target: IpAddr,
     source: IpAddr,
 ) -> Result<[u8; 6], String> {
-    let clock = Clock::new();
-    shared.core().resolve(
-        clock.now(),
+    resolve_as(shared, rx, tx, target, source, RESOLVE_ATTEMPTS, "gateway")
+}
+
+/// [`resolve`] for a peer that may still be starting (`udp_connect`): up to
+/// [`PEER_RESOLVE_ATTEMPTS`] requests.
+pub fn resolve_peer(
+    shared: &NeighPort,
+    rx: &mut dyn RxQueue,
+    tx: &mut dyn TxQueue,
+    target: IpAddr,
+    source: IpAddr,
+) -> Result<[u8; 6], String> {
+    resolve_as(
+        shared,
+        rx,
+        tx,
         target,
         source,
-        RESOLVE_ATTEMPTS,
-        RESOLVE_INTERVAL,
-    );
+        PEER_RESOLVE_ATTEMPTS,
+        "peer",
+    )
+}
+
+fn resolve_as(
+    shared: &NeighPort,
+    rx: &mut dyn RxQueue,
+    tx: &mut dyn TxQueue,
+    target: IpAddr,
+    source: IpAddr,
+    attempts: u32,
+    role: &str,
+) -> Result<[u8; 6], String> {
+    let clock = Clock::new();
+    shared
+        .core()
+        .resolve(clock.now(), target, source, attempts, RESOLVE_INTERVAL);
     shared.pending_tx.store(true, Ordering::Relaxed);
     let mut burst = Burst::new();
     loop {
@@ -377,7 +408,14 @@ pub fn resolve(
             core.resolution(target)
         };
         match state {
-            Resolution::Resolved(mac) => return Ok(mac),
+            Resolution::Resolved(mac) => {
+                // The peer's request that told us its address may have been
+                // answered only now, and nothing may poll this port for a
+                // while (a rank waits in MPI for the other): send the answer
+                // before going, or the peer never resolves us.
+                tx.flush(clock.now());
+                return Ok(mac);
+            }
             Resolution::Failed { attempts } => {
                 let what = if target.is_ipv4() {
                     "ARP requests"
@@ -385,7 +423,7 @@ pub fn resolve(
                     "neighbour solicitations"
                 };
                 return Err(format!(
-                    "gateway {target} did not answer: {attempts} {what} from {source} went unanswered over {:.1?}; \
+                    "{role} {target} did not answer: {attempts} {what} from {source} went unanswered over {:.1?}; \
                      is the device up, and is {target} its address on this link?",
                     RESOLVE_INTERVAL * attempts
                 ));

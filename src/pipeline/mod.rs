@@ -40,7 +40,7 @@ pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
     port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, HostClock,
     HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig,
-    SourceConfig, StageKind, StageSpec,
+    SourceConfig, StageKind, StageSpec, UdpBinding,
 };
 
 use crate::buf::PoolConfig;

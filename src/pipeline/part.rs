@@ -40,6 +40,10 @@ impl Plan {
             l.stages.retain(has);
         }
         p.lcores.retain(|l| !l.stages.is_empty());
+        // The host's own EAL arguments (its devices) follow the common ones.
+        if let Some(h) = self.pipeline.hosts.iter().find(|h| h.name == name) {
+            p.pipeline.eal.extend(h.eal.iter().cloned());
+        }
         p
     }
 

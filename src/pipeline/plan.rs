@@ -689,7 +689,10 @@ impl fmt::Display for Plan {
             let (tx, rx) = (users(&u.tx_by), users(&u.rx_by));
             let owns = spec.neigh.as_ref().map_or(String::new(), |n| {
                 let a: Vec<String> = n.addrs.iter().map(ToString::to_string).collect();
-                format!("; owns {} (answers ARP/NDP)", a.join(", "))
+                let udp = n.udp.map_or(String::new(), |u| {
+                    format!("; carries UDP datagrams {} <-> {}", u.bind, u.connect)
+                });
+                format!("; owns {} (answers ARP/NDP){udp}", a.join(", "))
             });
             writeln!(
                 f,
@@ -755,9 +758,14 @@ impl fmt::Display for Plan {
                 super::HostClock::Tai => "tai",
                 super::HostClock::Monotonic => "monotonic",
             };
+            let eal = if h.eal.is_empty() {
+                String::new()
+            } else {
+                format!(", eal += {}", h.eal.join(" "))
+            };
             writeln!(
                 f,
-                "    {}: {bound}{netns}, clock {clock}; stages {stages}; ports {ports}",
+                "    {}: {bound}{netns}, clock {clock}{eal}; stages {stages}; ports {ports}",
                 h.name
             )?;
         }

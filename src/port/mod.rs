@@ -8,6 +8,7 @@
 #[cfg(feature = "dpdk")]
 #[allow(unsafe_code)]
 pub mod dpdk;
+pub mod encap;
 #[cfg(feature = "ibverbs")]
 pub mod ibverbs;
 pub mod impair;

@@ -21,6 +21,10 @@ pub struct Params {
     pub seeds: u64,
     /// Offered load of the latency run, as a fraction of the link rate.
     pub load: f64,
+    /// Our configuration: the defaults, or with `window` and `credits`
+    /// changed (`linerate reliable compare --window --credits`). usnic mode
+    /// always runs with [`Config::usnic`].
+    pub ours: Config,
 }
 
 impl Default for Params {
@@ -30,6 +34,7 @@ impl Default for Params {
             message_size: 8192,
             seeds: 5,
             load: 0.5,
+            ours: Config::default(),
         }
     }
 }
@@ -43,6 +48,9 @@ pub struct Transfer {
     pub lost: u64,
     /// Resends by the sender.
     pub retransmits: u64,
+    /// Of those, second copies of resends whose earlier resend was lost
+    /// ([`Config::repair_copies`]).
+    pub repair_copies: u64,
     /// Retransmit-timer expiries at the sender.
     pub timeouts: u64,
 }
@@ -124,6 +132,7 @@ pub fn saturate(
         goodput_bps: (n as f64 * size as f64 * 8.0) / last.as_secs_f64().max(1e-12),
         lost: p.ab.stats().lost,
         retransmits: p.a.stats().retransmits,
+        repair_copies: p.a.stats().repair_copies,
         timeouts: p.a.stats().timeouts,
     })
 }
@@ -248,7 +257,7 @@ pub struct Row {
 /// Both modes at each loss rate (a 0 % run is added for the ratio), modes
 /// alternating within each loss rate.
 pub fn compare(link: &LinkConfig, losses: &[f64], params: &Params) -> Result<Vec<Row>, String> {
-    let modes = [("ours", Config::default()), ("usnic", Config::usnic())];
+    let modes = [("ours", params.ours.clone()), ("usnic", Config::usnic())];
     let mut lossless = [0.0f64; 2];
     let mut rows = Vec::new();
     let mut all = vec![0.0];
@@ -319,6 +328,7 @@ mod test {
             message_size: 3000,
             seeds: 1,
             load: 0.5,
+            ..Params::default()
         };
         let rows = compare(&LinkConfig::default(), &[0.0, 0.05], &params).unwrap();
         assert_eq!(rows.len(), 4);

@@ -261,6 +261,16 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                     },
                     pool.clone(),
                 );
+                let o = match n.udp {
+                    Some(udp) => carry_datagrams(o, &shared, udp).map_err(|e| {
+                        BuildError::Runtime(format!(
+                            "{}: [port.{}]: {e}",
+                            p.file.display(),
+                            spec.name
+                        ))
+                    })?,
+                    None => o,
+                };
                 neigh_ports.insert(spec.name.clone(), shared);
                 o
             }
@@ -415,6 +425,37 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
 pub const DEFAULT_PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
 type NeighPorts = BTreeMap<String, Arc<neigh_bind::NeighPort>>;
+
+/// Makes a frame port that owns addresses carry UDP datagrams between
+/// `udp.bind` and `udp.connect` ([`crate::port::encap`]): first resolves the
+/// peer's MAC address through the port's queue 0 (answering the peer's own
+/// requests meanwhile), waiting as long as a peer that starts at the same
+/// time needs ([`neigh_bind::PEER_RESOLVE_ATTEMPTS`]).
+pub fn carry_datagrams(
+    mut port: crate::port::OpenPort,
+    shared: &neigh_bind::NeighPort,
+    udp: crate::pipeline::UdpBinding,
+) -> Result<crate::port::OpenPort, String> {
+    let (Some(rx), Some(tx)) = (port.rx.first_mut(), port.tx.first_mut()) else {
+        return Err("`udp_connect` needs the port to receive and transmit on its queue 0".into());
+    };
+    let peer_mac = neigh_bind::resolve_peer(
+        shared,
+        rx.as_mut(),
+        tx.as_mut(),
+        std::net::IpAddr::V4(*udp.connect.ip()),
+        std::net::IpAddr::V4(*udp.bind.ip()),
+    )?;
+    Ok(crate::port::encap::wrap(
+        port,
+        crate::port::encap::Ends {
+            mac: shared.config().mac,
+            local: udp.bind,
+            peer_mac,
+            peer: udp.connect,
+        },
+    ))
+}
 
 /// A generator's resolved gateway MAC and its port's own MAC.
 pub type Resolved = ([u8; 6], [u8; 6]);

@@ -317,6 +317,24 @@ fn busy_polls(b: &Built) -> u64 {
     b.stages.iter().map(|(_, _, _, c)| c.busy_polls.get()).sum()
 }
 
+/// Each stage's idle polls so far.
+fn idle_polls(b: &Built) -> Vec<u64> {
+    b.stages
+        .iter()
+        .map(|(_, _, _, c)| c.idle_polls.get())
+        .collect()
+}
+
+/// Whether every stage has been polled idle at least twice since `then`
+/// (so at least once in a pass that began after `then`): a stage whose lcore
+/// has not run since is starved, not quiet.
+fn all_polled_since(b: &Built, then: &[u64]) -> bool {
+    idle_polls(b)
+        .iter()
+        .zip(then)
+        .all(|(now, then)| now.saturating_sub(*then) >= 2)
+}
+
 /// Runs a built pipeline to its end.
 pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunError> {
     let clock = Clock::new();
@@ -351,18 +369,24 @@ pub fn run(mut built: Built, mut opts: RunOptions<'_>) -> Result<RunReport, RunE
     let drain_start = clock.now();
     // Settled: nothing in any ring or wire we can see, and no stage has done
     // any work for DRAIN_QUIET (packets may be out of our sight, looping
-    // through an external peer such as dpdk-testpmd).
+    // through an external peer such as dpdk-testpmd), and every stage has
+    // been polled since: on a loaded machine an lcore may not have run at all
+    // for DRAIN_QUIET, and a sender that has not yet seen the drain has not
+    // yet sent what it sends then (a SPEAD sender's end-of-stream heap).
     let mut quiet_since = clock.now();
     let mut last_busy = busy_polls(&built);
+    let mut idle_at_quiet = idle_polls(&built);
     while clock.now() - drain_start < opts.drain_timeout {
         std::thread::sleep(Duration::from_micros(200));
         let busy = busy_polls(&built);
         if busy != last_busy || in_flight(&built) > 0 {
             last_busy = busy;
             quiet_since = clock.now();
+            idle_at_quiet = idle_polls(&built);
             continue;
         }
-        if clock.now() - quiet_since >= opts.drain_quiet {
+        if clock.now() - quiet_since >= opts.drain_quiet && all_polled_since(&built, &idle_at_quiet)
+        {
             break;
         }
     }

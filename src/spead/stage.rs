@@ -689,6 +689,11 @@ pub struct SpeadRecv {
     after_end: u64,
     first: Option<Instant>,
     last: Option<Instant>,
+    /// The last poll that had packets in hand (received, or held back by a
+    /// stall): idle time counts from here, not from `last`, or a stall longer
+    /// than `idle_timeout` (a lossless group waiting for a member whose lcore
+    /// was descheduled) would end the stream the moment it cleared.
+    worked: Option<Instant>,
     drain_since: Option<Instant>,
     end: Option<EndReason>,
     /// An end-of-stream heap arrived here (a group member keeps going until
@@ -760,6 +765,7 @@ impl SpeadRecv {
             after_end: 0,
             first: None,
             last: None,
+            worked: None,
             drain_since: None,
             end: None,
             stop_seen: false,
@@ -886,6 +892,7 @@ impl Stage for SpeadRecv {
         }
         if let Some(mut at) = self.pending_at {
             busy = true;
+            self.worked = Some(now);
             let mut stalled = self.offer(at);
             if let Some(s) = stalled {
                 // Hand over what is ready, take back what returned, try once more.
@@ -918,8 +925,8 @@ impl Stage for SpeadRecv {
             // the senders went to another socket) must not hold a lossless
             // group for ever.
             let since = match self.rx {
-                Receiver::Member { .. } => self.last.or(Some(*self.polled.get_or_insert(now))),
-                Receiver::One(_) => self.last,
+                Receiver::Member { .. } => self.worked.or(Some(*self.polled.get_or_insert(now))),
+                Receiver::One(_) => self.worked,
             };
             if let (Some(t), Some(last)) = (self.spec.idle_timeout, since) {
                 if now - last >= t {
@@ -936,7 +943,7 @@ impl Stage for SpeadRecv {
             if cx.draining && self.end.is_none() {
                 let since = *self.drain_since.get_or_insert(now);
                 let quiet = self
-                    .last
+                    .worked
                     .map_or(since, |l| if l > since { l } else { since });
                 if now - quiet >= DRAIN_GRACE {
                     self.end_now(EndReason::Drain);

@@ -59,6 +59,9 @@ pub struct GenControl {
     pub last_ns: AtomicU64,
     /// Gaps between consecutive bursts of each finished trial (rate precision).
     pub gaps: ArrayQueue<Histogram<u64>>,
+    /// The generator's `max_lag` in ns: it may go on sending that long past
+    /// a trial's end, so whoever waits for the end must wait that long too.
+    pub max_lag_ns: AtomicU64,
 }
 
 impl Default for GenControl {
@@ -76,6 +79,7 @@ impl Default for GenControl {
             first_ns: AtomicU64::new(0),
             last_ns: AtomicU64::new(0),
             gaps: ArrayQueue::new(2),
+            max_lag_ns: AtomicU64::new(duration_nanos(DEFAULT_MAX_LAG)),
         }
     }
 }
@@ -194,6 +198,9 @@ impl Generator {
     ) -> Self {
         #[cfg(feature = "dpdk")]
         let mbufs = out.mbuf_native().then(Box::default);
+        control
+            .max_lag_ns
+            .store(duration_nanos(config.max_lag), Ordering::Relaxed);
         Generator {
             #[cfg(feature = "dpdk")]
             mbufs,

@@ -539,7 +539,8 @@ impl TrialRunner {
     }
 
     /// Waits until this runner's generators have finished trial `epoch`
-    /// (at most `duration` and 5 s), calling `progress` on the way.
+    /// (at most `duration`, their largest `max_lag` and 5 s), calling
+    /// `progress` on the way.
     pub fn wait_generators(
         &self,
         epoch: u32,
@@ -548,8 +549,15 @@ impl TrialRunner {
         progress: &mut dyn FnMut(f64, Option<&Histogram<u64>>),
     ) -> Result<(), TrialError> {
         let start = self.clock.now();
-        let limit = duration + Duration::from_secs(5);
         let b = &self.built;
+        // A generator late by up to its `max_lag` still sends after the end.
+        let lag = b
+            .generators
+            .iter()
+            .map(|(_, g, _)| g.max_lag_ns.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        let limit = duration + Duration::from_nanos(lag) + Duration::from_secs(5);
         let mut last = start;
         let mut last_stats = start;
         self.wait("the end of the trial", limit, interrupt, || {

@@ -32,13 +32,47 @@ pub fn bin() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_linerate"))
 }
 
-/// A free UDP port on loopback.
+/// A UDP port on loopback that was free when picked and that no other call
+/// in this process returns.
+///
+/// Not `bind(":0")` and close: that hands out a port of the kernel's
+/// ephemeral range, which the kernel may give to any other socket (a parallel
+/// test's `bind(":0")`, a `connect` without `bind`) before the test's pipeline
+/// binds it, and two calls in a row may even return the same port ("Address
+/// already in use" once in a full run). These ports lie below the ephemeral
+/// range, so the kernel never hands them out by itself; a process-wide counter
+/// keeps the threads of one test binary apart and a per-process offset keeps
+/// two binaries running at once mostly apart (a port found taken is skipped).
 pub fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_port(|p| std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok())
+}
+
+/// As [`free_udp_port`], for a TCP listener.
+pub fn free_tcp_port() -> u16 {
+    free_port(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+}
+
+fn free_port(free: impl Fn(u16) -> bool) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOW: u32 = 10_000;
+    // The ephemeral range starts at 32768 by default; respect a lower setting.
+    let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .filter(|&lo| lo > LOW + 1_000)
+        .unwrap_or(32_768)
+        .min(32_768);
+    let span = high - LOW;
+    let offset = std::process::id().wrapping_mul(7_919) % span;
+    for _ in 0..span {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (offset + i) % span) as u16;
+        if free(port) {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{high}");
 }
 
 /// Writes a file in `dir` and returns its path.

@@ -51,6 +51,8 @@ const KEYS: &[Key] = &[
     ),
     super::neigh::IP,
     super::neigh::MAC,
+    super::neigh::UDP_BIND,
+    super::neigh::UDP_CONNECT,
 ];
 
 pub(super) const DEF: PortDef = PortDef::new(

@@ -29,6 +29,9 @@ pub struct HostSpec {
     pub netns: Option<String>,
     /// Its packet clock.
     pub clock: HostClock,
+    /// EAL arguments of this host only, after `[eal] args` (its devices:
+    /// `--vdev=net_af_packet0,iface=eth1`, `-a 0000:01:00.0`).
+    pub eal: Vec<String>,
     pub(crate) rank_span: Span,
 }
 
@@ -56,6 +59,12 @@ pub(super) const HOST_KEYS: &[Key] = &[
         "\"monotonic\" or \"tai\"",
         "\"monotonic\"",
         "\"tai\" on every host (PTP-synchronised) allows one-way latency across hosts",
+    ),
+    Key::new(
+        "eal",
+        "array of strings",
+        "none",
+        "DPDK EAL arguments of this host only, added after `[eal] args`: its own devices (`--vdev=net_af_packet0,iface=eth1`, `-a 0000:01:00.0`)",
     ),
 ];
 
@@ -104,6 +113,53 @@ pub(super) fn parse_host(
             "\"monotonic\" or \"tai\"",
         )
         .unwrap_or(HostClock::Monotonic);
+    t.mark_used("eal");
+    let eal = match t.raw("eal") {
+        None => Vec::new(),
+        Some(toml::de::DeValue::Array(a)) => {
+            let v: Option<Vec<String>> = a
+                .iter()
+                .map(|x| match x.get_ref() {
+                    toml::de::DeValue::String(s) => Some(s.to_string()),
+                    _ => None,
+                })
+                .collect();
+            v.unwrap_or_else(|| {
+                sink.error(
+                    t.span_of("eal"),
+                    &t.path,
+                    Some("eal"),
+                    "expected an array of strings",
+                    Some(
+                        "EAL arguments as strings, like [\"--vdev=net_af_packet0,iface=eth1\"]"
+                            .into(),
+                    ),
+                );
+                Vec::new()
+            })
+        }
+        Some(_) => {
+            sink.error(
+                t.span_of("eal"),
+                &t.path,
+                Some("eal"),
+                "expected an array of strings",
+                Some(
+                    "EAL arguments as strings, like [\"--vdev=net_af_packet0,iface=eth1\"]".into(),
+                ),
+            );
+            Vec::new()
+        }
+    };
+    if !eal.is_empty() && !cfg!(feature = "dpdk") {
+        sink.error(
+            t.span_of("eal"),
+            &t.path,
+            Some("eal"),
+            "`eal` is for dpdk ports, which this build does not have (build with `--features dpdk`)",
+            None,
+        );
+    }
     t.finish(sink, "[host.NAME]", HOST_KEYS);
     HostSpec {
         name: name.to_string(),
@@ -111,6 +167,7 @@ pub(super) fn parse_host(
         hostname,
         netns,
         clock,
+        eal,
         rank_span,
     }
 }
@@ -258,6 +315,29 @@ rx = "in"
         assert!(
             plan.contains("b: rank 1, clock monotonic; stages ana; ports in"),
             "{plan}"
+        );
+    }
+
+    /// A host's own EAL arguments follow `[eal] args` in its part only.
+    #[cfg(feature = "dpdk")]
+    #[test]
+    fn a_hosts_eal_arguments_join_its_part_only() {
+        let src = TWO.replace(
+            "[host.a]\nrank = 0",
+            "[eal]\nargs = [\"--no-huge\"]\n[host.a]\nrank = 0\neal = [\"--vdev=net_null0\"]",
+        );
+        let plan = crate::pipeline::load_str(Path::new("h.toml"), &src).unwrap();
+        assert_eq!(
+            plan.part("a").pipeline.eal,
+            ["--no-huge", "--vdev=net_null0"]
+        );
+        assert_eq!(plan.part("b").pipeline.eal, ["--no-huge"]);
+        assert!(plan.to_string().contains("eal += --vdev=net_null0"));
+        let e = check(&src.replace("eal = [\"--vdev=net_null0\"]", "eal = \"--vdev=net_null0\""))
+            .unwrap_err();
+        assert!(
+            e.contains("[host.a] `eal`: expected an array of strings"),
+            "{e}"
         );
     }
 

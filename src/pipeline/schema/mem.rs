@@ -43,6 +43,8 @@ const KEYS: &[Key] = &[
     ),
     super::neigh::IP,
     super::neigh::MAC,
+    super::neigh::UDP_BIND,
+    super::neigh::UDP_CONNECT,
     Key::new(
         "queues",
         "integer 1..=256",

@@ -49,7 +49,7 @@ pub use analyzer::AnalyzerSpec;
 pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
 pub use host::{HostClock, HostSpec};
-pub use neigh::NeighSpec;
+pub use neigh::{NeighSpec, UdpBinding};
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
 

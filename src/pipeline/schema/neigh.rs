@@ -1,6 +1,8 @@
 //! The keys of a port that owns addresses and answers ARP/NDP for them
-//! (`ip`, `mac`), shared by the kinds that can (mem, dpdk): a kind declares
-//! [`IP`] and [`MAC`] among its keys, and `parse_port` reads them for it.
+//! (`ip`, `mac`), and of one that carries UDP datagrams in its frames
+//! (`udp_bind`, `udp_connect`), shared by the kinds that can (mem, dpdk): a
+//! kind declares [`IP`] and [`MAC`] (and [`UDP_BIND`], [`UDP_CONNECT`]) among
+//! its keys, and `parse_port` reads them for it.
 
 use toml::de::DeValue;
 
@@ -23,6 +25,21 @@ pub(super) const MAC: Key = Key::new(
     "the MAC address the port answers ARP/NDP with (needs `ip`)",
 );
 
+/// `udp_bind`: the port carries UDP datagrams, received at this address.
+pub(super) const UDP_BIND: Key = Key::new(
+    "udp_bind",
+    "IPv4:PORT",
+    "none (the port carries frames)",
+    "the port carries UDP datagrams, as a udp port does: it takes the Ethernet/IPv4/UDP frames from `udp_connect` to this address (one of `ip`) and hands stages their payloads; needs `udp_connect`",
+);
+/// `udp_connect`: where the port's datagrams go.
+pub(super) const UDP_CONNECT: Key = Key::new(
+    "udp_connect",
+    "IPv4:PORT",
+    "none",
+    "the peer's address (on the subnet of `udp_bind`): its MAC address is resolved (ARP) before any stage runs, and every datagram a stage sends leaves in a frame to it; needs `udp_bind`",
+);
+
 /// A port's own addresses (`ip = ["10.1.0.2/24"]`) and the MAC address it
 /// answers with (`mac`; default: the device's own, or 02:00:00:00:00:02 on a
 /// port without one).
@@ -32,6 +49,92 @@ pub struct NeighSpec {
     pub addrs: Vec<crate::neigh::Owned>,
     /// The MAC address, when given.
     pub mac: Option<[u8; 6]>,
+    /// The port carries UDP datagrams between these two addresses
+    /// (`udp_bind`, `udp_connect`).
+    pub udp: Option<UdpBinding>,
+}
+
+/// A frame port that carries UDP datagrams: its own address (one it owns)
+/// and its peer's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpBinding {
+    /// Where datagrams are received (`udp_bind`).
+    pub bind: std::net::SocketAddrV4,
+    /// Where they are sent (`udp_connect`).
+    pub connect: std::net::SocketAddrV4,
+}
+
+/// A port's `udp_bind` and `udp_connect`, checked against its addresses.
+fn parse_udp(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    addrs: &[crate::neigh::Owned],
+) -> Option<UdpBinding> {
+    let (has_bind, has_connect) = (t.has("udp_bind"), t.has("udp_connect"));
+    if !has_bind && !has_connect {
+        return None;
+    }
+    let addr = |t: &mut Table<'_, '_>, sink: &mut Sink<'_>, key: &str| {
+        let (s, span) = t.string(sink, key)?;
+        match s.trim().parse::<std::net::SocketAddrV4>() {
+            Ok(a) if a.port() != 0 => Some((a, span)),
+            _ => {
+                sink.error(
+                    span,
+                    &t.path,
+                    Some(key),
+                    format!("`{s}` is not an IPv4 address with a port"),
+                    Some("like \"10.77.0.11:47201\" (IPv6 is not carried yet)".into()),
+                );
+                None
+            }
+        }
+    };
+    let bind = addr(t, sink, "udp_bind");
+    let connect = addr(t, sink, "udp_connect");
+    let (missing, given) = match (has_bind, has_connect) {
+        (true, false) => ("udp_connect", "udp_bind"),
+        (false, true) => ("udp_bind", "udp_connect"),
+        _ => ("", ""),
+    };
+    if !missing.is_empty() {
+        sink.error(
+            t.span_of(given),
+            &t.path,
+            Some(missing),
+            format!("`{given}` needs `{missing}`: a port carries datagrams between two addresses"),
+            Some("udp_bind = \"10.77.0.11:47201\" and udp_connect = \"10.77.0.12:47202\"".into()),
+        );
+        return None;
+    }
+    let ((bind, bspan), (connect, cspan)) = (bind?, connect?);
+    let Some(own) = addrs
+        .iter()
+        .find(|a| a.ip == std::net::IpAddr::V4(*bind.ip()))
+    else {
+        sink.error(
+            bspan,
+            &t.path,
+            Some("udp_bind"),
+            format!("{} is not one of the port's addresses (`ip`)", bind.ip()),
+            Some(format!("add it: ip = [\"{}/24\"]", bind.ip())),
+        );
+        return None;
+    };
+    if !own.contains(std::net::IpAddr::V4(*connect.ip())) || connect.ip() == bind.ip() {
+        sink.error(
+            cspan,
+            &t.path,
+            Some("udp_connect"),
+            format!(
+                "{} is not another address on {own}, the subnet of `udp_bind`",
+                connect.ip()
+            ),
+            Some("the peer must be on the same link (no gateway is used)".into()),
+        );
+        return None;
+    }
+    Some(UdpBinding { bind, connect })
 }
 
 /// A port's `ip` (one address or a list, each `ADDRESS/PREFIX`) and `mac`.
@@ -39,6 +142,7 @@ pub(super) fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighS
     let hint =
         || Some("addresses with their prefix, like [\"10.1.0.2/24\", \"fd00:1::2/64\"]".into());
     let mac_given = t.has("mac");
+    let udp_given = t.has("udp_bind") || t.has("udp_connect");
     let mac = mac_given.then(|| common::mac(t, sink, "mac", [0; 6]));
     t.mark_used("ip");
     let span = t.span_of("ip");
@@ -50,6 +154,20 @@ pub(super) fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighS
                     &t.path,
                     Some("mac"),
                     "`mac` is the address a port answers ARP/NDP with: it needs `ip`",
+                    hint(),
+                );
+            }
+            if udp_given {
+                let key = if t.has("udp_bind") {
+                    "udp_bind"
+                } else {
+                    "udp_connect"
+                };
+                sink.error(
+                    t.span_of(key),
+                    &t.path,
+                    Some("ip"),
+                    format!("`{key}` needs `ip`: the port must own the address it receives at and answer ARP for it"),
                     hint(),
                 );
             }
@@ -103,5 +221,6 @@ pub(super) fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighS
             Err(e) => sink.error(span.clone(), &t.path, Some("ip"), e, hint()),
         }
     }
-    Some(NeighSpec { addrs, mac })
+    let udp = parse_udp(t, sink, &addrs);
+    Some(NeighSpec { addrs, mac, udp })
 }

@@ -41,13 +41,13 @@ const ENDPOINT_KEYS: &[Key] = &[
     Key::new(
         "window",
         "integer 64..=32768",
-        "4096",
+        "16384 (usnic mode: 4096)",
         "segments in flight per channel (rounded up to a power of two)",
     ),
     Key::new(
         "credits",
         "integer 1..=32768",
-        "1024 (usnic mode: 256)",
+        "4096 (usnic mode: 256)",
         "fragments in flight per channel (rounded up to a power of two)",
     ),
     Key::new(
@@ -133,7 +133,7 @@ const ENDPOINT_KEYS: &[Key] = &[
     Key::new(
         "flight_gain",
         "integer 0..=64",
-        "2",
+        "3 (usnic mode: 0)",
         "flight bound as a multiple of the delivered rate (0: unbounded)",
     ),
     Key::new(

@@ -95,6 +95,9 @@ pub struct Stats {
     pub tx_segments: u64,
     /// Resends (timeout or loss detection).
     pub retransmits: u64,
+    /// Second copies of resends of segments whose earlier resend was lost
+    /// (counted in `retransmits` too; see `Config::repair_copies`).
+    pub repair_copies: u64,
     /// Retransmit timer expiries.
     pub timeouts: u64,
     /// Segments declared lost by SACK or duplicate ACKs.

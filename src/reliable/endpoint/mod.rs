@@ -72,7 +72,7 @@
 //! probe) and the oldest (the hole that holds delivery back) rather than the
 //! whole flight. Resends per pass are capped. The sender starts at most `credits` fragments beyond its oldest
 //! unacknowledged one, which is exactly the receiver's reassembly capacity.
-//! With `flight_gain` (our default 2; usnic 0, unbounded) it also starts a new
+//! With `flight_gain` (our default 3; usnic 0, unbounded) it also starts a new
 //! segment only while the segments in flight (sent, neither acknowledged nor
 //! declared lost) are below `flight_gain` x the largest recent delivery rate x
 //! the minimum RTT (BBR's inflight cap), at least `flight_floor`: on a path
@@ -144,9 +144,9 @@
 //!   thousand segments of a flight need four or five repair rounds, each a
 //!   round trip, so the credits must cover several round trips of data or
 //!   the sender idles: 256 credits left ours at 30 % of lossless in virtual
-//!   time with no spurious resend at all; the default is now 1024 (the
-//!   window, 4096 segments, bounds what is in flight, so the receiver holds
-//!   no more memory at once). Before the first delivery-rate sample the
+//!   time with no spurious resend at all; 1024 was the default until the
+//!   repair rounds below made it 4096 (the window bounds what is in
+//!   flight, so the receiver holds no more memory at once). Before the first delivery-rate sample the
 //!   flight is bounded at [`INITIAL_FLIGHT`] segments (the old first flight),
 //!   so the larger credits do not queue a first burst in front of a slow link.
 //!
@@ -157,9 +157,68 @@
 //! bound spans the minimum RTT plus half the measured reordering (see
 //! [`Config::flight_gain`]), and loss detection works as described under
 //! **Reordering**: 69 % of lossless at 20 % loss there, 2.2x usnic mode.
-//! Left: on a 10 Gb/s link with the same jitter, 26 % of lossless (2.08
-//! Gb/s, usnic mode 1.35): the 4096-segment window covers about one repair
-//! round of a 4 ms path at that rate.
+//! On a 10 Gb/s link with the same jitter this left 26 % of lossless (2.07
+//! Gb/s, usnic mode 1.35); see the next section.
+//!
+//! # Repair rounds
+//!
+//! In-order delivery holds the window's left edge until its hole is
+//! filled, so the sender may run at most `window` segments ahead of the
+//! slowest repair among them. Each transmission is lost with probability
+//! p, and a lost one is found one round later (an RTT, plus the reordering
+//! window on a path that reorders), so among W segments the worst needs k
+//! rounds with W·p^k ≈ 1, and goodput is at most W x segment / (RTT + k x
+//! round). At 20 % loss on a 0-2 ms jitter path (RTT 0-4 ms, reordering
+//! window up to 2.5 ms, 1400-byte segments) W = 4096 needs k ≈ 5.2 rounds
+//! of ~4.5 ms: about 2 Gb/s, the 2.07 measured. Half of lossless (4 Gb/s)
+//! needs W ≈ 8000 segments at k ≈ 5.6 (more segments, more rounds for the
+//! worst), and a 4000-message transfer also pays its own worst segment
+//! (k ≈ 6.3 among 24 000) as a tail of ~30 ms against 33 ms of lossless
+//! sending. `scripts/model-reliable-repair` simulates exactly this: 24 %
+//! of lossless with 4096 segments, 46 % with 16384, 62 % with 16384 and
+//! the second copies below (73 % over 120 000 segments, where the tail
+//! weighs less). Three changes, where the model and the simulator say
+//! they act:
+//!
+//! - **Window and credits.** 16384 segments (was 4096) and 4096 credits
+//!   (was 1024; a credit is a message, and 8 KiB messages are 6 segments,
+//!   so 4096 credits cover the window). The flight bound still keeps the
+//!   flight near rate x RTT on a path that never pushes back, so the larger
+//!   ceiling costs memory only while losses hold the left edge: at most
+//!   window x segment bytes per channel (23 MB), what 10 Gb/s x 4 ms x the
+//!   rounds needs. usnic mode keeps 4096 and 256.
+//! - **Second copies of lost resends** ([`Config::repair_copies`]). A
+//!   segment whose resend was lost too goes out twice, back to back, on
+//!   every later resend, so each later round fails with p² instead of p:
+//!   the worst of W segments needs k ≈ 2 + ln(W·p²)/ln(1/p²) rounds (4.0
+//!   for 16384 segments instead of 6), and a transfer's tail shrinks the
+//!   same way. It costs p² extra segments (4 % at 20 % loss, 0.01 % at
+//!   1 %; resends per lost segment 1.0 -> 1.1-1.4) and needs no guess about
+//!   whether a resend is late or lost (declaring a resend lost without the
+//!   reordering window would resend late ones under reordering jitter: the
+//!   question the window answers). In the simulator it matters most where
+//!   the window is tight: 4096 segments at 10 Gb/s, 27 % -> 41 % of
+//!   lossless; the pinned sweep's 5 % cells (150 messages, a tail) +28-40 %;
+//!   with the 16384-segment window at 10 Gb/s, within the spread of seeds.
+//! - **`flight_gain` 3** (was 2). With order kept (a FIFO relay) the
+//!   minimum RTT is a sample well below the FIFO's usual delay (1-2 ms
+//!   against 3.5 ms), and under 20 % loss the delivery rate is 0.8 x the
+//!   sending rate, so 2 x rate x minimum RTT held the flight below what the
+//!   path holds and the bound shrank with the rate it limited: order-kept
+//!   runs split between ~4 Gb/s and ~1 Gb/s by seed (median 33 % of
+//!   lossless over 15 seeds, lossless itself 5.9 Gb/s against 9.1 with no
+//!   bound). With 3 the median is 57 % (lossless 6.8 Gb/s). The deep-queue
+//!   tests (a standing queue stays off a 16384-packet ring) and the pinned
+//!   sweep do not move.
+//!
+//! `linerate reliable compare --loss 0,20 --jitter 2ms --seeds 9` at 10
+//! Gb/s (virtual time): 20 % loss went from 25 % to 62 % of lossless with
+//! packets overtaking (`--jitter-order any`; 5.02 Gb/s, usnic mode 1.35)
+//! and from 30 % to 58 % with order kept (3.85 Gb/s, usnic mode 0.86);
+//! with 20 000 messages 77 % and 72 %. At 3 Gb/s 76 % and 73 % (70 % and
+//! 56 % before). `--window` and `--credits` run the same comparison with
+//! other values. Over real loopback with kernel loss and through the
+//! `impair` relay the figures did not drop (BENCHMARKS.md).
 //!
 //! **What an ACK costs.** At first the continuation ACKs were allowed one
 //! per segment received. Virtual time delivers one packet at a time, so it
@@ -226,6 +285,9 @@ pub struct Endpoint {
     rx: [RxChannel; 2],
     hotel: Hotel,
     resend: VecDeque<(Channel, u32)>,
+    /// A resend of a segment whose earlier resend was lost, due to go out a
+    /// second time (`Config::repair_copies`).
+    copy: Option<(Channel, u32)>,
     budget: usize,
     expired: Vec<u64>,
     events: VecDeque<Event>,
@@ -328,6 +390,7 @@ impl Endpoint {
             tx,
             rx,
             resend: VecDeque::new(),
+            copy: None,
             expired: Vec::new(),
             events: VecDeque::new(),
             regions: Regions::default(),

@@ -224,6 +224,23 @@ impl Endpoint {
         if self.dead {
             return self.transmit_abort(buf);
         }
+        if let Some((ch, s)) = self.copy.take() {
+            let t = &mut self.tx[ch.index()];
+            let seg = &mut t.segs[(s & t.wmask) as usize];
+            if self.budget > 0 && seg.live && !seg.acked && !seg.queued {
+                if buf.len() < self.cfg.mtu(ch) {
+                    self.copy = Some((ch, s));
+                    return None;
+                }
+                if let Some(r) = seg.room.take() {
+                    self.hotel.check_out(r);
+                }
+                self.budget -= 1;
+                self.stats.retransmits += 1;
+                self.stats.repair_copies += 1;
+                return Some(self.transmit_segment(ch, s, now, buf));
+            }
+        }
         while self.budget > 0 {
             let Some((ch, s)) = self.resend.pop_front() else {
                 break;
@@ -238,6 +255,11 @@ impl Endpoint {
                 return None;
             }
             seg.queued = false;
+            // Sent twice already (its first resend was lost too): the
+            // copy goes out next (see `Config::repair_copies`).
+            if self.cfg.repair_copies && seg.xmits >= 2 {
+                self.copy = Some((ch, s));
+            }
             self.budget -= 1;
             self.stats.retransmits += 1;
             return Some(self.transmit_segment(ch, s, now, buf));

@@ -64,6 +64,20 @@ pub enum BenchTransport {
     /// The reliable channel's checked PUT over UDP between two MPI ranks
     /// (`mpirun -np 2`, feature `mpi`): rank 0 the client, rank 1 the server.
     ReliableUdp,
+    /// The same over DPDK ports (features `mpi` and `dpdk`): each rank drives
+    /// its own device (`--client-device`, `--server-device`), which carries
+    /// the UDP datagrams in frames it builds itself.
+    ReliableDpdk,
+}
+
+impl BenchTransport {
+    /// Whether the bench runs across two MPI ranks.
+    pub fn across_ranks(self) -> bool {
+        matches!(
+            self,
+            BenchTransport::ReliableUdp | BenchTransport::ReliableDpdk
+        )
+    }
 }
 
 /// What `rpc bench` measures (`linerate rpc bench`'s arguments, less `--json`).
@@ -104,6 +118,15 @@ pub struct BenchConfig {
     pub client_netns: Option<String>,
     /// The network namespace the server rank enters before opening its socket.
     pub server_netns: Option<String>,
+    /// The client rank's DPDK device (`--transport reliable-dpdk`): a virtual
+    /// device (`net_af_packet0,iface=eth1`, given to the EAL as `--vdev`) or
+    /// a PCI address (`-a`).
+    pub client_device: Option<String>,
+    /// The server rank's DPDK device.
+    pub server_device: Option<String>,
+    /// EAL arguments both ranks start with (`--transport reliable-dpdk`;
+    /// each rank adds its device and a `--file-prefix` of its own).
+    pub eal: Vec<String>,
 }
 
 /// A result whose error carries the exit status (1 runtime failure, 2 bad
@@ -551,11 +574,16 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
     match args.transport {
         BenchTransport::ReliableMem => return bench_reliable_mem(args, msg_size, resp_size),
-        BenchTransport::ReliableUdp => {
+        BenchTransport::ReliableUdp | BenchTransport::ReliableDpdk => {
+            let name = if args.transport == BenchTransport::ReliableUdp {
+                "reliable-udp"
+            } else {
+                "reliable-dpdk"
+            };
             return Err((
                 2,
-                "--transport reliable-udp runs across two MPI ranks: use `mpirun -np 2 linerate rpc bench --transport reliable-udp ...` (feature `mpi`)".into(),
-            ))
+                format!("--transport {name} runs across two MPI ranks: use `mpirun -np 2 linerate rpc bench --transport {name} ...` (feature `mpi`)"),
+            ));
         }
         BenchTransport::Shm => {}
     }

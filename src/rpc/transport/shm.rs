@@ -9,7 +9,7 @@
 //!       and the two completion-ring read counters (each in its own 128 bytes)
 //! 4096  side 0's receive ring (ring_size bytes)
 //!       side 1's receive ring
-//!       side 0's completion ring (COMP_SLOTS slots of 128 bytes)
+//!       side 0's completion ring (COMP_SLOTS slots of 128 bytes, see [`slot`])
 //!       side 1's completion ring
 //! ```
 //!
@@ -71,15 +71,36 @@
 //! ```
 //!
 //! A write-with-immediate puts the bytes into the peer's receive ring and then
-//! stores `(sequence << 32) | imm` into the peer's next completion slot with
-//! Release ordering; the peer polls that word with Acquire and, seeing the
-//! expected sequence, knows the bytes are visible. Writes of up to
-//! [`INLINE_MAX`] bytes travel inside the two cache lines of the completion slot
-//! instead (each line ends its stores with the tag), and the receiving side
-//! copies them to the ring offset named in the slot when it polls: the
-//! shared-memory form of a NIC's "data in the completion entry" for small
-//! messages, which saves a dependent cache-line transfer per batch. Either way
-//! the endpoint sees ring bytes announced by an immediate.
+//! stores a tag (the write's sequence number and the immediate) into the
+//! peer's next completion slot with Release ordering; the peer polls that
+//! word with Acquire and, seeing the expected sequence, knows the bytes are
+//! visible. Small writes travel inside the slot instead ([`slot`] has the
+//! layout): only the 64-bit words that differ from the previous such write
+//! of the same direction, which both sides remember, in the tag's own cache
+//! line (7 words) and, when more changed, the slot's second line (7 more).
+//! The receiving side rebuilds the write from them and copies it to its
+//! receive position when it polls: the shared-memory form of a NIC's "data
+//! in the completion entry", which saves the dependent transfers of the ring
+//! lines. Either way the endpoint sees ring bytes announced by an immediate.
+//! The RPC endpoint's batch of one 32-byte message (96 bytes: flow metadata
+//! and the message) changes in at most 7 words from one batch to the next
+//! (consumer position, call id, payload), so it is one cache line, tag
+//! included.
+//!
+//! Why the reader sees a whole write: the writer stores the data words
+//! (Relaxed atomics), then line 1's tag copy if used (Release), then line 0's
+//! tag (Release). A reader whose Acquire load returns the tag synchronizes
+//! with that store, so in the Rust (C++20) memory model every store before it
+//! happens-before the reader's loads of the data words, which therefore read
+//! this write's values (no later write to the slot can exist yet, see
+//! below). On x86-64 (TSO) Release stores and Acquire loads are plain moves:
+//! stores become visible in program order and loads are not reordered with
+//! older loads, so the orderings cost only a compiler barrier. That the tag
+//! shares its line with the data changes nothing: the reader may see the line
+//! half written, but then it sees the previous tag and waits. A slot is
+//! rewritten only after the reader published a taken count past it (a
+//! Release store after its last read of the slot, read with Acquire by the
+//! writer), so a write never overwrites words still being read.
 //!
 //! The completion ring has [`COMP_SLOTS`] slots; the reader publishes how many
 //! it took, and the writer reads that only when its cached copy says the ring is
@@ -88,16 +109,17 @@
 //! peer from overwriting bytes still being read.
 //!
 //! Cache lines a depth-1 round trip moves between the two cores (32-byte
-//! request and response, so 96-byte batches, carried inline): the two lines of
-//! the server's completion slot (call), the two lines of the client's (reply),
-//! and rarely the reader's taken count (the writer reads it only when it
-//! believes the completion ring full: once per about 7/8 of a ring of writes). The consumer positions are written by their owner and read by the
-//! peer only in the fallback; the receive rings are written only by their
-//! owner (inline copies) and the send rings are private, so neither moves.
-//! The reader polls one word (line 0's tag) and prefetches line 1 and the
-//! receive-ring lines the next write will be copied to while it waits; the
-//! endpoint warms its send ring's next lines the same way (a lap of a 1 MiB
-//! ring is colder than L2). A cache-line ping-pong moves 2 lines per round trip.
+//! request and response, so 96-byte batches, packed): line 0 of the server's
+//! completion slot (call), line 0 of the client's (reply), and the reader's
+//! taken count about once per lap of the completion ring (the writer reads
+//! it when it believes the ring full: with 8 slots, once per 8 writes, and
+//! the reader's next store pulls it back). The consumer positions are written
+//! by their owner and read by the peer only in the fallback; the receive
+//! rings are written only by their owner (packed copies) and the send rings
+//! are private, so neither moves. The reader polls one word (the tag) and
+//! prefetches line 1 and the receive-ring lines the next write will be
+//! copied to while it waits. A cache-line ping-pong moves 2 lines per round
+//! trip, as does this transport's common case.
 //!
 //! This is the only file of the RPC module with `unsafe`: raw accesses to the
 //! shared mapping.
@@ -110,6 +132,8 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
+
+pub mod slot;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"LRRPC001");
 const HEADER_SIZE: usize = 4096;
@@ -125,18 +149,15 @@ const OFF_COMP_TAIL: usize = 2304; // 2 x 128
 /// Completion slots per side by default. Few slots keep the completion lines
 /// hot in both cores' caches: the writer's store to a slot then only has to
 /// invalidate the reader's copy (as in a cache-line ping-pong) instead of
-/// fetching a line last touched hundreds of writes ago.
-pub const COMP_SLOTS: u64 = 256;
+/// fetching a line last touched hundreds of writes ago (256 slots measured
+/// about 25 ns slower per depth-1 round trip than 4 in session 7).
+pub const COMP_SLOTS: u64 = 8;
 /// Fewest and most completion slots a region may have.
 pub const COMP_SLOTS_RANGE: std::ops::RangeInclusive<u64> = 4..=4096;
-const SLOT_SIZE: usize = 128;
-const SLOT_LINE0_DATA: usize = 16;
-const SLOT_LINE1_TAG: usize = 64;
-const SLOT_LINE1_DATA: usize = 72;
-const LINE0_DATA_MAX: usize = 48;
-/// Largest write carried inside a completion slot.
-pub const INLINE_MAX: usize = LINE0_DATA_MAX + (SLOT_SIZE - SLOT_LINE1_DATA);
-const INLINE_FLAG: u64 = 1 << 63;
+const SLOT_SIZE: usize = slot::SLOT_WORDS * 8;
+/// Longest write that may travel inside a completion slot (it does when at
+/// most 14 of its words differ from the previous such write, see [`slot`]).
+pub const INLINE_MAX: usize = slot::PACK_MAX;
 /// Number of control words tools may use for their own coordination.
 pub const CONTROL_WORDS: usize = 16;
 
@@ -197,6 +218,12 @@ pub struct ShmTransport {
     comp_slots: u64,
     send_seq: u64,
     peer_taken: u64,
+    /// The peer's receive position as the peer computes it (the sum of the
+    /// immediates written): a packed write must land there.
+    peer_pos: u64,
+    /// The previous packed write of each direction (see [`slot`]).
+    send_ref: slot::Reference,
+    recv_ref: slot::Reference,
     recv_seq: u64,
     recv_pos: u64,
     base: *mut u8,
@@ -253,6 +280,9 @@ impl ShmTransport {
             comp_slots,
             send_seq: 0,
             peer_taken: 0,
+            peer_pos: 0,
+            send_ref: [0; slot::PACK_MAX],
+            recv_ref: [0; slot::PACK_MAX],
             recv_seq: 0,
             recv_pos: 0,
             base,
@@ -295,6 +325,9 @@ impl ShmTransport {
             comp_slots: 0,
             send_seq: 0,
             peer_taken: 0,
+            peer_pos: 0,
+            send_ref: [0; slot::PACK_MAX],
+            recv_ref: [0; slot::PACK_MAX],
             recv_seq: 0,
             recv_pos: 0,
             base,
@@ -423,15 +456,15 @@ impl ShmTransport {
         self.slots[side & 1].wrapping_add(idx * SLOT_SIZE)
     }
 
-    /// The 8-byte word at `off` of the completion slot at `slot` (from
-    /// [`slot_ptr`](Self::slot_ptr)).
+    /// The words of the completion slot at `slot` (from [`slot_ptr`](Self::slot_ptr)).
     #[inline(always)]
-    fn slot_word_in(&self, slot: *mut u8, off: usize) -> &AtomicU64 {
-        debug_assert!(off % 8 == 0 && off + 8 <= SLOT_SIZE);
-        // SAFETY: `slot` is a 128-byte aligned slot inside the mapping, which
-        // lives as long as `self`, and `off` an 8-aligned offset within it;
-        // these words are only ever accessed atomically, by both processes.
-        unsafe { &*(slot.add(off) as *const AtomicU64) }
+    fn slot_words(&self, slot: *mut u8) -> &[AtomicU64; slot::SLOT_WORDS] {
+        // SAFETY: `slot` is a 128-byte aligned slot of 16 words inside the
+        // mapping, which lives as long as `self`; slot words are only ever
+        // accessed atomically, by both processes (data words Relaxed, the
+        // tags Release/Acquire), so a misbehaving peer cannot cause a data
+        // race in this process, only wrong values, which `slot::parse` checks.
+        unsafe { &*(slot as *const [AtomicU64; slot::SLOT_WORDS]) }
     }
 
     #[inline]
@@ -444,11 +477,12 @@ impl ShmTransport {
         self.word(OFF_COMP_TAIL + 128 * side)
     }
 
-    /// While waiting on the first line of completion slot `slot`, asks for its
-    /// second line, so an inline write's two lines travel in parallel, and for
-    /// the two lines of this side's receive ring where the next write lands
-    /// (the receive position: writes are sequential), so copying an inline
-    /// write there does not miss on a line last used a lap ago.
+    /// While waiting on the tag of completion slot `slot`, asks for the
+    /// slot's second line (used by writes with more than seven changed
+    /// words) and for the two lines of this side's receive ring where the
+    /// next write lands (the receive position: writes are sequential), so
+    /// copying a packed write there does not miss on a line last used a lap
+    /// ago.
     #[inline(always)]
     fn prefetch_waiting(&self, slot: *mut u8) {
         #[cfg(target_arch = "x86_64")]
@@ -462,7 +496,7 @@ impl ShmTransport {
             // second ring line at most one line past a ring offset (the next
             // thing in the mapping).
             unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(SLOT_LINE1_TAG) as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(64) as *const i8);
                 _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
                 _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
             }
@@ -471,46 +505,43 @@ impl ShmTransport {
         let _ = slot;
     }
 
-    /// Copies an inline write (completion `slot`, tag `v`, info word `info`)
-    /// to the receive-ring offset the info word names.
+    /// Rebuilds the packed write in completion slot `ptr` (tag `tag`,
+    /// announced as `map`, `len`, `count`) at this side's receive position.
     #[inline(always)]
-    fn copy_inline(&self, slot: *mut u8, v: u64, info: u64) -> Result<(), TransportError> {
-        let len = (info & 0xffff) as usize;
-        let offset = (info & !INLINE_FLAG) >> 16;
-        let corrupt = || TransportError::Failed(format!("corrupt inline completion {info:#x}"));
-        if len > INLINE_MAX
-            || !matches!(offset.checked_add(len as u64), Some(e) if e <= self.ring_size)
+    fn take_packed(
+        &mut self,
+        ptr: *mut u8,
+        tag: u64,
+        (map, len, count): (u16, usize, usize),
+    ) -> Result<(), TransportError> {
+        if count > slot::LINE0_CHANGED
+            && self.slot_words(ptr)[slot::LINE1_TAG].load(Ordering::Acquire) != tag
         {
-            return Err(corrupt());
+            return Err(TransportError::Failed(format!(
+                "corrupt completion slot: line 1 does not repeat tag {tag:#x}"
+            )));
         }
-        let first = len.min(LINE0_DATA_MAX);
-        let dst = self.ring_ptr(self.me);
-        if len > first {
-            if self
-                .slot_word_in(slot, SLOT_LINE1_TAG)
-                .load(Ordering::Acquire)
-                != v
-            {
-                return Err(corrupt());
-            }
-            // SAFETY: 56 bytes at most from the slot's second data area (the
-            // peer finished it: its tag matched) to `offset + 48..offset + len`
-            // of this side's receive ring, in bounds as checked; the ring
-            // range belongs to this write until the consumer passes it.
-            unsafe {
-                copy_piece(
-                    slot.add(SLOT_LINE1_DATA),
-                    dst.add(offset as usize + first),
-                    len - first,
-                );
-            }
-        }
-        // SAFETY: at most 48 bytes from the slot's first data area (complete:
-        // its tag was read with Acquire) to `offset..offset + 48` of this
-        // side's receive ring, in bounds as checked.
-        unsafe {
-            copy_piece(slot.add(SLOT_LINE0_DATA), dst.add(offset as usize), first);
-        }
+        let offset = (self.recv_pos & (self.ring_size - 1)) as usize;
+        // SAFETY: `slot::parse` checked `len` against the room from this
+        // offset to the ring end, so the range lies inside this side's
+        // receive ring in the mapping, which only this side writes while the
+        // range is unconsumed (the peer writes only ranges past the consumer
+        // position, and this one is ahead of it); nothing else borrows it
+        // (the endpoint asks for ring bytes only after the poll).
+        let out =
+            unsafe { std::slice::from_raw_parts_mut(self.ring_ptr(self.me).add(offset), len) };
+        // The slot words stay valid beside `&mut self.recv_ref`: they live in
+        // the mapping, not in `self`.
+        let words: &[AtomicU64; slot::SLOT_WORDS] =
+            // SAFETY: as in `slot_words`.
+            unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
+        slot::unpack(
+            map,
+            len,
+            |j| words[slot::slot_word(j)].load(Ordering::Relaxed),
+            &mut self.recv_ref,
+            out,
+        );
         Ok(())
     }
 
@@ -519,27 +550,42 @@ impl ShmTransport {
     #[inline(always)]
     fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
         let seq = self.recv_seq;
-        let slot = self.slot_ptr(self.me, seq);
-        let v = self.slot_word_in(slot, 0).load(Ordering::Acquire);
-        if (v >> 32) as u32 != (seq + 1) as u32 {
+        let ptr = self.slot_ptr(self.me, seq);
+        let tag = self.slot_words(ptr)[0].load(Ordering::Acquire);
+        if !slot::holds(tag, seq) {
             if PREFETCH {
-                self.prefetch_waiting(slot);
+                self.prefetch_waiting(ptr);
             }
             return Ok(None);
         }
-        let info = self.slot_word_in(slot, 8).load(Ordering::Relaxed);
-        if info & INLINE_FLAG != 0 {
-            self.copy_inline(slot, v, info)?;
-        }
+        let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
+        let imm = match slot::parse(tag, room) {
+            Ok(slot::Announce::Ring { imm }) => imm,
+            Ok(slot::Announce::Packed {
+                imm,
+                len,
+                map,
+                count,
+            }) => {
+                self.take_packed(ptr, tag, (map, len, count))?;
+                imm
+            }
+            Err(slot::BadTag(t)) => {
+                return Err(TransportError::Failed(format!(
+                    "corrupt completion slot tag {t:#x}"
+                )))
+            }
+        };
         self.recv_seq += 1;
-        self.recv_pos = self.recv_pos.wrapping_add(u64::from(v as u32) * 32);
-        // Published every eighth of the ring only: the writer reads it when it
-        // believes the ring full, and each read pulls the line from this core.
+        self.recv_pos = self.recv_pos.wrapping_add(u64::from(imm) * 32);
+        // Published every eighth of the ring only (every receipt with 8
+        // slots or fewer): the writer reads it when it believes the ring full, and
+        // each read pulls the line from this core.
         if self.recv_seq & self.publish_mask == 0 {
             self.taken_word(self.me)
                 .store(self.recv_seq, Ordering::Release);
         }
-        Ok(Some(v as u32))
+        Ok(Some(imm))
     }
 
     /// Length of the mapping.
@@ -549,41 +595,8 @@ impl ShmTransport {
     }
 }
 
-/// Copies `n` bytes from `src` to `dst` (not overlapping). The pieces of an
-/// inline write of a small batch (16 to 64 bytes) go as two overlapping
-/// fixed-size moves instead of a `memcpy` call, which is on the round trip at
-/// queue depth 1; longer or shorter pieces use `memcpy`.
-///
-/// # Safety
-///
-/// `src` must be valid for reading and `dst` for writing `n` bytes.
-#[inline(always)]
-unsafe fn copy_piece(src: *const u8, dst: *mut u8, n: usize) {
-    if (32..=64).contains(&n) {
-        // SAFETY: both 32-byte moves lie within `0..n`, readable at `src` and
-        // writable at `dst` (the caller's contract); `[u8; 32]` has alignment 1.
-        unsafe {
-            let a = (src as *const [u8; 32]).read();
-            let b = (src.add(n - 32) as *const [u8; 32]).read();
-            (dst as *mut [u8; 32]).write(a);
-            (dst.add(n - 32) as *mut [u8; 32]).write(b);
-        }
-    } else if (16..32).contains(&n) {
-        // SAFETY: as above, with 16-byte moves within `0..n`.
-        unsafe {
-            let a = (src as *const [u8; 16]).read();
-            let b = (src.add(n - 16) as *const [u8; 16]).read();
-            (dst as *mut [u8; 16]).write(a);
-            (dst.add(n - 16) as *mut [u8; 16]).write(b);
-        }
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-    }
-}
-
 impl Transport for ShmTransport {
-    #[inline]
+    #[inline(always)]
     fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
         let len = data.len() as u64;
         if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
@@ -601,47 +614,51 @@ impl Transport for ShmTransport {
             }
         }
         let seq = self.send_seq;
-        let tag = (((seq + 1) as u32 as u64) << 32) | u64::from(imm);
-        let slot = self.slot_ptr(peer, seq);
-        if data.len() <= INLINE_MAX {
-            let first = data.len().min(LINE0_DATA_MAX);
-            if data.len() > first {
-                // SAFETY: at most INLINE_MAX - 48 = 56 bytes into the second
-                // line's data area of a slot the peer has released (checked
-                // above against its published count); `data` is local memory.
+        // The slot is free: the peer published a taken count past its
+        // previous write (Acquire above, Release at the peer after its last
+        // read of the slot). The slot words live in the mapping, not in
+        // `self`, so they stay borrowed beside `self.send_ref`.
+        let ptr = self.slot_ptr(peer, seq);
+        // SAFETY: as in `slot_words`.
+        let words: &[AtomicU64; slot::SLOT_WORDS] =
+            unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
+        // A packed write lands at the peer's receive position, so only a write
+        // there may travel in the slot (the endpoint's writes always do).
+        let packed = if offset == self.peer_pos & (self.ring_size - 1) {
+            slot::pack(seq, data, imm, &mut self.send_ref, |j, w| {
+                words[slot::slot_word(j)].store(w, Ordering::Relaxed)
+            })
+        } else {
+            None
+        };
+        let tag = match packed {
+            Some((tag, count)) => {
+                if slot::two_lines(count) {
+                    words[slot::LINE1_TAG].store(tag, Ordering::Release);
+                }
+                tag
+            }
+            None => {
+                // SAFETY: `offset + len <= ring_size` was checked, so the
+                // destination lies inside the peer's receive ring in the
+                // mapping; `data` is local memory, so the ranges do not
+                // overlap. By the ring protocol the peer reads this range only
+                // after the Release store below announces it.
                 unsafe {
-                    copy_piece(
-                        data.as_ptr().add(first),
-                        slot.add(SLOT_LINE1_DATA),
-                        data.len() - first,
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        self.ring_ptr(peer).add(offset as usize),
+                        data.len(),
                     );
                 }
-                self.slot_word_in(slot, SLOT_LINE1_TAG)
-                    .store(tag, Ordering::Release);
+                slot::ring_tag(seq, imm)
             }
-            // SAFETY: at most 48 bytes into the first line's data area of the
-            // same released slot.
-            unsafe {
-                copy_piece(data.as_ptr(), slot.add(SLOT_LINE0_DATA), first);
-            }
-            self.slot_word_in(slot, 8)
-                .store(INLINE_FLAG | (offset << 16) | len, Ordering::Relaxed);
-        } else {
-            // SAFETY: `offset + len <= ring_size` was checked, so the destination
-            // lies inside the peer's receive ring in the mapping; `data` is local
-            // memory, so the ranges do not overlap. By the ring protocol the peer
-            // reads this range only after the Release store below announces it.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr(),
-                    self.ring_ptr(peer).add(offset as usize),
-                    data.len(),
-                );
-            }
-            self.slot_word_in(slot, 8).store(0, Ordering::Relaxed);
-        }
-        self.slot_word_in(slot, 0).store(tag, Ordering::Release);
+        };
+        // Last, with Release: the reader's Acquire load of this word makes
+        // every store above visible to it (see the module doc).
+        words[0].store(tag, Ordering::Release);
         self.send_seq += 1;
+        self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
         Ok(())
     }
 
@@ -722,29 +739,219 @@ mod test {
             b.write_with_imm(0, &[], i).unwrap();
             assert_eq!(a.poll_imm().unwrap(), Some(i));
         }
-        // Inline (up to 104 bytes, in the slot) and not inline (in the ring).
+        // Writes at offsets other than the reader's receive position go
+        // through the ring, whatever their length.
         for len in [1usize, 47, 48, 49, 103, 104, 105, 200] {
             let data: Vec<u8> = (0..len).map(|i| (i * 3 + len) as u8).collect();
             a.write_with_imm(1024, &data, len as u32).unwrap();
             assert_eq!(b.poll_imm().unwrap(), Some(len as u32));
             assert_eq!(b.recv_bytes(1024, len as u64), &data[..], "length {len}");
         }
-        // A full completion ring is Busy until the peer polls. The reader
-        // publishes its count every eighth of the ring, so the writer may see
-        // up to an eighth fewer free slots than there are.
-        let mut n = 0u64;
-        while a.write_with_imm(0, &[1; 32], n as u32).is_ok() {
-            n += 1;
+    }
+
+    /// How write `seq` travelled, from the tag in the reader's slot.
+    fn kind_of(r: &ShmTransport, seq: u64) -> usize {
+        let tag = r.slot_words(r.slot_ptr(r.me, seq))[0].load(Ordering::Relaxed);
+        assert!(slot::holds(tag, seq), "tag {tag:#x} for write {seq}");
+        match slot::parse(tag, r.ring_size) {
+            Ok(slot::Announce::Ring { .. }) => 0,
+            Ok(slot::Announce::Packed { count, .. }) => 1 + usize::from(count > 7),
+            Err(e) => panic!("{e:?}"),
         }
-        assert!(
-            (COMP_SLOTS - COMP_SLOTS / 8..=COMP_SLOTS).contains(&n),
-            "{n}"
-        );
-        assert_eq!(a.write_with_imm(0, &[1; 32], 0), Err(TransportError::Busy));
-        for i in 0..COMP_SLOTS / 8 {
-            assert_eq!(b.poll_imm().unwrap(), Some(i as u32));
+    }
+
+    /// A writer that writes as the endpoint does (each write at the reader's
+    /// receive position, the immediate counting 32-byte blocks, a short
+    /// write announcing the rest of the ring at its end) and checks what the
+    /// reader gets.
+    struct Pair {
+        w: ShmTransport,
+        r: ShmTransport,
+        pos: u64,
+        sent: std::collections::VecDeque<(u64, Vec<u8>, u32)>,
+        prev: Vec<u8>,
+        /// Writes through the ring, packed in one line, packed in two.
+        kinds: [u64; 3],
+    }
+
+    impl Pair {
+        fn new(dir: &Path, ring: u64, slots: u64) -> Pair {
+            let path = dir.join(format!("slots-{slots}"));
+            let w = ShmTransport::create_with(&path, ring, slots).unwrap();
+            let r = ShmTransport::open(&path).unwrap();
+            assert_eq!(r.comp_slots, slots);
+            let prev = Vec::new();
+            Pair {
+                w,
+                r,
+                pos: 0,
+                sent: Default::default(),
+                prev,
+                kinds: [0; 3],
+            }
         }
-        a.write_with_imm(0, &[1; 32], 7).unwrap();
+
+        /// Writes `len` bytes keeping the previous write's 8-byte word `i`
+        /// when bit `i` of `keep` is set (others get `fill`); false when Busy.
+        fn write(&mut self, len: usize, keep: u64, fill: u8) -> bool {
+            let ring = self.w.ring_size;
+            let off = self.pos & (ring - 1);
+            let (data, imm) = if ring - off < wire_len(len) {
+                (
+                    vec![fill; (ring - off).min(32) as usize],
+                    ((ring - off) / 32) as u32,
+                )
+            } else {
+                let data = (0..len)
+                    .map(|i| match self.prev.get(i) {
+                        Some(&p) if keep >> (i / 8 % 64) & 1 == 1 => p,
+                        _ => fill.wrapping_add(i as u8),
+                    })
+                    .collect();
+                (data, (wire_len(len) / 32) as u32)
+            };
+            // The endpoint never writes over bytes the reader has not taken
+            // (its credits bound the ring): nor does this writer.
+            let unread: u64 = self.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
+            if unread + u64::from(imm) * 32 > ring {
+                return false;
+            }
+            match self.w.write_with_imm(off, &data, imm) {
+                Ok(()) => {}
+                Err(TransportError::Busy) => return false,
+                Err(e) => panic!("{e}"),
+            }
+            let seq = self.w.send_seq - 1;
+            self.kinds[kind_of(&self.r, seq)] += 1;
+            self.sent.push_back((off, data.clone(), imm));
+            self.prev = data;
+            self.pos += u64::from(imm) * 32;
+            true
+        }
+
+        /// Polls one completion and checks it; false when there was none.
+        fn take(&mut self) -> bool {
+            let Some(imm) = self.r.poll_imm().unwrap() else {
+                assert!(self.sent.is_empty(), "{} writes not seen", self.sent.len());
+                return false;
+            };
+            let (off, data, want) = self.sent.pop_front().expect("a completion nobody wrote");
+            assert_eq!(imm, want);
+            assert_eq!(self.r.recv_bytes(off, data.len() as u64), &data[..]);
+            true
+        }
+    }
+
+    /// Ring bytes a write of `len` takes (at least one 32-byte block).
+    fn wire_len(len: usize) -> u64 {
+        (len as u64).div_ceil(32).max(1) * 32
+    }
+
+    /// Every slot count the region accepts: writes of every kind around the
+    /// completion ring (several laps, the receive ring wrapping too), the
+    /// 16-bit sequence wrapping, and a full completion ring.
+    #[test]
+    fn every_slot_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut counts = vec![];
+        let mut n = *COMP_SLOTS_RANGE.start();
+        while n <= *COMP_SLOTS_RANGE.end() {
+            counts.push(n);
+            n *= 2;
+        }
+        assert!(counts.contains(&COMP_SLOTS) && counts.len() == 11);
+        let lens = [0usize, 3, 8, 32, 96, 96, 96, 100, 112, 128, 129, 200, 96];
+        for slots in counts {
+            // Room in the ring for a full completion ring of 96-byte writes.
+            let mut p = Pair::new(dir.path(), (slots * 128).max(4096), slots);
+            // Laps of the completion ring; at the ends of the range, past the
+            // 16-bit sequence's wrap (the largest ring is 4096 slots).
+            let writes = if slots == 4 || slots == 4096 {
+                70_000
+            } else {
+                3 * slots + 7
+            };
+            for i in 0..writes {
+                let keep = if i % 5 == 0 { 0 } else { !(0b1101 << (i % 9)) };
+                assert!(p.write(lens[i as usize % lens.len()], keep, i as u8));
+                assert!(p.take());
+            }
+            assert!(!p.take());
+            assert!(
+                p.kinds.iter().all(|&k| k > 0),
+                "{slots} slots: kinds {:?}",
+                p.kinds
+            );
+            // A full completion ring is Busy until the reader polls. The reader
+            // publishes its count every eighth of the ring (every receipt for 8
+            // slots or fewer), so the writer may see fewer free slots.
+            let every = (slots / 8).max(1);
+            let mut n = 0u64;
+            while p.write(96, u64::MAX, n as u8) {
+                n += 1;
+            }
+            assert!(
+                (slots - every + 1..=slots).contains(&n),
+                "{slots} slots: {n} writes"
+            );
+            assert!(!p.write(32, 0, 1));
+            for _ in 0..every {
+                assert!(p.take());
+            }
+            assert!(
+                p.write(96, u64::MAX, 7),
+                "{slots} slots: room after {every} polls"
+            );
+            while p.take() {}
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Random writes (lengths, repeated words) and a random polling
+        /// schedule arrive intact and in order, for any slot count.
+        #[test]
+        fn random_writes_arrive(
+            shift in 2u32..=12,
+            ops in proptest::collection::vec((0usize..=160, proptest::prelude::any::<u64>(), 0u8..4), 1..300),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut p = Pair::new(dir.path(), 1024, 1 << shift);
+            for (i, (len, keep, polls)) in ops.into_iter().enumerate() {
+                while !p.write(len, keep, i as u8) {
+                    proptest::prop_assert!(p.take());
+                }
+                for _ in 0..polls {
+                    p.take();
+                }
+            }
+            while p.take() {}
+        }
+    }
+
+    #[test]
+    fn corrupt_tag_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c");
+        let mut a = ShmTransport::create_with(&path, 4096, 8).unwrap();
+        let mut b = ShmTransport::open(&path).unwrap();
+        // A packed write claiming 128 bytes 64 bytes before the ring end.
+        a.write_with_imm(0, &[0; 32], 126).unwrap();
+        assert_eq!(b.poll_imm().unwrap(), Some(126));
+        let (tag, _) = slot::pack(1, &[1; 128], 1, &mut [1; 128], |_, _| ()).unwrap();
+        b.slot_words(b.slot_ptr(1, 1))[0].store(tag, Ordering::Release);
+        assert!(b.poll_imm().is_err());
+        // A packed write of more than seven words without line 1's tag copy.
+        let (tag, n) = slot::pack(2, &[1; 96], 1, &mut [0; 128], |_, _| ()).unwrap();
+        assert!(slot::two_lines(n));
+        let mut c = ShmTransport::open(&path).unwrap();
+        c.recv_seq = 2;
+        c.slot_words(c.slot_ptr(1, 2))[0].store(tag, Ordering::Release);
+        assert!(c.poll_imm().is_err());
+        // An unknown kind.
+        c.slot_words(c.slot_ptr(1, 2))[0].store(slot::seq_field(2) | 3 << 46, Ordering::Release);
+        assert!(c.poll_imm().is_err());
+        drop(a);
     }
 
     #[test]

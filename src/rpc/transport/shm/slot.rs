@@ -1,0 +1,411 @@
+//! The completion-slot codec of the shm transport: what the 64-bit tag of a
+//! slot says, and how a small write travels inside the slot. Pure functions
+//! over words (no shared memory), so the parser the reader applies to whatever
+//! the peer left in a slot is property-tested and fuzzed on its own
+//! (`fuzz/fuzz_targets/rpc_shm_slot.rs`).
+//!
+//! A slot is two cache lines of eight 64-bit words. Word 0 is the tag, the
+//! last word the writer stores (Release) and the only one the reader polls
+//! (Acquire):
+//!
+//! ```text
+//! bits 63..48  sequence + 1 (low 16 bits): the write this slot holds
+//! bits 47..46  kind: 0 = data in the receive ring, 1 = data in the slot
+//! kind 0:  bits 31..0 the immediate; bits 45..32 zero
+//! kind 1:  bits 45..30 word map (bit i: word i of the write is in the slot)
+//!          bits 29..22 length in bytes (0..=128)
+//!          bits 21..18 how many words are in the slot (the map's bit count,
+//!                      carried so the reader needs no population count)
+//!          bits 17..0  the immediate
+//! ```
+//!
+//! A write carried in the slot ("packed") is cut into little-endian words
+//! (the last one zero-padded) and compared with the previous packed write of
+//! the same direction, which both sides remember (the *reference*): only the
+//! words that differ travel, in order, in words 1-7 of line 0 and then words
+//! 9-15 of line 1 (whose word 8 repeats the tag, stored before line 0's tag).
+//! The reader rebuilds the write from those words and its reference. For the
+//! RPC endpoint's 96-byte batch of one 32-byte message (flow metadata and a
+//! message), the consumer position, the call id and the payload change and the
+//! message count, length, credit grant and padding repeat, so seven words or
+//! fewer travel and the write is one cache line, tag included. A packed write
+//! always lands at the reader's next receive position (the sum of the
+//! immediates so far), so the slot carries no offset.
+
+#![forbid(unsafe_code)]
+
+/// Words in a slot (two cache lines).
+pub const SLOT_WORDS: usize = 16;
+/// Word of line 1 that repeats the tag when line 1 carries data.
+pub const LINE1_TAG: usize = 8;
+/// Changed words a slot carries: 7 in line 0, 7 in line 1.
+pub const MAX_CHANGED: usize = 14;
+/// Changed words that fit line 0 with its tag.
+pub const LINE0_CHANGED: usize = 7;
+/// Longest packed write in bytes (the word map has 16 bits).
+pub const PACK_MAX: usize = 128;
+/// Words of the longest packed write.
+pub const PACK_WORDS: usize = PACK_MAX / 8;
+/// Largest immediate a packed write's tag holds.
+pub const PACK_IMM_MAX: u32 = (1 << 18) - 1;
+
+const SEQ_SHIFT: u32 = 48;
+const KIND_SHIFT: u32 = 46;
+const KIND_MASK: u64 = 3;
+const KIND_RING: u64 = 0;
+const KIND_PACKED: u64 = 1;
+const MAP_SHIFT: u32 = 30;
+const LEN_SHIFT: u32 = 22;
+const COUNT_SHIFT: u32 = 18;
+const RING_RESERVED: u64 = ((1 << KIND_SHIFT) - 1) & !0xffff_ffff;
+
+/// The bytes one direction's packed writes are compared with, word by word:
+/// the previous packed writes' bytes (zero at start; a shorter write leaves the
+/// bytes past its last word), kept identically by writer and reader.
+pub type Reference = [u8; PACK_MAX];
+
+/// The tag's sequence field for write number `seq` (counted from 0): never 0
+/// for the first lap, so a zeroed slot is not mistaken for a write.
+#[inline(always)]
+pub fn seq_field(seq: u64) -> u64 {
+    (seq.wrapping_add(1) & 0xffff) << SEQ_SHIFT
+}
+
+/// Whether `tag` holds write number `seq`.
+#[inline(always)]
+pub fn holds(tag: u64, seq: u64) -> bool {
+    tag & (0xffff << SEQ_SHIFT) == seq_field(seq)
+}
+
+/// The tag of write `seq` whose bytes were copied into the receive ring.
+#[inline(always)]
+pub fn ring_tag(seq: u64, imm: u32) -> u64 {
+    seq_field(seq) | (KIND_RING << KIND_SHIFT) | u64::from(imm)
+}
+
+/// Whether a packed write of `count` changed words uses line 1 too (its
+/// words and the tag's copy).
+#[inline(always)]
+pub const fn two_lines(count: usize) -> bool {
+    count > LINE0_CHANGED
+}
+
+/// Slot word that carries changed word number `j` (`j < MAX_CHANGED`): 1-7 in
+/// line 0, 9-15 in line 1 (masked into the slot for any `j`).
+#[inline(always)]
+pub const fn slot_word(j: usize) -> usize {
+    (1 + j + (j >= LINE0_CHANGED) as usize) & (SLOT_WORDS - 1)
+}
+
+/// Little-endian word `i` of `b` (`8 * i + 8 <= b.len()`, else 0).
+#[inline(always)]
+fn word(b: &[u8], i: usize) -> u64 {
+    match b.get(8 * i..8 * i + 8) {
+        Some(c) => u64::from_le_bytes(c.try_into().unwrap_or([0; 8])),
+        None => 0,
+    }
+}
+
+/// The word map of `data` against `reference` (bit `i` set when word `i`,
+/// the last one zero-padded, differs) and its bit count.
+#[inline(always)]
+fn changed_words(data: &[u8], reference: &Reference) -> (u64, usize) {
+    let full = data.chunks_exact(8);
+    let tail = full.remainder();
+    let n = full.len();
+    let mut map = 0u64;
+    if !tail.is_empty() {
+        let mut b = [0u8; 8];
+        b[..tail.len()].copy_from_slice(tail);
+        map = u64::from(u64::from_le_bytes(b) != word(reference, n));
+    }
+    let mut count = map as usize;
+    // From the last whole word to the first, so the map grows by a shift.
+    for (c, r) in full.zip(reference.chunks_exact(8)).rev() {
+        let d = word(c, 0) != word(r, 0);
+        map = map << 1 | u64::from(d);
+        count += usize::from(d);
+    }
+    (map, count)
+}
+
+/// Copies `src[..n]` to `dst[..n]` (both at least `n` long, `n <= PACK_MAX`)
+/// as two overlapping fixed-size moves for the lengths packed writes have,
+/// not a `memcpy` call: this is on the round trip at queue depth 1.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8], n: usize) {
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    match n {
+        64..=PACK_MAX => {
+            dst[..64].copy_from_slice(&src[..64]);
+            dst[n - 64..].copy_from_slice(&src[n - 64..]);
+        }
+        32..=63 => {
+            dst[..32].copy_from_slice(&src[..32]);
+            dst[n - 32..].copy_from_slice(&src[n - 32..]);
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+/// Packs write `seq` (`data`, immediate `imm`) against `reference`: hands
+/// each changed word to `put(j, word)` (`j` counting from 0; see
+/// [`slot_word`]) and returns the tag and how many words it put, or `None`
+/// (having put nothing) when the write does not fit a slot: longer than
+/// [`PACK_MAX`], an immediate above [`PACK_IMM_MAX`], or more than
+/// [`MAX_CHANGED`] changed words. On success `reference` holds the write's
+/// words, as the reader's will after [`unpack`].
+#[inline(always)]
+pub fn pack(
+    seq: u64,
+    data: &[u8],
+    imm: u32,
+    reference: &mut Reference,
+    mut put: impl FnMut(usize, u64),
+) -> Option<(u64, usize)> {
+    if data.len() > PACK_MAX || imm > PACK_IMM_MAX {
+        return None;
+    }
+    let (map, count) = changed_words(data, reference);
+    if count > MAX_CHANGED {
+        return None;
+    }
+    let mut m = map;
+    let mut j = 0;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        let w = match data.get(8 * i..) {
+            Some(t) if t.len() >= 8 => word(t, 0),
+            Some(t) => {
+                let mut b = [0u8; 8];
+                b[..t.len()].copy_from_slice(t);
+                u64::from_le_bytes(b)
+            }
+            None => 0,
+        };
+        put(j, w);
+        if let Some(r) = reference.get_mut(8 * i..8 * i + 8) {
+            r.copy_from_slice(&w.to_le_bytes());
+        }
+        j += 1;
+        m &= m - 1;
+    }
+    let tag = seq_field(seq)
+        | (KIND_PACKED << KIND_SHIFT)
+        | (map << MAP_SHIFT)
+        | ((data.len() as u64) << LEN_SHIFT)
+        | ((count as u64) << COUNT_SHIFT)
+        | u64::from(imm);
+    Some((tag, count))
+}
+
+/// What a tag announces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Announce {
+    /// The bytes are in the receive ring already.
+    Ring {
+        /// The immediate.
+        imm: u32,
+    },
+    /// The bytes are in the slot: `count` changed words, `len` bytes.
+    Packed {
+        /// The immediate.
+        imm: u32,
+        /// Length of the write in bytes.
+        len: usize,
+        /// Word map: bit `i` set when word `i` is in the slot.
+        map: u16,
+        /// Words in the slot (the map's bit count, as the writer stated it).
+        count: usize,
+    },
+}
+
+/// A tag that is no valid slot tag (a corrupt or foreign peer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadTag(pub u64);
+
+/// Parses a tag already known to hold the expected sequence ([`holds`]);
+/// `room` is how many bytes the receive ring has from the reader's next
+/// receive position to its end (a packed write lands there and must fit).
+#[inline(always)]
+pub fn parse(tag: u64, room: u64) -> Result<Announce, BadTag> {
+    match (tag >> KIND_SHIFT) & KIND_MASK {
+        KIND_RING if tag & RING_RESERVED == 0 => Ok(Announce::Ring { imm: tag as u32 }),
+        KIND_PACKED => {
+            let map = ((tag >> MAP_SHIFT) & 0xffff) as u16;
+            let len = ((tag >> LEN_SHIFT) & 0xff) as usize;
+            // A count that disagrees with the map (a corrupt peer) yields
+            // wrong bytes, never an access outside the slot or the ring.
+            let count = ((tag >> COUNT_SHIFT) & 0xf) as usize;
+            let n = len.div_ceil(8);
+            if len > PACK_MAX
+                || u32::from(map) >> n != 0
+                || count > MAX_CHANGED
+                || len as u64 > room
+            {
+                return Err(BadTag(tag));
+            }
+            Ok(Announce::Packed {
+                imm: (tag & u64::from(PACK_IMM_MAX)) as u32,
+                len,
+                map,
+                count,
+            })
+        }
+        _ => Err(BadTag(tag)),
+    }
+}
+
+/// Rebuilds a packed write into `out` (its first `len` bytes, `len` clamped to
+/// `out` and [`PACK_MAX`]) from its changed words (`changed(j)` is changed word
+/// `j`, `j < count` of [`Announce::Packed`]) and `reference`, which it updates
+/// like [`pack`] did on the writer's side.
+#[inline(always)]
+pub fn unpack(
+    map: u16,
+    len: usize,
+    changed: impl Fn(usize) -> u64,
+    reference: &mut Reference,
+    out: &mut [u8],
+) {
+    let mut m = map;
+    let mut j = 0;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        if let Some(r) = reference.get_mut(8 * i..8 * i + 8) {
+            r.copy_from_slice(&changed(j).to_le_bytes());
+        }
+        j += 1;
+        m &= m - 1;
+    }
+    let len = len.min(PACK_MAX).min(out.len());
+    copy_short(out, reference, len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Writes through `pack`, a slot of words, `parse` and `unpack`, as the
+    /// transport moves them.
+    fn round_trip(seq: u64, data: &[u8], imm: u32, wr: &mut Reference, rd: &mut Reference) -> bool {
+        let mut slot = [0u64; SLOT_WORDS];
+        let Some((tag, n)) = pack(seq, data, imm, wr, |j, w| slot[slot_word(j)] = w) else {
+            assert_eq!(slot, [0; SLOT_WORDS]);
+            return false;
+        };
+        assert!(holds(tag, seq) && !holds(tag, seq + 1));
+        slot[0] = tag;
+        let Ok(Announce::Packed {
+            imm: i,
+            len,
+            map,
+            count,
+        }) = parse(slot[0], PACK_MAX as u64)
+        else {
+            panic!("tag {tag:#x} does not parse");
+        };
+        assert_eq!((i, len, count), (imm, data.len(), n));
+        let mut out = [0u8; PACK_MAX];
+        unpack(map, len, |j| slot[slot_word(j)], rd, &mut out);
+        assert_eq!(&out[..len], data);
+        assert_eq!(wr, rd);
+        true
+    }
+
+    #[test]
+    fn one_line_for_a_repeating_batch() {
+        // The bench's batch: flow metadata and one 32-byte message; only the
+        // consumer position, the call id and the payload's sequence change.
+        let (mut wr, mut rd) = ([0; PACK_MAX], [0; PACK_MAX]);
+        let batch = |k: u64| {
+            let mut b = [0u8; 96];
+            b[..8].copy_from_slice(&(k * 96).to_le_bytes());
+            b[16] = 1;
+            b[32..36].copy_from_slice(&(k as u32).to_le_bytes());
+            b[36] = 3;
+            b[40] = 32;
+            b[44..52].copy_from_slice(&k.to_le_bytes());
+            b[52..76].fill(0xa5);
+            b
+        };
+        assert!(round_trip(0, &batch(0), 3, &mut wr, &mut rd));
+        for k in 1..100 {
+            let (_, n) = pack(k, &batch(k), 3, &mut wr.clone(), |_, _| ()).unwrap();
+            assert!(!two_lines(n), "{n} words");
+            assert!(round_trip(k, &batch(k), 3, &mut wr, &mut rd));
+        }
+        // A 32-byte payload that changes entirely still fits line 0 alone.
+        let mut b = batch(100);
+        b[52..76].fill(0x11);
+        assert_eq!(pack(100, &b, 3, &mut wr.clone(), |_, _| ()).unwrap().1, 7);
+    }
+
+    #[test]
+    fn limits() {
+        let mut r = [0; PACK_MAX];
+        let none = |_, _| panic!("a refused write puts no word");
+        assert!(pack(0, &[1; 129], 1, &mut r, none).is_none());
+        assert!(pack(0, &[1; 8], PACK_IMM_MAX + 1, &mut r, none).is_none());
+        assert!(pack(0, &[1; 128], 1, &mut r, none).is_none()); // 16 changed words
+        assert_eq!(r, [0; PACK_MAX], "a refused write leaves the reference");
+        assert_eq!(pack(0, &[1; 112], 1, &mut r, |_, _| ()).unwrap().1, 14);
+        assert_eq!(pack(1, &[1; 128], 1, &mut r, |_, _| ()).unwrap().1, 2);
+        // Sequence numbers wrap at 16 bits, never to the zeroed slot's 0 in a
+        // slot that held the write one lap (at most 4096 writes) earlier.
+        assert!(holds(ring_tag(65535, 0), 65535) && !holds(0, 65535 - 4096));
+        assert!(!holds(0, 0) && holds(ring_tag(0, 9), 0));
+        assert_eq!(parse(ring_tag(5, 77), 0), Ok(Announce::Ring { imm: 77 }));
+        assert!(parse(ring_tag(5, 77) | 1 << 40, 0).is_err());
+        assert!(parse(3 << KIND_SHIFT, 0).is_err());
+        // A packed write longer than the room to the ring end.
+        let (tag, _) = pack(2, &[7; 64], 2, &mut [0; PACK_MAX], |_, _| ()).unwrap();
+        assert!(parse(tag, 63).is_err() && parse(tag, 64).is_ok());
+    }
+
+    proptest! {
+        /// Any sequence of writes (words often repeated from the previous one)
+        /// that packs comes out as it went in, with both references equal.
+        #[test]
+        fn pack_unpack_round_trip(
+            writes in proptest::collection::vec(
+                (proptest::collection::vec(any::<u8>(), 0..=140), any::<u64>(), 0u32..=PACK_IMM_MAX + 8),
+                1..40,
+            ),
+        ) {
+            let (mut wr, mut rd) = ([0; PACK_MAX], [0; PACK_MAX]);
+            let mut prev: Vec<u8> = Vec::new();
+            for (seq, (mut data, keep, imm)) in writes.into_iter().enumerate() {
+                // Keep some bytes of the previous write, so words repeat.
+                for (i, b) in data.iter_mut().enumerate() {
+                    if keep >> (i / 8 % 64) & 1 == 1 {
+                        if let Some(&p) = prev.get(i) {
+                            *b = p;
+                        }
+                    }
+                }
+                let before = wr;
+                if !round_trip(seq as u64, &data, imm, &mut wr, &mut rd) {
+                    prop_assert_eq!(wr, before);
+                    prop_assert!(data.len() > PACK_MAX || imm > PACK_IMM_MAX || data.len() > 8 * MAX_CHANGED);
+                }
+                prev = data;
+            }
+        }
+
+        /// Whatever a peer leaves in a slot, parsing and unpacking never panic
+        /// and a packed write never claims more than the room it was given.
+        #[test]
+        fn parse_any_tag(tag in any::<u64>(), room in 0u64..300, words in any::<[u64; SLOT_WORDS]>()) {
+            if let Ok(Announce::Packed { len, map, count, .. }) = parse(tag, room) {
+                prop_assert!(len as u64 <= room && len <= PACK_MAX && count <= MAX_CHANGED);
+                let mut r = [0; PACK_MAX];
+                let mut out = [0u8; PACK_MAX];
+                unpack(map, len, |j| words[slot_word(j)], &mut r, &mut out);
+                // Unpacking arbitrary words into a short buffer stays inside it.
+                unpack(map, len, |j| words[slot_word(j)], &mut r, &mut out[..3]);
+            }
+        }
+    }
+}
