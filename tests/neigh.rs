@@ -438,12 +438,13 @@ fn a_resolution_that_learns_from_the_peers_request_answers_it_before_returning()
         pool,
     );
     let (rx, tx) = (&mut port.rx[0], &mut port.tx[0]);
-    let mac = bind::resolve_peer(
+    let mac = bind::resolve(
         &shared,
         rx.as_mut(),
         tx.as_mut(),
         IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1)),
         IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)),
+        bind::Lookup::Peer(bind::PEER_RESOLVE_TIMEOUT),
     )
     .unwrap();
     assert_eq!(mac, PEER);
@@ -523,6 +524,56 @@ fn udp_datagram_keys_are_checked() {
         &ok.replace("10.9.0.1:5000", "10.9.0.1"),
         "not an IPv4 address with a port",
     );
+    // `resolve_timeout`: a duration in range, on a port with a peer.
+    let plan = linerate::pipeline::load_str(
+        Path::new("x.toml"),
+        &datagram_pipeline(&format!("{ok}\nresolve_timeout = \"1.5s\"")),
+    )
+    .unwrap();
+    assert!(
+        plan.to_string().contains("(peer resolved within 1.5s)"),
+        "{plan}"
+    );
+    for (value, want) in [
+        ("\"soon\"", "resolve_timeout"),
+        ("\"0s\"", "`resolve_timeout` 0ns is out of range"),
+        ("\"2h\"", "`resolve_timeout` 7200s is out of range"),
+        ("[1]", "resolve_timeout"),
+    ] {
+        bad(&format!("{ok}\nresolve_timeout = {value}"), want);
+    }
+    bad(
+        "ip = \"10.9.0.1/24\"\nresolve_timeout = \"1s\"",
+        "`resolve_timeout` is how long `udp_connect` is resolved: it needs `udp_connect`",
+    );
+    // On the command line: bad input, exit 2, naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(
+        dir.path(),
+        "bad.toml",
+        &datagram_pipeline(&format!("{ok}\nresolve_timeout = \"-1s\"")),
+    );
+    let out = util::bin().arg("check").arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("resolve_timeout"), "{err}");
+}
+
+#[test]
+fn peer_lookups_wait_what_they_are_given() {
+    use bind::{Lookup, RESOLVE_ATTEMPTS, RESOLVE_INTERVAL};
+    assert_eq!(Lookup::Gateway.attempts(), RESOLVE_ATTEMPTS);
+    // The default: thirty requests, 300 ms apart.
+    assert_eq!(Lookup::Peer(bind::PEER_RESOLVE_TIMEOUT).attempts(), 30);
+    // Rounded up, so the wait is never shorter than asked; at least one.
+    assert_eq!(Lookup::Peer(RESOLVE_INTERVAL * 5).attempts(), 5);
+    assert_eq!(
+        Lookup::Peer(RESOLVE_INTERVAL * 5 + Duration::from_nanos(1)).attempts(),
+        6
+    );
+    assert_eq!(Lookup::Peer(Duration::from_millis(1)).attempts(), 1);
+    assert_eq!(Lookup::Peer(Duration::ZERO).attempts(), 1);
+    assert_eq!(Lookup::Peer(Duration::MAX).attempts(), u32::MAX);
 }
 
 #[test]
@@ -532,7 +583,7 @@ fn a_datagram_peer_that_never_answers_fails_naming_it() {
         dir.path(),
         "dgram.toml",
         &datagram_pipeline(
-            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
+            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"\nresolve_timeout = \"1.5s\"",
         ),
     );
     let t0 = StdInstant::now();
@@ -544,11 +595,16 @@ fn a_datagram_peer_that_never_answers_fails_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("[port.w]"), "{err}");
+    // `resolve_timeout` set how many requests went out (1.5 s / 300 ms),
+    // and the error says so, with the key that sets it.
     assert!(
-        err.contains("peer 10.9.0.3 did not answer: 30 ARP requests from 10.9.0.1"),
+        err.contains(
+            "peer 10.9.0.3 did not answer: 5 ARP requests from 10.9.0.1 went unanswered over 1.5s"
+        ),
         "{err}"
     );
-    // Thirty attempts 300 ms apart, then the error: no hang.
+    assert!(err.contains("`resolve_timeout` = \"1.5s\""), "{err}");
+    // Then the error: no hang.
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
 

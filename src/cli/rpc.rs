@@ -136,7 +136,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub core: Option<usize>,
     /// Wait this long for the server; with reliable-udp, also how long
-    /// responses may stop before the server rank is called dead or hung.
+    /// responses may stop before the server rank is called dead or hung;
+    /// with reliable-dpdk, also how long each rank's port waits for the
+    /// other's to answer ARP.
     #[arg(long, default_value = "30s", value_parser = duration_arg)]
     pub timeout: Duration,
     /// The client rank's UDP address, IP:PORT (`--transport reliable-udp`).

@@ -521,8 +521,17 @@ fn open_dpdk(
         crate::pipeline::UdpBinding {
             bind: mine,
             connect: peer,
+            // The peer rank may start late: wait for it as long as for any
+            // other step of the job.
+            resolve_timeout: args.timeout,
         },
     )
+    .map_err(|e| {
+        format!(
+            "{e} (--timeout {:?} is how long the peer is waited for)",
+            args.timeout
+        )
+    })
 }
 
 #[cfg(not(feature = "dpdk"))]

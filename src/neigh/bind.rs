@@ -28,11 +28,42 @@ use super::{wire, Config, Neighbour, Resolution};
 
 /// How many requests a gateway resolution sends before giving up.
 pub const RESOLVE_ATTEMPTS: u32 = 5;
-/// How many a peer's resolution sends (`udp_connect`): the peer may be a
-/// process starting at the same time as this one, still opening its port.
-pub const PEER_RESOLVE_ATTEMPTS: u32 = 30;
+/// How long a peer's resolution (`udp_connect`) waits by default
+/// (`resolve_timeout`): the peer may be a process starting at the same time
+/// as this one, still opening its port.
+pub const PEER_RESOLVE_TIMEOUT: Duration = Duration::from_secs(9);
 /// The wait between two requests of a resolution.
 pub const RESOLVE_INTERVAL: Duration = Duration::from_millis(300);
+
+/// Whom a resolution asks for, which sets how long it waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// A generator's `gateway`: [`RESOLVE_ATTEMPTS`] requests.
+    Gateway,
+    /// A port's `udp_connect` peer, waited for this long in all (at least
+    /// one request; as many as fit, [`RESOLVE_INTERVAL`] apart, rounded up).
+    Peer(Duration),
+}
+
+impl Lookup {
+    /// How many requests it sends before giving up.
+    pub fn attempts(self) -> u32 {
+        match self {
+            Lookup::Gateway => RESOLVE_ATTEMPTS,
+            Lookup::Peer(total) => {
+                let n = total.as_nanos().div_ceil(RESOLVE_INTERVAL.as_nanos());
+                u32::try_from(n).unwrap_or(u32::MAX).max(1)
+            }
+        }
+    }
+
+    fn role(self) -> &'static str {
+        match self {
+            Lookup::Gateway => "gateway",
+            Lookup::Peer(_) => "peer",
+        }
+    }
+}
 
 /// A port's neighbour core and what its wrapped queues share.
 pub struct NeighPort {
@@ -344,49 +375,19 @@ impl PortStats for NeighStats {
 }
 
 /// Resolves `target` from `source` on a wrapped port, before any stage runs:
-/// sends a request every [`RESOLVE_INTERVAL`], up to [`RESOLVE_ATTEMPTS`],
+/// sends a request every [`RESOLVE_INTERVAL`], as many as `lookup` allows,
 /// polling `rx` (the port's wrapped queue 0) for the answer and sending
 /// through `tx` (its wrapped queue 0). Frames other than the answer are
-/// dropped. The error says what was asked and how often.
+/// dropped. The error says what was asked, how often and for how long.
 pub fn resolve(
     shared: &NeighPort,
     rx: &mut dyn RxQueue,
     tx: &mut dyn TxQueue,
     target: IpAddr,
     source: IpAddr,
+    lookup: Lookup,
 ) -> Result<[u8; 6], String> {
-    resolve_as(shared, rx, tx, target, source, RESOLVE_ATTEMPTS, "gateway")
-}
-
-/// [`resolve`] for a peer that may still be starting (`udp_connect`): up to
-/// [`PEER_RESOLVE_ATTEMPTS`] requests.
-pub fn resolve_peer(
-    shared: &NeighPort,
-    rx: &mut dyn RxQueue,
-    tx: &mut dyn TxQueue,
-    target: IpAddr,
-    source: IpAddr,
-) -> Result<[u8; 6], String> {
-    resolve_as(
-        shared,
-        rx,
-        tx,
-        target,
-        source,
-        PEER_RESOLVE_ATTEMPTS,
-        "peer",
-    )
-}
-
-fn resolve_as(
-    shared: &NeighPort,
-    rx: &mut dyn RxQueue,
-    tx: &mut dyn TxQueue,
-    target: IpAddr,
-    source: IpAddr,
-    attempts: u32,
-    role: &str,
-) -> Result<[u8; 6], String> {
+    let (attempts, role) = (lookup.attempts(), lookup.role());
     let clock = Clock::new();
     shared
         .core()

@@ -690,7 +690,10 @@ impl fmt::Display for Plan {
             let owns = spec.neigh.as_ref().map_or(String::new(), |n| {
                 let a: Vec<String> = n.addrs.iter().map(ToString::to_string).collect();
                 let udp = n.udp.map_or(String::new(), |u| {
-                    format!("; carries UDP datagrams {} <-> {}", u.bind, u.connect)
+                    format!(
+                        "; carries UDP datagrams {} <-> {} (peer resolved within {:?})",
+                        u.bind, u.connect, u.resolve_timeout
+                    )
                 });
                 format!("; owns {} (answers ARP/NDP){udp}", a.join(", "))
             });

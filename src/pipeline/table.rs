@@ -197,7 +197,7 @@ impl<'t, 'i> Table<'t, 'i> {
     }
 
     /// A value given as a string to parse, or (when `numbers` allows) a bare number.
-    fn parsed<T, E: std::fmt::Display>(
+    pub(crate) fn parsed<T, E: std::fmt::Display>(
         &mut self,
         sink: &mut Sink<'_>,
         key: &str,

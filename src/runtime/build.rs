@@ -264,9 +264,10 @@ pub fn build_with(plan: &Plan, mode: Mode) -> Result<Built, BuildError> {
                 let o = match n.udp {
                     Some(udp) => carry_datagrams(o, &shared, udp).map_err(|e| {
                         BuildError::Runtime(format!(
-                            "{}: [port.{}]: {e}",
+                            "{}: [port.{}]: {e} (`resolve_timeout` = \"{:?}\" is how long the peer is waited for)",
                             p.file.display(),
-                            spec.name
+                            spec.name,
+                            udp.resolve_timeout
                         ))
                     })?,
                     None => o,
@@ -429,8 +430,7 @@ type NeighPorts = BTreeMap<String, Arc<neigh_bind::NeighPort>>;
 /// Makes a frame port that owns addresses carry UDP datagrams between
 /// `udp.bind` and `udp.connect` ([`crate::port::encap`]): first resolves the
 /// peer's MAC address through the port's queue 0 (answering the peer's own
-/// requests meanwhile), waiting as long as a peer that starts at the same
-/// time needs ([`neigh_bind::PEER_RESOLVE_ATTEMPTS`]).
+/// requests meanwhile) for `udp.resolve_timeout` in all.
 pub fn carry_datagrams(
     mut port: crate::port::OpenPort,
     shared: &neigh_bind::NeighPort,
@@ -439,12 +439,13 @@ pub fn carry_datagrams(
     let (Some(rx), Some(tx)) = (port.rx.first_mut(), port.tx.first_mut()) else {
         return Err("`udp_connect` needs the port to receive and transmit on its queue 0".into());
     };
-    let peer_mac = neigh_bind::resolve_peer(
+    let peer_mac = neigh_bind::resolve(
         shared,
         rx.as_mut(),
         tx.as_mut(),
         std::net::IpAddr::V4(*udp.connect.ip()),
         std::net::IpAddr::V4(*udp.bind.ip()),
+        neigh_bind::Lookup::Peer(udp.resolve_timeout),
     )?;
     Ok(crate::port::encap::wrap(
         port,
@@ -506,7 +507,14 @@ fn resolve_gateways(
                 "`gateway` needs port `{port}` to receive and transmit on its queue 0"
             )));
         };
-        let r = neigh_bind::resolve(shared, rxq.as_mut(), txq.as_mut(), gw, source);
+        let r = neigh_bind::resolve(
+            shared,
+            rxq.as_mut(),
+            txq.as_mut(),
+            gw,
+            source,
+            neigh_bind::Lookup::Gateway,
+        );
         rx_sides.insert(port.to_string(), rxq);
         tx_sides.insert(tx.to_string(), txq);
         let mac = r.map_err(|e| {

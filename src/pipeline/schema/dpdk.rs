@@ -53,6 +53,7 @@ const KEYS: &[Key] = &[
     super::neigh::MAC,
     super::neigh::UDP_BIND,
     super::neigh::UDP_CONNECT,
+    super::neigh::RESOLVE_TIMEOUT,
 ];
 
 pub(super) const DEF: PortDef = PortDef::new(

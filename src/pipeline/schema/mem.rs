@@ -45,6 +45,7 @@ const KEYS: &[Key] = &[
     super::neigh::MAC,
     super::neigh::UDP_BIND,
     super::neigh::UDP_CONNECT,
+    super::neigh::RESOLVE_TIMEOUT,
     Key::new(
         "queues",
         "integer 1..=256",

@@ -1,8 +1,9 @@
 //! The keys of a port that owns addresses and answers ARP/NDP for them
 //! (`ip`, `mac`), and of one that carries UDP datagrams in its frames
-//! (`udp_bind`, `udp_connect`), shared by the kinds that can (mem, dpdk): a
-//! kind declares [`IP`] and [`MAC`] (and [`UDP_BIND`], [`UDP_CONNECT`]) among
-//! its keys, and `parse_port` reads them for it.
+//! (`udp_bind`, `udp_connect`, `resolve_timeout`), shared by the kinds that
+//! can (mem, dpdk): a kind declares [`IP`] and [`MAC`] (and [`UDP_BIND`],
+//! [`UDP_CONNECT`], [`RESOLVE_TIMEOUT`]) among its keys, and `parse_port`
+//! reads them for it.
 
 use toml::de::DeValue;
 
@@ -40,6 +41,17 @@ pub(super) const UDP_CONNECT: Key = Key::new(
     "the peer's address (on the subnet of `udp_bind`): its MAC address is resolved (ARP) before any stage runs, and every datagram a stage sends leaves in a frame to it; needs `udp_bind`",
 );
 
+/// `resolve_timeout`: how long the port waits for `udp_connect` to answer ARP.
+pub(super) const RESOLVE_TIMEOUT: Key = Key::new(
+    "resolve_timeout",
+    "duration (1ms to 1h)",
+    "9s",
+    "how long the port waits, before any stage runs, for `udp_connect` to answer ARP (a request every 300 ms, answering the peer's meanwhile): longer for a peer that starts slowly, shorter to fail fast on a dead one; needs `udp_connect`",
+);
+
+/// The longest `resolve_timeout`: longer is a typo, not a slow peer.
+const MAX_RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// A port's own addresses (`ip = ["10.1.0.2/24"]`) and the MAC address it
 /// answers with (`mac`; default: the device's own, or 02:00:00:00:00:02 on a
 /// port without one).
@@ -62,6 +74,9 @@ pub struct UdpBinding {
     pub bind: std::net::SocketAddrV4,
     /// Where they are sent (`udp_connect`).
     pub connect: std::net::SocketAddrV4,
+    /// How long the peer's MAC address is waited for, before any stage runs
+    /// (`resolve_timeout`).
+    pub resolve_timeout: std::time::Duration,
 }
 
 /// A port's `udp_bind` and `udp_connect`, checked against its addresses.
@@ -69,6 +84,7 @@ fn parse_udp(
     t: &mut Table<'_, '_>,
     sink: &mut Sink<'_>,
     addrs: &[crate::neigh::Owned],
+    resolve_timeout: Option<std::time::Duration>,
 ) -> Option<UdpBinding> {
     let (has_bind, has_connect) = (t.has("udp_bind"), t.has("udp_connect"));
     if !has_bind && !has_connect {
@@ -108,6 +124,7 @@ fn parse_udp(
         return None;
     }
     let ((bind, bspan), (connect, cspan)) = (bind?, connect?);
+    let resolve_timeout = resolve_timeout?;
     let Some(own) = addrs
         .iter()
         .find(|a| a.ip == std::net::IpAddr::V4(*bind.ip()))
@@ -134,7 +151,53 @@ fn parse_udp(
         );
         return None;
     }
-    Some(UdpBinding { bind, connect })
+    Some(UdpBinding {
+        bind,
+        connect,
+        resolve_timeout,
+    })
+}
+
+/// A port's `resolve_timeout` (default [`crate::neigh::bind::PEER_RESOLVE_TIMEOUT`]),
+/// `None` when it is wrong (reported): not a duration, out of range, or
+/// given without `udp_connect`.
+fn resolve_timeout(
+    t: &mut Table<'_, '_>,
+    sink: &mut Sink<'_>,
+    has_connect: bool,
+) -> Option<std::time::Duration> {
+    const KEY: &str = "resolve_timeout";
+    if !t.has(KEY) {
+        return Some(crate::neigh::bind::PEER_RESOLVE_TIMEOUT);
+    }
+    let (d, span) = t.parsed(
+        sink,
+        KEY,
+        crate::units::parse_duration,
+        "a duration like \"9s\"",
+    )?;
+    let hint = || Some("a duration from 1ms to 1h, like resolve_timeout = \"30s\"".into());
+    if !has_connect {
+        sink.error(
+            span,
+            &t.path,
+            Some(KEY),
+            "`resolve_timeout` is how long `udp_connect` is resolved: it needs `udp_connect`",
+            Some("udp_bind = \"10.77.0.11:47201\" and udp_connect = \"10.77.0.12:47202\"".into()),
+        );
+        return None;
+    }
+    if d < std::time::Duration::from_millis(1) || d > MAX_RESOLVE_TIMEOUT {
+        sink.error(
+            span,
+            &t.path,
+            Some(KEY),
+            format!("`resolve_timeout` {d:?} is out of range"),
+            hint(),
+        );
+        return None;
+    }
+    Some(d)
 }
 
 /// A port's `ip` (one address or a list, each `ADDRESS/PREFIX`) and `mac`.
@@ -143,6 +206,9 @@ pub(super) fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighS
         || Some("addresses with their prefix, like [\"10.1.0.2/24\", \"fd00:1::2/64\"]".into());
     let mac_given = t.has("mac");
     let udp_given = t.has("udp_bind") || t.has("udp_connect");
+    // Read first, so that it is checked (and never called unknown) even on
+    // a port whose `ip` is missing.
+    let resolve_timeout = resolve_timeout(t, sink, t.has("udp_connect"));
     let mac = mac_given.then(|| common::mac(t, sink, "mac", [0; 6]));
     t.mark_used("ip");
     let span = t.span_of("ip");
@@ -221,6 +287,6 @@ pub(super) fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<NeighS
             Err(e) => sink.error(span.clone(), &t.path, Some("ip"), e, hint()),
         }
     }
-    let udp = parse_udp(t, sink, &addrs);
+    let udp = parse_udp(t, sink, &addrs, resolve_timeout);
     Some(NeighSpec { addrs, mac, udp })
 }

@@ -108,7 +108,8 @@ pub struct BenchConfig {
     /// Core to pin to.
     pub core: Option<usize>,
     /// Wait this long for the server; with reliable-udp, also how long
-    /// responses may stop before the server is called dead or hung.
+    /// responses may stop before the server is called dead or hung; with
+    /// reliable-dpdk, also how long each port waits for the peer's ARP answer.
     pub timeout: Duration,
     /// The client's UDP address (`--transport reliable-udp`, rank 0).
     pub client: Option<std::net::SocketAddr>,
