@@ -343,37 +343,31 @@ fn an_unanswered_gateway_fails_naming_the_address() {
 
 #[test]
 fn gateway_keys_are_checked() {
-    let bad = |text: &str, want: &str| {
-        let e = linerate::pipeline::load_str(Path::new("x.toml"), text)
-            .err()
-            .unwrap_or_else(|| panic!("accepted: {text}"))
-            .to_string();
-        assert!(e.contains(want), "{want:?} not in {e}");
-    };
     let base = trial_pipeline("10.9.0.1", "10.9.0.1/24");
-    bad(
-        &base.replace(
-            "gateway = \"10.9.0.1\"",
+    let gw = "gateway = \"10.9.0.1\"";
+    for (from, to, want) in [
+        (
+            gw,
             "gateway = \"10.9.0.1\"\ndst_mac = \"02:00:00:00:00:09\"",
+            "`dst_mac` and `gateway`",
         ),
-        "`dst_mac` and `gateway`",
-    );
-    bad(
-        &base.replace("gateway = \"10.9.0.1\"", "gateway = \"fd00::1\""),
-        "the gateway is IPv6",
-    );
-    bad(
-        &base.replace("gateway = \"10.9.0.1\"", "gateway = \"router\""),
-        "not an IP address",
-    );
-    bad(
-        &base.replace("\"10.9.0.1/24\"", "\"10.9.0.1/40\""),
-        "prefix length",
-    );
-    bad(
-        &base.replace("\"10.9.0.1/24\"", "\"10.9.0.2/24\""),
-        "listed twice",
-    );
+        (gw, "gateway = \"fd00::1\"", "the gateway is IPv6"),
+        (gw, "gateway = \"router\"", "not an IP address"),
+        ("\"10.9.0.1/24\"", "\"10.9.0.1/40\"", "prefix length"),
+        ("\"10.9.0.1/24\"", "\"10.9.0.2/24\"", "listed twice"),
+    ] {
+        rejected(&base.replace(from, to), want);
+    }
+}
+
+/// The error loading pipeline `text` fails with, which must name `want`.
+fn rejected(text: &str, want: &str) -> String {
+    let e = linerate::pipeline::load_str(Path::new("x.toml"), text)
+        .err()
+        .unwrap_or_else(|| panic!("accepted: {text}"))
+        .to_string();
+    assert!(e.contains(want), "{want:?} not in {e}");
+    e
 }
 
 /// A receive queue that delivers `frames` once; a transmit queue that keeps
@@ -460,6 +454,11 @@ fn a_resolution_that_learns_from_the_peers_request_answers_it_before_returning()
     assert_eq!(replies, 1, "{:?}", sent.lock().unwrap());
 }
 
+/// The keys of a mem port that carries UDP datagrams 10.9.0.1:5000 <->
+/// 10.9.0.3:5001.
+const DGRAM: &str =
+    "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
+
 /// A reliable sender on a mem port that carries UDP datagrams to a peer.
 fn datagram_pipeline(port_keys: &str) -> String {
     format!(
@@ -482,59 +481,49 @@ size = "1 KiB"
 
 #[test]
 fn udp_datagram_keys_are_checked() {
-    let bad = |keys: &str, want: &str| {
-        let text = datagram_pipeline(keys);
-        let e = linerate::pipeline::load_str(Path::new("x.toml"), &text)
-            .err()
-            .unwrap_or_else(|| panic!("accepted: {text}"))
-            .to_string();
-        assert!(e.contains(want), "{want:?} not in {e}");
-        assert!(e.contains("[port.w]") || e.contains("port.w"), "{e}");
-    };
-    let ok = "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
-    let plan = linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(ok)).unwrap();
+    let plan =
+        linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(DGRAM)).unwrap();
     assert!(plan
         .to_string()
         .contains("carries UDP datagrams 10.9.0.1:5000 <-> 10.9.0.3:5001"));
-    bad(
-        "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"",
-        "`udp_bind` needs `udp_connect`",
-    );
-    bad(
-        "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
-        "`udp_bind` needs `ip`",
-    );
-    bad(
-        &ok.replace(
-            "udp_bind = \"10.9.0.1:5000\"",
-            "udp_bind = \"10.9.0.2:5000\"",
+    for (keys, want) in [
+        (
+            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"".to_string(),
+            "`udp_bind` needs `udp_connect`",
         ),
-        "10.9.0.2 is not one of the port's addresses",
-    );
-    bad(
-        &ok.replace("10.9.0.3:5001", "10.8.0.3:5001"),
-        "10.8.0.3 is not another address on 10.9.0.1/24",
-    );
-    bad(
-        &ok.replace("10.9.0.3:5001", "[fd00::3]:5001"),
-        "not an IPv4 address with a port",
-    );
-    bad(
-        &ok.replace("10.9.0.1:5000", "10.9.0.1"),
-        "not an IPv4 address with a port",
-    );
+        (
+            "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"".to_string(),
+            "`udp_bind` needs `ip`",
+        ),
+        (
+            DGRAM.replace(
+                "udp_bind = \"10.9.0.1:5000\"",
+                "udp_bind = \"10.9.0.2:5000\"",
+            ),
+            "10.9.0.2 is not one of the port's addresses",
+        ),
+        (
+            DGRAM.replace("10.9.0.3:5001", "10.8.0.3:5001"),
+            "10.8.0.3 is not another address on 10.9.0.1/24",
+        ),
+        (
+            DGRAM.replace("10.9.0.3:5001", "[fd00::3]:5001"),
+            "not an IPv4 address with a port",
+        ),
+        (
+            DGRAM.replace("10.9.0.1:5000", "10.9.0.1"),
+            "not an IPv4 address with a port",
+        ),
+    ] {
+        let e = rejected(&datagram_pipeline(&keys), want);
+        assert!(e.contains("port.w"), "{e}");
+    }
 }
 
 #[test]
 fn a_datagram_peer_that_never_answers_fails_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let f = util::write(
-        dir.path(),
-        "dgram.toml",
-        &datagram_pipeline(
-            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
-        ),
-    );
+    let f = util::write(dir.path(), "dgram.toml", &datagram_pipeline(DGRAM));
     let t0 = StdInstant::now();
     let out = util::bin()
         .args(["run", "--duration", "5s"])
