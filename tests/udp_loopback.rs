@@ -117,6 +117,20 @@ impl McastNetns {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     }
+
+    /// Runs [`mcast_pipeline`] with `send_keys`, which must succeed: the
+    /// packets port `out` sent and port `in` received.
+    fn sent_and_received(&self, send_keys: &str) -> (u64, u64) {
+        let (code, doc, err) = self.run(&mcast_pipeline(send_keys));
+        assert_eq!(code, Some(0), "{err}");
+        let doc = doc.unwrap();
+        let n = |p: &str, k: &str| {
+            doc["ports"][p][k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{doc}"))
+        };
+        (n("out", "tx_packets"), n("in", "rx_packets"))
+    }
 }
 
 impl Drop for McastNetns {
@@ -177,29 +191,13 @@ fn multicast_sends_leave_by_interface_and_multicast_loop_decides_local_members()
     assert!(err.contains("set `interface`"), "{err}");
     // With it the group leaves by the veth, and the host's own member gets
     // the kernel's loopback copy of every datagram...
-    let (code, doc, err) = ns.run(&mcast_pipeline(
-        "interface = \"10.81.0.1\"\nmulticast_ttl = 1",
-    ));
-    assert_eq!(code, Some(0), "{err}");
-    let doc = doc.unwrap();
-    let n = |p: &str, k: &str| {
-        doc["ports"][p][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{doc}"))
-    };
-    assert_eq!(n("out", "tx_packets"), 2000, "{doc}");
-    assert_eq!(n("in", "rx_packets"), 2000, "{doc}");
+    assert_eq!(
+        ns.sent_and_received("interface = \"10.81.0.1\"\nmulticast_ttl = 1"),
+        (2000, 2000)
+    );
     // ...and none with `multicast_loop = false`, while all 2000 still go out.
-    let (code, doc, err) = ns.run(&mcast_pipeline(
-        "interface = \"10.81.0.1\"\nmulticast_loop = false",
-    ));
-    assert_eq!(code, Some(0), "{err}");
-    let doc = doc.unwrap();
-    let n = |p: &str, k: &str| {
-        doc["ports"][p][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{doc}"))
-    };
-    assert_eq!(n("out", "tx_packets"), 2000, "{doc}");
-    assert_eq!(n("in", "rx_packets"), 0, "{doc}");
+    assert_eq!(
+        ns.sent_and_received("interface = \"10.81.0.1\"\nmulticast_loop = false"),
+        (2000, 0)
+    );
 }
