@@ -319,26 +319,29 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
     assert!(w.detail["neigh_requests_answered"] >= 1, "{w:?}");
 }
 
+/// Runs `linerate ARGS FILE` on pipeline `text`, which must fail at run
+/// time (exit 1) within `limit` (its attempts are bounded: no hang): stderr.
+fn fails_within(text: &str, args: &[&str], limit: Duration) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(dir.path(), "p.toml", text);
+    let t0 = StdInstant::now();
+    let out = util::bin().args(args).arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(t0.elapsed() < limit, "took {:?}: {err}", t0.elapsed());
+    err
+}
+
 #[test]
 fn an_unanswered_gateway_fails_naming_the_address() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = util::write(
-        dir.path(),
-        "gw.toml",
+    // Five attempts 300 ms apart, then the error.
+    let err = fails_within(
         &trial_pipeline("10.9.0.77", "10.9.0.1/24"),
+        &["trial", "--rate", "1 kpps", "--duration", "0.1s"],
+        Duration::from_secs(30),
     );
-    let t0 = StdInstant::now();
-    let out = util::bin()
-        .args(["trial", "--rate", "1 kpps", "--duration", "0.1s"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("gateway 10.9.0.77 did not answer"), "{err}");
     assert!(err.contains("[stage.gen]"), "{err}");
-    // Five attempts 300 ms apart, then the error: no hang.
-    assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
 #[test]
@@ -522,23 +525,17 @@ fn udp_datagram_keys_are_checked() {
 
 #[test]
 fn a_datagram_peer_that_never_answers_fails_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = util::write(dir.path(), "dgram.toml", &datagram_pipeline(DGRAM));
-    let t0 = StdInstant::now();
-    let out = util::bin()
-        .args(["run", "--duration", "5s"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // Thirty attempts 300 ms apart, then the error.
+    let err = fails_within(
+        &datagram_pipeline(DGRAM),
+        &["run", "--duration", "5s"],
+        Duration::from_secs(60),
+    );
     assert!(err.contains("[port.w]"), "{err}");
     assert!(
         err.contains("peer 10.9.0.3 did not answer: 30 ARP requests from 10.9.0.1"),
         "{err}"
     );
-    // Thirty attempts 300 ms apart, then the error: no hang.
-    assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
 proptest! {
