@@ -1876,19 +1876,23 @@ fn the_reliable_channel_across_hosts_has_latency_with_tai_clocks() {
     assert!(doc["clock"]["offset_bound_ns"].is_u64(), "{doc}");
 }
 
-/// `rpc bench --transport reliable-udp` between namespaces `PREFIX-a`
-/// (client, 10.77.0.1) and `PREFIX-b` (server, 10.77.0.2), with `extra`
-/// arguments.
-fn rpc_bench_args(prefix: &str, extra: &[&str]) -> Vec<String> {
+/// `rpc bench --transport TRANSPORT` between namespaces `PREFIX-a` (client
+/// at `client`) and `PREFIX-b` (server at `server`), with `extra` arguments.
+fn rpc_bench_cmd(
+    transport: &str,
+    (client, server): (&str, &str),
+    prefix: &str,
+    extra: &[&str],
+) -> Vec<String> {
     let mut v: Vec<String> = [
         "rpc",
         "bench",
         "--transport",
-        "reliable-udp",
+        transport,
         "--client",
-        "10.77.0.1:47311",
+        client,
         "--server",
-        "10.77.0.2:47312",
+        server,
         "--client-netns",
         &format!("{prefix}-a"),
         "--server-netns",
@@ -1899,6 +1903,14 @@ fn rpc_bench_args(prefix: &str, extra: &[&str]) -> Vec<String> {
     .collect();
     v.extend(extra.iter().map(|s| s.to_string()));
     v
+}
+
+/// `rpc bench --transport reliable-udp` between namespaces `PREFIX-a`
+/// (client, 10.77.0.1) and `PREFIX-b` (server, 10.77.0.2), with `extra`
+/// arguments.
+fn rpc_bench_args(prefix: &str, extra: &[&str]) -> Vec<String> {
+    let ends = ("10.77.0.1:47311", "10.77.0.2:47312");
+    rpc_bench_cmd("reliable-udp", ends, prefix, extra)
 }
 
 /// Runs the bench with the transport's arguments `args` on 2 ranks, client
@@ -2015,29 +2027,16 @@ fn rpc_bench_between_two_ranks_answers_every_call_with_and_without_loss() {
 #[cfg(feature = "dpdk")]
 fn rpc_bench_dpdk_args(prefix: &str, extra: &[&str]) -> Vec<String> {
     let dev = |v: &str| format!("net_af_packet0,iface={prefix}-{v},framecnt=4096,qdisc_bypass=0");
-    let mut v: Vec<String> = [
-        "rpc",
-        "bench",
-        "--transport",
-        "reliable-dpdk",
-        "--client",
-        "10.77.0.11:47311",
-        "--server",
-        "10.77.0.12:47312",
-        "--client-netns",
-        &format!("{prefix}-a"),
-        "--server-netns",
-        &format!("{prefix}-b"),
+    let (client_dev, server_dev) = (dev("va"), dev("vb"));
+    let mut all = vec![
         "--client-device",
-        &dev("va"),
+        &client_dev,
         "--server-device",
-        &dev("vb"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v
+        &server_dev,
+    ];
+    all.extend(extra);
+    let ends = ("10.77.0.11:47311", "10.77.0.12:47312");
+    rpc_bench_cmd("reliable-dpdk", ends, prefix, &all)
 }
 
 #[cfg(feature = "dpdk")]
@@ -2059,14 +2058,22 @@ fn rpc_bench_over_dpdk_ports_between_two_ranks_answers_every_call_with_and_witho
     }
 }
 
+/// `rpc bench ARGS` on `np` ranks, which must exit 2 (bad input): stderr.
+fn rpc_bench_rejected(np: usize, args: &[&str]) -> Option<String> {
+    let mut all = vec!["rpc", "bench"];
+    all.extend(args);
+    let out = run(np, &all)?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    Some(stderr)
+}
+
 #[cfg(feature = "dpdk")]
 #[test]
 fn rpc_bench_over_dpdk_without_a_device_exits_2_naming_the_flag() {
-    let Some(out) = run(
+    let Some(stderr) = rpc_bench_rejected(
         2,
         &[
-            "rpc",
-            "bench",
             "--transport",
             "reliable-dpdk",
             "--client",
@@ -2079,18 +2086,14 @@ fn rpc_bench_over_dpdk_without_a_device_exits_2_naming_the_flag() {
     ) else {
         return;
     };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--server-device"), "{stderr}");
 }
 
 #[test]
 fn rpc_bench_on_one_rank_exits_2_naming_the_missing_host() {
-    let Some(out) = run(
+    let Some(stderr) = rpc_bench_rejected(
         1,
         &[
-            "rpc",
-            "bench",
             "--transport",
             "reliable-udp",
             "--client",
@@ -2101,8 +2104,6 @@ fn rpc_bench_on_one_rank_exits_2_naming_the_missing_host() {
     ) else {
         return;
     };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("hosts without a rank: server"), "{stderr}");
     assert!(stderr.contains("mpirun -np 2"), "{stderr}");
 }
