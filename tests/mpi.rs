@@ -5,6 +5,8 @@
 //! clock limit (`timeout`) so nothing hangs.
 #![cfg(feature = "mpi")]
 
+mod util;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -21,11 +23,7 @@ fn mpirun() -> Option<Command> {
         .status()
         .is_ok_and(|s| s.success());
     if !found {
-        assert!(
-            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
-            "mpirun is required (LINERATE_REQUIRE_PEERS=1) but missing: apt-get install openmpi-bin"
-        );
-        eprintln!("skipped: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
+        util::missing("mpirun (apt-get install openmpi-bin libopenmpi-dev)");
         return None;
     }
     // A hard wall-clock limit around mpirun, killed (-k) if it ignores TERM.
@@ -146,11 +144,7 @@ fn hosts_bound_by_hostname_take_the_ranks_mpirun_placed_there() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        assert!(
-            std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
-            "unshare -u failed (needs root and util-linux)"
-        );
-        eprintln!("skipped: unshare -u failed (needs root)");
+        util::missing("unshare -u (needs root and util-linux)");
         return;
     }
     let here = this_machine();
@@ -414,11 +408,7 @@ impl Namespaces {
             .is_ok_and(|s| s.success());
         let ns = Namespaces(prefix);
         if !ok {
-            assert!(
-                std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
-                "scripts/mpi-hosts up failed (needs root and iproute2)"
-            );
-            eprintln!("skipped: cannot create network namespaces (needs root and iproute2)");
+            util::missing("network namespaces: scripts/mpi-hosts failed (needs root and iproute2)");
             return None;
         }
         Some(ns)
