@@ -319,61 +319,58 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
     assert!(w.detail["neigh_requests_answered"] >= 1, "{w:?}");
 }
 
+/// Runs `linerate ARGS FILE` on pipeline `text`, which must fail at run
+/// time (exit 1) within `limit` (its attempts are bounded: no hang): stderr.
+fn fails_within(text: &str, args: &[&str], limit: Duration) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(dir.path(), "p.toml", text);
+    let t0 = StdInstant::now();
+    let out = util::bin().args(args).arg(&f).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(t0.elapsed() < limit, "took {:?}: {err}", t0.elapsed());
+    err
+}
+
 #[test]
 fn an_unanswered_gateway_fails_naming_the_address() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = util::write(
-        dir.path(),
-        "gw.toml",
+    // Five attempts 300 ms apart, then the error.
+    let err = fails_within(
         &trial_pipeline("10.9.0.77", "10.9.0.1/24"),
+        &["trial", "--rate", "1 kpps", "--duration", "0.1s"],
+        Duration::from_secs(30),
     );
-    let t0 = StdInstant::now();
-    let out = util::bin()
-        .args(["trial", "--rate", "1 kpps", "--duration", "0.1s"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("gateway 10.9.0.77 did not answer"), "{err}");
     assert!(err.contains("[stage.gen]"), "{err}");
-    // Five attempts 300 ms apart, then the error: no hang.
-    assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
 #[test]
 fn gateway_keys_are_checked() {
-    let bad = |text: &str, want: &str| {
-        let e = linerate::pipeline::load_str(Path::new("x.toml"), text)
-            .err()
-            .unwrap_or_else(|| panic!("accepted: {text}"))
-            .to_string();
-        assert!(e.contains(want), "{want:?} not in {e}");
-    };
     let base = trial_pipeline("10.9.0.1", "10.9.0.1/24");
-    bad(
-        &base.replace(
-            "gateway = \"10.9.0.1\"",
+    let gw = "gateway = \"10.9.0.1\"";
+    for (from, to, want) in [
+        (
+            gw,
             "gateway = \"10.9.0.1\"\ndst_mac = \"02:00:00:00:00:09\"",
+            "`dst_mac` and `gateway`",
         ),
-        "`dst_mac` and `gateway`",
-    );
-    bad(
-        &base.replace("gateway = \"10.9.0.1\"", "gateway = \"fd00::1\""),
-        "the gateway is IPv6",
-    );
-    bad(
-        &base.replace("gateway = \"10.9.0.1\"", "gateway = \"router\""),
-        "not an IP address",
-    );
-    bad(
-        &base.replace("\"10.9.0.1/24\"", "\"10.9.0.1/40\""),
-        "prefix length",
-    );
-    bad(
-        &base.replace("\"10.9.0.1/24\"", "\"10.9.0.2/24\""),
-        "listed twice",
-    );
+        (gw, "gateway = \"fd00::1\"", "the gateway is IPv6"),
+        (gw, "gateway = \"router\"", "not an IP address"),
+        ("\"10.9.0.1/24\"", "\"10.9.0.1/40\"", "prefix length"),
+        ("\"10.9.0.1/24\"", "\"10.9.0.2/24\"", "listed twice"),
+    ] {
+        rejected(&base.replace(from, to), want);
+    }
+}
+
+/// The error loading pipeline `text` fails with, which must name `want`.
+fn rejected(text: &str, want: &str) -> String {
+    let e = linerate::pipeline::load_str(Path::new("x.toml"), text)
+        .err()
+        .unwrap_or_else(|| panic!("accepted: {text}"))
+        .to_string();
+    assert!(e.contains(want), "{want:?} not in {e}");
+    e
 }
 
 /// A receive queue that delivers `frames` once; a transmit queue that keeps
@@ -461,6 +458,11 @@ fn a_resolution_that_learns_from_the_peers_request_answers_it_before_returning()
     assert_eq!(replies, 1, "{:?}", sent.lock().unwrap());
 }
 
+/// The keys of a mem port that carries UDP datagrams 10.9.0.1:5000 <->
+/// 10.9.0.3:5001.
+const DGRAM: &str =
+    "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
+
 /// A reliable sender on a mem port that carries UDP datagrams to a peer.
 fn datagram_pipeline(port_keys: &str) -> String {
     format!(
@@ -483,51 +485,47 @@ size = "1 KiB"
 
 #[test]
 fn udp_datagram_keys_are_checked() {
-    let bad = |keys: &str, want: &str| {
-        let text = datagram_pipeline(keys);
-        let e = linerate::pipeline::load_str(Path::new("x.toml"), &text)
-            .err()
-            .unwrap_or_else(|| panic!("accepted: {text}"))
-            .to_string();
-        assert!(e.contains(want), "{want:?} not in {e}");
-        assert!(e.contains("[port.w]") || e.contains("port.w"), "{e}");
-    };
-    let ok = "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"";
-    let plan = linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(ok)).unwrap();
+    let plan =
+        linerate::pipeline::load_str(Path::new("x.toml"), &datagram_pipeline(DGRAM)).unwrap();
     assert!(plan
         .to_string()
         .contains("carries UDP datagrams 10.9.0.1:5000 <-> 10.9.0.3:5001"));
-    bad(
-        "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"",
-        "`udp_bind` needs `udp_connect`",
-    );
-    bad(
-        "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"",
-        "`udp_bind` needs `ip`",
-    );
-    bad(
-        &ok.replace(
-            "udp_bind = \"10.9.0.1:5000\"",
-            "udp_bind = \"10.9.0.2:5000\"",
+    for (keys, want) in [
+        (
+            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"".to_string(),
+            "`udp_bind` needs `udp_connect`",
         ),
-        "10.9.0.2 is not one of the port's addresses",
-    );
-    bad(
-        &ok.replace("10.9.0.3:5001", "10.8.0.3:5001"),
-        "10.8.0.3 is not another address on 10.9.0.1/24",
-    );
-    bad(
-        &ok.replace("10.9.0.3:5001", "[fd00::3]:5001"),
-        "not an IPv4 address with a port",
-    );
-    bad(
-        &ok.replace("10.9.0.1:5000", "10.9.0.1"),
-        "not an IPv4 address with a port",
-    );
+        (
+            "udp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"".to_string(),
+            "`udp_bind` needs `ip`",
+        ),
+        (
+            DGRAM.replace(
+                "udp_bind = \"10.9.0.1:5000\"",
+                "udp_bind = \"10.9.0.2:5000\"",
+            ),
+            "10.9.0.2 is not one of the port's addresses",
+        ),
+        (
+            DGRAM.replace("10.9.0.3:5001", "10.8.0.3:5001"),
+            "10.8.0.3 is not another address on 10.9.0.1/24",
+        ),
+        (
+            DGRAM.replace("10.9.0.3:5001", "[fd00::3]:5001"),
+            "not an IPv4 address with a port",
+        ),
+        (
+            DGRAM.replace("10.9.0.1:5000", "10.9.0.1"),
+            "not an IPv4 address with a port",
+        ),
+    ] {
+        let e = rejected(&datagram_pipeline(&keys), want);
+        assert!(e.contains("port.w"), "{e}");
+    }
     // `resolve_timeout`: a duration in range, on a port with a peer.
     let plan = linerate::pipeline::load_str(
         Path::new("x.toml"),
-        &datagram_pipeline(&format!("{ok}\nresolve_timeout = \"1.5s\"")),
+        &datagram_pipeline(&format!("{DGRAM}\nresolve_timeout = \"1.5s\"")),
     )
     .unwrap();
     assert!(
@@ -540,10 +538,13 @@ fn udp_datagram_keys_are_checked() {
         ("\"2h\"", "`resolve_timeout` 7200s is out of range"),
         ("[1]", "resolve_timeout"),
     ] {
-        bad(&format!("{ok}\nresolve_timeout = {value}"), want);
+        rejected(
+            &datagram_pipeline(&format!("{DGRAM}\nresolve_timeout = {value}")),
+            want,
+        );
     }
-    bad(
-        "ip = \"10.9.0.1/24\"\nresolve_timeout = \"1s\"",
+    rejected(
+        &datagram_pipeline("ip = \"10.9.0.1/24\"\nresolve_timeout = \"1s\""),
         "`resolve_timeout` is how long `udp_connect` is resolved: it needs `udp_connect`",
     );
     // On the command line: bad input, exit 2, naming the key.
@@ -551,7 +552,7 @@ fn udp_datagram_keys_are_checked() {
     let f = util::write(
         dir.path(),
         "bad.toml",
-        &datagram_pipeline(&format!("{ok}\nresolve_timeout = \"-1s\"")),
+        &datagram_pipeline(&format!("{DGRAM}\nresolve_timeout = \"-1s\"")),
     );
     let out = util::bin().arg("check").arg(&f).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -578,22 +579,12 @@ fn peer_lookups_wait_what_they_are_given() {
 
 #[test]
 fn a_datagram_peer_that_never_answers_fails_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = util::write(
-        dir.path(),
-        "dgram.toml",
-        &datagram_pipeline(
-            "ip = \"10.9.0.1/24\"\nudp_bind = \"10.9.0.1:5000\"\nudp_connect = \"10.9.0.3:5001\"\nresolve_timeout = \"1.5s\"",
-        ),
+    // `resolve_timeout` = 1.5 s: five attempts 300 ms apart, then the error.
+    let err = fails_within(
+        &datagram_pipeline(&format!("{DGRAM}\nresolve_timeout = \"1.5s\"")),
+        &["run", "--duration", "5s"],
+        Duration::from_secs(60),
     );
-    let t0 = StdInstant::now();
-    let out = util::bin()
-        .args(["run", "--duration", "5s"])
-        .arg(&f)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("[port.w]"), "{err}");
     // `resolve_timeout` set how many requests went out (1.5 s / 300 ms),
     // and the error says so, with the key that sets it.
@@ -604,8 +595,6 @@ fn a_datagram_peer_that_never_answers_fails_naming_it() {
         "{err}"
     );
     assert!(err.contains("`resolve_timeout` = \"1.5s\""), "{err}");
-    // Then the error: no hang.
-    assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
 proptest! {

@@ -7,7 +7,7 @@
 use std::io;
 use std::mem::zeroed;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
 use crate::buf::{Burst, Pool, PoolCache, BURST_MAX};
@@ -70,6 +70,26 @@ impl PortStats for Stats {
     }
 }
 
+/// `setsockopt(fd, level, opt)` to `value`, passed with its true size.
+fn set_opt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a live, borrowed T for the whole call and the length
+    // is its size, so the kernel reads only valid memory; a bad fd or a value
+    // of the wrong type for `opt` is an error return, not undefined behaviour.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sets a socket buffer size, forcing past the sysctl cap when we may (root),
 /// and says so when the kernel still gave less than asked.
 fn size_buffer(
@@ -82,19 +102,7 @@ fn size_buffer(
 ) -> Option<String> {
     let fd = sock.as_raw_fd();
     let val = libc::c_int::try_from(want).unwrap_or(libc::c_int::MAX);
-    let set = |o: libc::c_int| {
-        // SAFETY: fd is a valid socket for the life of `sock`; the option value is
-        // a c_int on our stack with its true size.
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                o,
-                (&val as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        }
-    };
+    let set = |o: libc::c_int| set_opt(fd, libc::SOL_SOCKET, o, &val);
     let get = || {
         let mut got: libc::c_int = 0;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -111,8 +119,9 @@ fn size_buffer(
         // Linux reports twice the usable size (it counts its bookkeeping).
         got as usize / 2
     };
-    if set(force) != 0 {
-        set(opt);
+    if set(force).is_err() {
+        // Not root: the capped option, checked below.
+        let _ = set(opt);
     }
     let got = get();
     (got < want).then(|| {
@@ -180,19 +189,7 @@ fn bind_socket(bind: SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
     // SAFETY: fd is a fresh socket that nothing else owns.
     let sock = unsafe { UdpSocket::from_raw_fd(fd) };
     let one: libc::c_int = 1;
-    // SAFETY: fd is valid; the option value is a c_int on our stack with its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEPORT,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, &one)?;
     let (addr, len) = sockaddr(bind);
     // SAFETY: `addr` is a sockaddr_storage holding a sockaddr of `len` bytes.
     let r = unsafe { libc::bind(fd, (&addr as *const libc::sockaddr_storage).cast(), len) };
@@ -358,20 +355,12 @@ fn multicast_send(sock: &UdpSocket, config: &UdpConfig) -> io::Result<()> {
         let addr = libc::in_addr {
             s_addr: u32::from(config.interface).to_be(),
         };
-        // SAFETY: the fd is a valid socket for the life of `sock`; the option
-        // value is an in_addr on our stack with its true size.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_MULTICAST_IF,
-                (&addr as *const libc::in_addr).cast(),
-                std::mem::size_of::<libc::in_addr>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_opt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            &addr,
+        )?;
     }
     if let Some(ttl) = config.multicast_ttl {
         sock.set_multicast_ttl_v4(u32::from(ttl))?;

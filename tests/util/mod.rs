@@ -8,6 +8,17 @@ use std::time::Duration;
 use linerate::runtime::build::build;
 use linerate::runtime::run::{run, RunOptions, RunReport};
 
+/// Something a test needs from outside is missing (`what`: what, and how to
+/// get it): a failure under `LINERATE_REQUIRE_PEERS=1`, where every test must
+/// run, else a printed skip. The caller then returns.
+pub fn missing(what: &str) {
+    assert!(
+        std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
+        "required (LINERATE_REQUIRE_PEERS=1) but missing: {what}"
+    );
+    eprintln!("skipped: missing {what}");
+}
+
 /// Loads, builds and runs a pipeline given as text, for at most `limit`.
 pub fn run_text(name: &str, text: &str, limit: Duration) -> RunReport {
     let plan =

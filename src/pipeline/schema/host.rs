@@ -114,43 +114,28 @@ pub(super) fn parse_host(
         )
         .unwrap_or(HostClock::Monotonic);
     t.mark_used("eal");
+    // Strings only: anything else in the array, or no array, is one error.
     let eal = match t.raw("eal") {
-        None => Vec::new(),
-        Some(toml::de::DeValue::Array(a)) => {
-            let v: Option<Vec<String>> = a
-                .iter()
-                .map(|x| match x.get_ref() {
-                    toml::de::DeValue::String(s) => Some(s.to_string()),
-                    _ => None,
-                })
-                .collect();
-            v.unwrap_or_else(|| {
-                sink.error(
-                    t.span_of("eal"),
-                    &t.path,
-                    Some("eal"),
-                    "expected an array of strings",
-                    Some(
-                        "EAL arguments as strings, like [\"--vdev=net_af_packet0,iface=eth1\"]"
-                            .into(),
-                    ),
-                );
-                Vec::new()
+        None => Some(Vec::new()),
+        Some(toml::de::DeValue::Array(a)) => a
+            .iter()
+            .map(|x| match x.get_ref() {
+                toml::de::DeValue::String(s) => Some(s.to_string()),
+                _ => None,
             })
-        }
-        Some(_) => {
-            sink.error(
-                t.span_of("eal"),
-                &t.path,
-                Some("eal"),
-                "expected an array of strings",
-                Some(
-                    "EAL arguments as strings, like [\"--vdev=net_af_packet0,iface=eth1\"]".into(),
-                ),
-            );
-            Vec::new()
-        }
+            .collect(),
+        Some(_) => None,
     };
+    let eal = eal.unwrap_or_else(|| {
+        sink.error(
+            t.span_of("eal"),
+            &t.path,
+            Some("eal"),
+            "expected an array of strings",
+            Some("EAL arguments as strings, like [\"--vdev=net_af_packet0,iface=eth1\"]".into()),
+        );
+        Vec::new()
+    });
     if !eal.is_empty() && !cfg!(feature = "dpdk") {
         sink.error(
             t.span_of("eal"),
@@ -333,12 +318,17 @@ rx = "in"
         );
         assert_eq!(plan.part("b").pipeline.eal, ["--no-huge"]);
         assert!(plan.to_string().contains("eal += --vdev=net_null0"));
-        let e = check(&src.replace("eal = [\"--vdev=net_null0\"]", "eal = \"--vdev=net_null0\""))
-            .unwrap_err();
-        assert!(
-            e.contains("[host.a] `eal`: expected an array of strings"),
-            "{e}"
-        );
+        // Not an array, or an array of something else: the same error.
+        for bad in [
+            "eal = \"--vdev=net_null0\"",
+            "eal = [\"--vdev=net_null0\", 1]",
+        ] {
+            let e = check(&src.replace("eal = [\"--vdev=net_null0\"]", bad)).unwrap_err();
+            assert!(
+                e.contains("[host.a] `eal`: expected an array of strings"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
