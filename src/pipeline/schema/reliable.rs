@@ -103,7 +103,7 @@ const ENDPOINT_KEYS: &[Key] = &[
         "retry_limit",
         "integer 1..=65536 or \"none\"",
         "16",
-        "timeouts of one segment before the peer is declared dead",
+        "timeouts of one segment in a row before the peer is declared dead (after at least 1 s of its silence)",
     ),
     Key::new(
         "resend_cap",

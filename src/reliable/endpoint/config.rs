@@ -61,7 +61,10 @@ pub struct Config {
     pub resend_cap: usize,
     /// Next pass when resends are still queued but the pass budget is spent.
     pub pass_interval: Duration,
-    /// Timeouts of one segment after which the peer is declared dead (`None`: never).
+    /// Timeouts of one segment in a row, with nothing heard from the peer,
+    /// after which it is declared dead (`None`: never), once it has also been
+    /// silent for [`RETRY_LIMIT_SILENCE`](super::RETRY_LIMIT_SILENCE) (or
+    /// `peer_timeout`, if shorter).
     pub retry_limit: Option<u32>,
     /// Largest message or PUT, bytes.
     pub max_message: u32,

@@ -239,7 +239,8 @@
 //! # A dead peer
 //!
 //! A segment resent by timeout more than `retry_limit` times in a row, with
-//! nothing heard from the peer in between, or `peer_timeout` of silence
+//! nothing heard from the peer in between and at least
+//! [`RETRY_LIMIT_SILENCE`] since it was last heard, or `peer_timeout` of silence
 //! while something of ours is unacknowledged, declares the peer dead
 //! ([`Event::PeerDead`], [`Endpoint::dead_reason`]); a live peer, whose
 //! packets arrive, never is. The endpoint then sends [`ABORT_REPEATS`] abort
@@ -264,6 +265,13 @@ pub const INITIAL_FLIGHT: u32 = 256;
 
 /// Abort datagrams sent when the endpoint gives up (one may be lost).
 pub const ABORT_REPEATS: u32 = 3;
+
+/// The least silence from the peer before the retry limit declares it dead
+/// (or `peer_timeout`, if shorter). The count alone is no time: the backed-off
+/// RTO is capped at a few smoothed RTTs, so on a 100 us path the default 16
+/// retries pass in milliseconds, and a loaded host or VM deschedules a live
+/// peer for longer than that.
+pub const RETRY_LIMIT_SILENCE: core::time::Duration = core::time::Duration::from_secs(1);
 
 use super::hotel::Hotel;
 use super::reassembly::{Reassembly, Regions};
