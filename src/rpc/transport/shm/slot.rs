@@ -110,9 +110,9 @@ fn word(b: &[u8], i: usize) -> u64 {
 /// (the last one zero-padded) differs. Whole words are compared from the last
 /// to the first, so the map grows by a shift and an add per word; the count
 /// of changed words is left to [`pack`]'s walk over the set bits (it needs
-/// the words anyway), which keeps this loop at five instructions a word.
+/// the words anyway), one add less per word of every packed write.
 #[inline(always)]
-pub fn changed_map(data: &[u8], reference: &Reference) -> u64 {
+fn changed_map(data: &[u8], reference: &Reference) -> u64 {
     let full = data.chunks_exact(8);
     let tail = full.remainder();
     let n = full.len();
