@@ -106,10 +106,13 @@ fn word(b: &[u8], i: usize) -> u64 {
     }
 }
 
-/// The word map of `data` against `reference` (bit `i` set when word `i`,
-/// the last one zero-padded, differs) and its bit count.
+/// The word map of `data` against `reference`: bit `i` set when word `i`
+/// (the last one zero-padded) differs. Whole words are compared from the last
+/// to the first, so the map grows by a shift and an add per word; the count
+/// of changed words is left to [`pack`]'s walk over the set bits (it needs
+/// the words anyway), one add less per word of every packed write.
 #[inline(always)]
-fn changed_words(data: &[u8], reference: &Reference) -> (u64, usize) {
+fn changed_map(data: &[u8], reference: &Reference) -> u64 {
     let full = data.chunks_exact(8);
     let tail = full.remainder();
     let n = full.len();
@@ -119,14 +122,10 @@ fn changed_words(data: &[u8], reference: &Reference) -> (u64, usize) {
         b[..tail.len()].copy_from_slice(tail);
         map = u64::from(u64::from_le_bytes(b) != word(reference, n));
     }
-    let mut count = map as usize;
-    // From the last whole word to the first, so the map grows by a shift.
     for (c, r) in full.zip(reference.chunks_exact(8)).rev() {
-        let d = word(c, 0) != word(r, 0);
-        map = map << 1 | u64::from(d);
-        count += usize::from(d);
+        map = map << 1 | u64::from(word(c, 0) != word(r, 0));
     }
-    (map, count)
+    map
 }
 
 /// Copies `src[..n]` to `dst[..n]` (both at least `n` long, `n <= PACK_MAX`)
@@ -166,28 +165,29 @@ pub fn pack(
     if data.len() > PACK_MAX || imm > PACK_IMM_MAX {
         return None;
     }
-    let (map, count) = changed_words(data, reference);
-    if count > MAX_CHANGED {
+    let map = changed_map(data, reference);
+    // Only a write of more than 14 words can have more changed words than
+    // a slot carries; the bit count is needed only then.
+    if data.len() > 8 * MAX_CHANGED && map.count_ones() as usize > MAX_CHANGED {
         return None;
     }
     let mut m = map;
-    let mut j = 0;
+    let mut count = 0;
     while m != 0 {
-        let i = m.trailing_zeros() as usize;
-        let w = match data.get(8 * i..) {
-            Some(t) if t.len() >= 8 => word(t, 0),
-            Some(t) => {
+        let i = m.trailing_zeros() as usize & (PACK_WORDS - 1);
+        let w = match data.get(8 * i..8 * i + 8) {
+            Some(c) => word(c, 0),
+            None => {
+                // The last, partial word, zero-padded.
+                let t = data.get(8 * i..).unwrap_or(&[]);
                 let mut b = [0u8; 8];
-                b[..t.len()].copy_from_slice(t);
+                b[..t.len().min(8)].copy_from_slice(&t[..t.len().min(8)]);
                 u64::from_le_bytes(b)
             }
-            None => 0,
         };
-        put(j, w);
-        if let Some(r) = reference.get_mut(8 * i..8 * i + 8) {
-            r.copy_from_slice(&w.to_le_bytes());
-        }
-        j += 1;
+        put(count, w);
+        set_word(reference, i, w);
+        count += 1;
         m &= m - 1;
     }
     let tag = seq_field(seq)
@@ -197,6 +197,13 @@ pub fn pack(
         | ((count as u64) << COUNT_SHIFT)
         | u64::from(imm);
     Some((tag, count))
+}
+
+/// Sets word `i` (`i < PACK_WORDS`) of a reference.
+#[inline(always)]
+fn set_word(b: &mut Reference, i: usize, w: u64) {
+    let i = i & (PACK_WORDS - 1);
+    b[8 * i..8 * i + 8].copy_from_slice(&w.to_le_bytes());
 }
 
 /// What a tag announces.
@@ -271,10 +278,7 @@ pub fn unpack(
     let mut m = map;
     let mut j = 0;
     while m != 0 {
-        let i = m.trailing_zeros() as usize;
-        if let Some(r) = reference.get_mut(8 * i..8 * i + 8) {
-            r.copy_from_slice(&changed(j).to_le_bytes());
-        }
+        set_word(reference, m.trailing_zeros() as usize, changed(j));
         j += 1;
         m &= m - 1;
     }
