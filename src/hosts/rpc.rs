@@ -30,7 +30,7 @@ use crate::port::udp::{self, UdpConfig};
 use crate::port::OpenPort;
 use crate::rpc::bench::{
     pin, run_depth, stalled, BenchConfig, BenchReport, BenchResult, BenchTransport, HostReport,
-    Issued, ServerHandler,
+    Issued, ServerHandler, REQ_FILL,
 };
 use crate::rpc::endpoint::{Config, Endpoint};
 use crate::rpc::transport::reliable::{PortLink, ReliableTransport};
@@ -297,7 +297,7 @@ fn client_side(
     let mut ep: Endpoint<Issued> =
         Endpoint::new(config, config.local_info()).unwrap_or_else(|e| ranks.abort(&e.to_string()));
     let clock = Clock::new();
-    let mut payload = vec![0xa5u8; msg_size];
+    let mut payload = vec![REQ_FILL; msg_size];
     let mut depths = Vec::new();
     for &depth in &args.depth {
         let r = run_depth(
