@@ -13,6 +13,7 @@ use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
 use crate::search::sim::{SimDut, SimModel};
 use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
 use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
+use crate::traffic::trial::TX_SHORT_TOLERANCE;
 use crate::units::{parse_duration, Rate};
 
 pub use crate::search::goal::{parse_goal, InputError};
@@ -371,8 +372,16 @@ pub fn run(
                 Some(u) if u > 0 => format!(" (unsent {u})"),
                 _ => String::new(),
             };
+            // The trial is judged at the rate it asked for; say when the
+            // generators did not keep it.
+            let short = match trial.tx_pps {
+                Some(tx) if tx < trial.rate_pps * (1.0 - TX_SHORT_TOLERANCE) => {
+                    format!(" (sent at only {:.6} Mpps)", tx / 1e6)
+                }
+                _ => String::new(),
+            };
             let line = format!(
-                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}{unsent}  {}",
+                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}{unsent}{short}  {}",
                 trial.phase.to_string(),
                 trial.rate_pps / 1e6,
                 trial.duration_s,
