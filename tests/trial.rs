@@ -209,11 +209,11 @@ fn a_generator_that_cannot_keep_the_rate_reports_the_rate_it_sent_at() {
     assert!(t.tx_pps < t.sent as f64 / d.as_secs_f64(), "{t:?}");
     assert_eq!((g.tx_pps, g.tx_span_s), (t.tx_pps, t.tx_span_s));
     assert!(t.tx_shortfall().is_some(), "{t:?}");
-    // Receiving went on as long, and is clocked per burst.
-    assert!(
-        t.rx_span_s > 0.0 && t.rx_span_s < t.tx_span_s + 0.3,
-        "{t:?}"
-    );
+    // Receiving went on about as long (past the trial's end too), clocked
+    // per burst; it cannot outlast the sending by more than the drain and
+    // the waits around it.
+    assert!(t.rx_span_s > d.as_secs_f64(), "{t:?}");
+    assert!(t.rx_span_s < t.tx_span_s + 2.0, "{t:?}");
     assert!(t.rx_pps > 0.0 && t.rx_pps.is_finite(), "{t:?}");
     let v = serde_json::to_value(&t).unwrap();
     for k in ["tx_pps", "tx_span_s", "rx_pps", "rx_span_s"] {
