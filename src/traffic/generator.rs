@@ -413,21 +413,36 @@ impl Stage for Generator {
     fn detail(&self) -> Option<serde_json::Value> {
         let c = &self.control;
         let done = c.done_epoch.load(Ordering::Acquire) == self.seen_epoch && self.seen_epoch != 0;
-        let (offered, sent, unsent) = match &self.trial {
+        // The send span and the packets of its first burst, as a trial's.
+        let (offered, sent, unsent, span_ns, first_burst) = match &self.trial {
             Some(t) => {
                 let offered = t.offered_by(self.last_now);
-                (offered, t.sent, offered - t.sent)
+                let (span_ns, first_burst) = match (t.first, t.last_sent) {
+                    (Some((f, n)), Some(l)) => (l.as_nanos().saturating_sub(f.as_nanos()), n),
+                    _ => (0, 0),
+                };
+                (offered, t.sent, offered - t.sent, span_ns, first_burst)
             }
             None if done => (
                 c.offered.load(Ordering::Relaxed),
                 c.sent.load(Ordering::Relaxed),
                 c.unsent.load(Ordering::Relaxed),
+                c.tx_span_ns(),
+                c.first_burst.load(Ordering::Relaxed),
             ),
-            None => (0, 0, 0),
+            None => (0, 0, 0, 0, 0),
         };
-        Some(
-            serde_json::json!({"stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent, "next_seq": self.seq}),
-        )
+        // The rate it sent at over the time it sent in (the packets after
+        // its first burst over the span to its last), not over the run.
+        let tx_pps = if span_ns > 0 {
+            sent.saturating_sub(first_burst) as f64 * 1e9 / span_ns as f64
+        } else {
+            0.0
+        };
+        Some(serde_json::json!({
+            "stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent,
+            "next_seq": self.seq, "tx_span_s": span_ns as f64 / 1e9, "tx_pps": tx_pps,
+        }))
     }
 }
 
@@ -556,6 +571,10 @@ mod test {
         assert_eq!(control.sent.load(Ordering::Relaxed), 10_000);
         assert_eq!(control.unsent.load(Ordering::Relaxed), 0);
         assert_eq!(control.tx_span_ns(), 10_049_000);
+        // Its report (`run`'s stage detail) has the rate over that span.
+        let d = g.detail().unwrap();
+        assert_eq!(d["tx_span_s"], 0.010049);
+        assert_eq!(d["tx_pps"], 9_999.0 * 1e9 / 10_049_000.0);
     }
 
     #[test]
