@@ -448,9 +448,20 @@ impl Stage for Analyzer {
                 })
             })
             .collect();
-        Some(
-            serde_json::json!({"streams": streams, "stale": r.stale, "foreign": r.foreign, "invalid_latency": r.invalid_latency}),
-        )
+        // The rate they arrived at over the time they arrived in (the packets
+        // after the first receive burst over the span to the last), as a
+        // trial's `rx_pps`.
+        let received: u64 = r.streams.iter().map(|s| s.unique).sum();
+        let rx_pps = if r.rx_span_ns > 0 {
+            received.saturating_sub(r.rx_first_burst) as f64 * 1e9 / r.rx_span_ns as f64
+        } else {
+            0.0
+        };
+        Some(serde_json::json!({
+            "streams": streams, "stale": r.stale, "foreign": r.foreign,
+            "invalid_latency": r.invalid_latency,
+            "rx_span_s": r.rx_span_ns as f64 / 1e9, "rx_pps": rx_pps,
+        }))
     }
 }
 
@@ -458,6 +469,71 @@ impl Stage for Analyzer {
 mod test {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_receive_span_is_clocked_per_burst_of_this_trials_packets() {
+        use crate::buf::{Pool, PoolConfig};
+        use crate::runtime::basic::Output;
+        use crate::traffic::stamp::Repr;
+        use crate::time::Instant;
+        use crate::traffic::template::{FrameBuilder, FrameSpec};
+        use std::time::Duration;
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let port = crate::port::mem::open(&crate::port::mem::MemConfig::default());
+        let mut out = Output::Port(port.tx.into_iter().next().unwrap());
+        let control = Arc::new(AnaControl::default());
+        let mut a = Analyzer::new(
+            Input::Port(port.rx.into_iter().next().unwrap()),
+            pool.cache(),
+            LatencyMode::Packet,
+            4,
+            32,
+            control.clone(),
+            Arc::new(CacheAligned::default()),
+        );
+        let mut cache = pool.cache();
+        let mut builder = FrameBuilder::new(&FrameSpec::default());
+        // `n` packets of trial `epoch` from sequence number `seq` on the wire.
+        let mut send = |epoch: u8, seq: u64, n: usize| {
+            let mut b = Burst::new();
+            assert_eq!(cache.alloc_bulk(&mut b, n), n);
+            for (i, p) in b.iter_mut().enumerate() {
+                let st = Repr {
+                    seq: seq + i as u64,
+                    epoch,
+                    ..Repr::default()
+                };
+                let len = builder.write(p.spare_capacity(), &st);
+                p.set_len(len).unwrap();
+            }
+            assert_eq!(out.send_or_drop(Instant::ZERO, &mut b), (n, 0));
+            out.flush(Instant::ZERO);
+        };
+        let cx = Context {
+            now: Instant::ZERO,
+            draining: false,
+        };
+        control.epoch.store(1, Ordering::Release);
+        // Packets of an earlier trial start no span.
+        send(0, 0, 5);
+        let _ = a.poll(&cx);
+        assert_eq!(a.report().stale, 5);
+        assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+        send(1, 0, 3);
+        let _ = a.poll(&cx);
+        std::thread::sleep(Duration::from_millis(2));
+        send(1, 3, 7);
+        let _ = a.poll(&cx);
+        let r = a.report();
+        assert_eq!(r.rx_first_burst, 3);
+        assert!(r.rx_span_ns >= 2_000_000, "{r:?}");
+        let d = a.detail().unwrap();
+        assert_eq!(d["rx_pps"], 7.0 * 1e9 / r.rx_span_ns as f64);
+        // A new trial starts a new span.
+        control.epoch.store(2, Ordering::Release);
+        let _ = a.poll(&cx);
+        assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+    }
 
     #[test]
     fn in_order_gaps_duplicates_reorders() {
