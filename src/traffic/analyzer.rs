@@ -474,8 +474,8 @@ mod test {
     fn the_receive_span_is_clocked_per_burst_of_this_trials_packets() {
         use crate::buf::{Pool, PoolConfig};
         use crate::runtime::basic::Output;
-        use crate::traffic::stamp::Repr;
         use crate::time::Instant;
+        use crate::traffic::stamp::Repr;
         use crate::traffic::template::{FrameBuilder, FrameSpec};
         use std::time::Duration;
         let pool = Pool::new(&PoolConfig::default()).unwrap();
