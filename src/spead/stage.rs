@@ -38,7 +38,7 @@ use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
 use crate::buf::counter::CacheAligned;
-use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
+use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle, BURST_MAX};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
 use crate::runtime::{Context, Poll, Stage, StageCounters, StageValues};
 use crate::time::Instant;
@@ -838,6 +838,46 @@ impl SpeadRecv {
             // The window was flushed: later packets are counted, not placed.
             self.after_end += self.burst.len().saturating_sub(at) as u64;
             return None;
+        }
+        if let Receiver::Member { member, .. } = &mut self.rx {
+            // A member places the burst as one (its claims first, its copies
+            // after: `Member::push_burst`).
+            let mut data: [&[u8]; BURST_MAX] = [&[]; BURST_MAX];
+            let mut index = [0usize; BURST_MAX];
+            // Packets not offered: (index, not UDP).
+            let mut skipped = [(0usize, false); BURST_MAX];
+            let (mut n, mut k) = (0, 0);
+            for (i, pkt) in self.burst.as_slice().iter().enumerate().skip(at) {
+                match self.spec.encap.strip(pkt.data()) {
+                    Some(d)
+                        if !(d.len() >= wire::WORD
+                            && d[0] == 0x53
+                            && d[3] != self.flavour_byte) =>
+                    {
+                        data[n] = d;
+                        index[n] = i;
+                        n += 1;
+                    }
+                    other => {
+                        skipped[k] = (i, other.is_none());
+                        k += 1;
+                    }
+                }
+            }
+            let r = member.push_burst(0, &data[..n]);
+            self.stop_seen |= r.stopped;
+            let stalled = (r.taken < n).then(|| index[r.taken]);
+            // Those skipped before the stall are counted now, the rest when
+            // the burst is offered again.
+            let before_stall = |s: &&(usize, bool)| stalled.is_none_or(|at| s.0 < at);
+            for &(_, not_udp) in skipped[..k].iter().filter(before_stall) {
+                if not_udp {
+                    self.not_udp += 1;
+                } else {
+                    self.wrong_flavour += 1;
+                }
+            }
+            return stalled;
         }
         for (i, pkt) in self.burst.as_slice().iter().enumerate().skip(at) {
             let Some(data) = self.spec.encap.strip(pkt.data()) else {
