@@ -9,9 +9,14 @@
 //! `spead_chunks` (64 antennas, 1 KiB heaps in one packet, 32 heaps per
 //! antenna per chunk). Member k gets the heaps of antennas `a % n == k` (what
 //! multicast groups or RSS by source would give it), as one buffer it walks
-//! packet by packet, as many times as needed for `MIB_PER_MEMBER` of packets
+//! in bursts of 32 packets (`Member::push_burst`, as the stage hands it a
+//! port's burst), as many times as needed for `MIB_PER_MEMBER` of packets
 //! (the timestamps keep increasing: each pass is a fresh stretch of chunks).
-//! Each member copies its buffer on its own thread before the clock starts.
+//! Each member copies its buffer on its own thread before the clock starts,
+//! into huge-page memory (2 MiB-aligned, THP-advised, as the chunks are): a
+//! receiver's packets sit in a DPDK mbuf pool in hugepages, and this input
+//! models that pool, where a plain `Vec` would add a page walk every few
+//! packets that no real receiver pays.
 //! `BATCH` is the chunks a member gets per take of the group's lock (default:
 //! the group's, a member's window of 4). The main thread is the consumer: it
 //! takes every chunk and gives it back, polling every `NAP_US` (default
@@ -20,13 +25,29 @@
 //! member: each wake-up takes from that member, and a lossless group runs at
 //! its slower member's pace (100 us read 1.40-1.61x, 1000 us 1.62-1.79x in
 //! session 7); the 13 or so chunks not in the window (24 in all) cover 2 ms
-//! at 12 M packets/s, so the nap never stalls a member. `LR_LOSSY=1` in the environment makes
-//! the group lossy (a diagnostic: members no longer wait for each other, and
-//! the slower one's late heaps are counted too old, not accepted);
-//! `LR_NTS=T` makes the stretch of packets `T` timestamps (default 1024: 71
-//! MiB of input for one member); `LR_APART=1` gives each member a group of its own (a diagnostic: members
-//! then share no chunk, slot or lock, only the consumer thread and the
-//! machine).
+//! at 12 M packets/s, so the nap never stalls a member.
+//!
+//! Diagnostics, in the environment:
+//! - `LR_LOSSY=1` makes the group lossy (members no longer wait for each
+//!   other, and the slower one's late heaps are counted too old);
+//! - `LR_NTS=T` makes the stretch of packets `T` timestamps (default 1024: 71
+//!   MiB of input for one member; 64 keeps it in the caches);
+//! - `LR_APART=1` gives each member a group of its own (members then share
+//!   no chunk, slot or lock, only the consumer thread and the machine);
+//! - `LR_ONE_BY_ONE=1`: members push packet by packet (`Member::push`, no
+//!   prefetch), as before session 9;
+//! - `LR_SMALLPAGES=1`: the input in a plain `Vec` (4 KiB pages);
+//! - `LR_PLAIN=1`: the chunks written with ordinary stores, not
+//!   non-temporal ones;
+//! - `LR_BARE=1|store|cas|cas-hot|cas-burst`: no group at all, each member
+//!   copies each payload with the same non-temporal stores to the bytes the
+//!   group would place it at (a ring of 24 chunks of its own), adding only: a
+//!   plain store to the heap's owner word (`store`), a compare-and-swap of it
+//!   as the group's claim (`cas`; `cas-hot` on one chunk's words, which stay
+//!   cached), or the claims of each burst of 32 before its copies
+//!   (`cas-burst`). `LR_BARE=1` is the memory system's ceiling for these
+//!   packets on this machine, the others what a claim per packet costs.
+//!
 //! Prints one JSON line per round (rate, chunks, the group's lock takes by
 //! members and by the consumer, lossless waits, the consumer's busy time)
 //! and the medians with their ratio.
