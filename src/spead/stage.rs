@@ -672,6 +672,20 @@ impl Receiver {
     }
 }
 
+/// Of the packets a burst skipped (`(index, not UDP)`, else of another
+/// flavour), those before the one that `stalled`: counted now, as
+/// `(not UDP, wrong flavour)`; the rest are counted when the burst is
+/// offered again from there.
+fn skipped_before(skipped: &[(usize, bool)], stalled: Option<usize>) -> (u64, u64) {
+    skipped
+        .iter()
+        .filter(|s| stalled.is_none_or(|at| s.0 < at))
+        .fold(
+            (0, 0),
+            |(u, f), s| if s.1 { (u + 1, f) } else { (u, f + 1) },
+        )
+}
+
 /// The `spead_recv` stage (or one replica of it: a member of a receive group).
 pub struct SpeadRecv {
     spec: SpeadRecvSpec,
@@ -867,16 +881,9 @@ impl SpeadRecv {
             let r = member.push_burst(0, &data[..n]);
             self.stop_seen |= r.stopped;
             let stalled = (r.taken < n).then(|| index[r.taken]);
-            // Those skipped before the stall are counted now, the rest when
-            // the burst is offered again.
-            let before_stall = |s: &&(usize, bool)| stalled.is_none_or(|at| s.0 < at);
-            for &(_, not_udp) in skipped[..k].iter().filter(before_stall) {
-                if not_udp {
-                    self.not_udp += 1;
-                } else {
-                    self.wrong_flavour += 1;
-                }
-            }
+            let (not_udp, wrong_flavour) = skipped_before(&skipped[..k], stalled);
+            self.not_udp += not_udp;
+            self.wrong_flavour += wrong_flavour;
             return stalled;
         }
         for (i, pkt) in self.burst.as_slice().iter().enumerate().skip(at) {
@@ -1375,6 +1382,18 @@ mod test {
     use super::*;
     use crate::spead::wire::decode;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_stalled_burst_counts_what_it_skipped_before_the_stall_only() {
+        // Packets 1 and 4 not UDP, 2 and 6 of another flavour.
+        let skipped = [(1, true), (2, false), (4, true), (6, false)];
+        assert_eq!(skipped_before(&skipped, None), (2, 2));
+        assert_eq!(skipped_before(&skipped, Some(4)), (1, 1));
+        assert_eq!(skipped_before(&skipped, Some(0)), (0, 0));
+        // Offered again from 4 after the stall: the rest, once.
+        let again: Vec<_> = skipped.iter().copied().filter(|s| s.0 >= 4).collect();
+        assert_eq!(skipped_before(&again, None), (1, 1));
+    }
 
     #[test]
     fn udp_headers_round_trip_through_strip() {
