@@ -68,7 +68,10 @@ pub fn group(batch: usize, n: usize) -> (ChunkGroup, Vec<Member<Shifted>>) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(24);
-    let cc = inner.chunk_config(4, chunks);
+    let mut cc = inner.chunk_config(4, chunks);
+    if std::env::var_os("LR_PLAIN").is_some() {
+        cc.copy = linerate::buf::copy::CopyMode::Plain;
+    }
     let eviction = if std::env::var_os("LR_LOSSY").is_some() {
         Eviction::Lossy
     } else {

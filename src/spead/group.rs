@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 
-use crate::buf::copy::store_fence;
+use crate::buf::copy::{prefetch, store_fence};
 use crate::buf::shared::{Claim, SharedChunk, Slots, Writer, WriterSet};
 
 use super::chunk::{
@@ -871,6 +871,36 @@ impl<P: Place> Member<P> {
         self.heaps.flush();
     }
 
+    /// Offers a burst of packets from `sender`, in order, as [`Member::push`]
+    /// would one by one, and stops at the first that stalls (offer it and
+    /// the rest again later). While it places one packet it prefetches the
+    /// one [`PREFETCH_AHEAD`] places on (DPDK's `rte_prefetch0` in its
+    /// receive loops): each packet's claim is a compare-and-swap, a full
+    /// fence on x86 that keeps the CPU from running ahead into the next
+    /// packet's header and payload, so without the hint their misses to
+    /// memory come one after another. Call [`Member::sync`] once per burst,
+    /// as with `push`.
+    pub fn push_burst(&mut self, sender: u32, packets: &[&[u8]]) -> Pushed {
+        let mut out = Pushed {
+            taken: packets.len(),
+            stopped: false,
+        };
+        for (i, p) in packets.iter().enumerate() {
+            if let Some(ahead) = packets.get(i + PREFETCH_AHEAD) {
+                prefetch(ahead);
+            }
+            match self.push(sender, p) {
+                Push::Stall => {
+                    out.taken = i;
+                    break;
+                }
+                Push::Stopped => out.stopped = true,
+                Push::Accepted | Push::Discarded(_) => {}
+            }
+        }
+        out
+    }
+
     /// Offers one packet from `sender`.
     pub fn push(&mut self, sender: u32, data: &[u8]) -> Push {
         self.heaps.stats_mut().packets += 1;
@@ -896,6 +926,21 @@ impl<P: Place> Member<P> {
         self.heaps.place_packet(&mut self.chunks, sender, data, &h)
     }
 }
+
+/// What [`Member::push_burst`] did with a burst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pushed {
+    /// Packets taken (accepted or discarded), from the first; fewer than the
+    /// burst when the next one stalled: offer it and the rest again later.
+    pub taken: usize,
+    /// An end-of-stream heap was among them ([`Push::Stopped`]).
+    pub stopped: bool,
+}
+
+/// Packets ahead in a burst that [`Member::push_burst`] prefetches (whole
+/// packets): 4 read best in `benches/spead_group.rs` (BENCHMARKS.md, session 9;
+/// 8 read the same, the header's line alone no better than none).
+pub const PREFETCH_AHEAD: usize = 4;
 
 /// The members' counters added up (what a single receiver would count).
 pub fn sum_stats<'a>(members: impl IntoIterator<Item = &'a ChunkStats>) -> ChunkStats {
@@ -1017,10 +1062,13 @@ mod test {
         /// every chunk back, and there are more chunks of packets (20) than
         /// the group has (16): recycled chunks (a new generation of owner
         /// words and members' present rows, nothing cleared) build the same
-        /// chunks as fresh ones.
+        /// chunks as fresh ones. Members take their packets one by one
+        /// (`burst` 0) or in bursts of up to `burst` (a member's next packets
+        /// in the same order: `Member::push_burst`).
         #[test]
         fn a_group_builds_what_a_single_receiver_builds(
             members in 1usize..4,
+            burst in 0usize..9,
             keys in proptest::collection::vec((proptest::prelude::any::<u16>(), 0u8..10), 192),
         ) {
             let cfg = small_fsim(4);
@@ -1048,10 +1096,26 @@ mod test {
             let mut ms: Vec<Member<KatgpucbfPlace>> =
                 (0..members).map(|_| group.member(place.clone()).unwrap()).collect();
             let mut got = Vec::new();
-            for (f, p) in &order {
-                let m = &mut ms[*f as usize % members];
+            let mut at = 0;
+            while at < order.len() {
+                let k = order[at].0 as usize % members;
+                let m = &mut ms[k];
                 m.sync();
-                proptest::prop_assert_eq!(m.push(0, p), Push::Accepted);
+                if burst == 0 {
+                    proptest::prop_assert_eq!(m.push(0, order[at].1), Push::Accepted);
+                    at += 1;
+                } else {
+                    // This member's next packets, up to `burst` of them.
+                    let run: Vec<&[u8]> = order[at..]
+                        .iter()
+                        .take_while(|x| x.0 as usize % members == k)
+                        .take(burst)
+                        .map(|x| x.1)
+                        .collect();
+                    let r = m.push_burst(0, &run);
+                    proptest::prop_assert_eq!(r, Pushed { taken: run.len(), stopped: false });
+                    at += run.len();
+                }
                 while let Some(c) = group.poll_chunk() {
                     got.push(c.clone());
                     group.add_free_chunk(c);
@@ -1211,6 +1275,78 @@ mod test {
     }
 
     #[test]
+    fn a_burst_stops_where_it_stalls_and_goes_on_from_there() {
+        let g = simple_group(Eviction::Lossless);
+        let (mut a, mut b) = (g.member(simple()).unwrap(), g.member(simple()).unwrap());
+        let p: Vec<Vec<u8>> = (0..20).map(pkt).collect();
+        let r = b.push_burst(0, &[&p[1]]);
+        assert_eq!(
+            r,
+            Pushed {
+                taken: 1,
+                stopped: false
+            }
+        );
+        // As `lossless_waits_for_the_laggard`: chunk 4 waits for b.
+        let burst: Vec<&[u8]> = [0, 4, 8, 12, 16, 17].iter().map(|&n| &p[n][..]).collect();
+        let r = a.push_burst(0, &burst);
+        assert_eq!(
+            r,
+            Pushed {
+                taken: 4,
+                stopped: false
+            }
+        );
+        assert_eq!((a.stats().stalls, a.stats().packets_accepted), (1, 4));
+        assert!(g.poll_chunk().is_none());
+        assert_eq!(b.push_burst(0, &[&p[9]]).taken, 1);
+        assert_eq!(a.push_burst(0, &burst[4..]).taken, 2);
+        // Chunk 0 went out with both members' bytes in it.
+        let c = g.poll_chunk().unwrap();
+        assert_eq!((c.chunk_id, &c.present[..]), (0, &[1, 1, 0, 0][..]));
+        let want: Vec<u8> = (0..8).chain(10..18).collect();
+        assert_eq!(&c.data[..16], &want[..]);
+        assert_eq!(&c.data[16..], &[0; 16][..]);
+    }
+
+    #[test]
+    fn a_burst_counts_what_one_by_one_counts() {
+        // Duplicates inside one burst, a heap too old, a stop heap.
+        let f = Flavour::SPEAD_64_48;
+        let mut stop = vec![0u8; 200];
+        let items = [f.immediate(id::STREAM_CTRL, ctrl::STOP).unwrap()];
+        let n = emit_packet(&mut stop, f, 99, Some(0), 0, &items, &[]).unwrap();
+        stop.truncate(n);
+        let p: Vec<Vec<u8>> = [1, 1, 2, 12, 21, 1, 21].into_iter().map(pkt).collect();
+        let mut seq: Vec<&[u8]> = p.iter().map(|x| &x[..]).collect();
+        seq.push(&stop);
+        seq.push(&p[2]);
+        let one = simple_group(Eviction::Lossy);
+        let mut m1 = one.member(simple()).unwrap();
+        let want: Vec<Push> = seq.iter().map(|x| m1.push(0, x)).collect();
+        assert!(want.contains(&Push::Discarded(ChunkDiscard::Duplicate)));
+        assert!(want.contains(&Push::Discarded(ChunkDiscard::TooOld)));
+        let burst = simple_group(Eviction::Lossy);
+        let mut m2 = burst.member(simple()).unwrap();
+        let r = m2.push_burst(0, &seq);
+        assert_eq!(
+            r,
+            Pushed {
+                taken: seq.len(),
+                stopped: true
+            }
+        );
+        assert_eq!(m2.stats(), m1.stats());
+        m1.finish();
+        m2.finish();
+        let drain = |g: &ChunkGroup| {
+            g.flush();
+            std::iter::from_fn(|| g.poll_chunk()).collect::<Vec<_>>()
+        };
+        assert_eq!(drain(&burst), drain(&one));
+    }
+
+    #[test]
     fn a_group_refuses_what_it_cannot_share() {
         let mut cfg = simple_group(Eviction::Lossy).config().clone();
         cfg.packet_presence = Some(4);
@@ -1270,6 +1406,24 @@ mod test {
                     .collect();
                 std::thread::spawn(move || {
                     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                    if k > 0 {
+                        // Bursts of 3 and 6 (member 0 takes them one by one).
+                        let all: Vec<&[u8]> = mine.iter().map(|p| &p[..]).collect();
+                        for burst in all.chunks(3 * k as usize) {
+                            let mut at = 0;
+                            while at < burst.len() {
+                                m.sync();
+                                let r = m.push_burst(0, &burst[at..]);
+                                at += r.taken;
+                                if at < burst.len() {
+                                    assert!(std::time::Instant::now() < deadline, "stalled");
+                                    std::thread::yield_now();
+                                }
+                            }
+                        }
+                        m.flush();
+                        return m.stats().clone();
+                    }
                     for p in &mine {
                         loop {
                             m.sync();

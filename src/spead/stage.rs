@@ -38,7 +38,7 @@ use super::send::{Pacer, SendHeap};
 use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
 use crate::buf::counter::CacheAligned;
-use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle};
+use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle, BURST_MAX};
 use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
 use crate::runtime::{Context, Poll, Stage, StageCounters, StageValues};
 use crate::time::Instant;
@@ -672,6 +672,20 @@ impl Receiver {
     }
 }
 
+/// Of the packets a burst skipped (`(index, not UDP)`, else of another
+/// flavour), those before the one that `stalled`: counted now, as
+/// `(not UDP, wrong flavour)`; the rest are counted when the burst is
+/// offered again from there.
+fn skipped_before(skipped: &[(usize, bool)], stalled: Option<usize>) -> (u64, u64) {
+    skipped
+        .iter()
+        .filter(|s| stalled.is_none_or(|at| s.0 < at))
+        .fold(
+            (0, 0),
+            |(u, f), s| if s.1 { (u + 1, f) } else { (u, f + 1) },
+        )
+}
+
 /// The `spead_recv` stage (or one replica of it: a member of a receive group).
 pub struct SpeadRecv {
     spec: SpeadRecvSpec,
@@ -838,6 +852,39 @@ impl SpeadRecv {
             // The window was flushed: later packets are counted, not placed.
             self.after_end += self.burst.len().saturating_sub(at) as u64;
             return None;
+        }
+        if let Receiver::Member { member, .. } = &mut self.rx {
+            // A member places the burst as one (its claims first, its copies
+            // after: `Member::push_burst`).
+            let mut data: [&[u8]; BURST_MAX] = [&[]; BURST_MAX];
+            let mut index = [0usize; BURST_MAX];
+            // Packets not offered: (index, not UDP).
+            let mut skipped = [(0usize, false); BURST_MAX];
+            let (mut n, mut k) = (0, 0);
+            for (i, pkt) in self.burst.as_slice().iter().enumerate().skip(at) {
+                match self.spec.encap.strip(pkt.data()) {
+                    Some(d)
+                        if !(d.len() >= wire::WORD
+                            && d[0] == 0x53
+                            && d[3] != self.flavour_byte) =>
+                    {
+                        data[n] = d;
+                        index[n] = i;
+                        n += 1;
+                    }
+                    other => {
+                        skipped[k] = (i, other.is_none());
+                        k += 1;
+                    }
+                }
+            }
+            let r = member.push_burst(0, &data[..n]);
+            self.stop_seen |= r.stopped;
+            let stalled = (r.taken < n).then(|| index[r.taken]);
+            let (not_udp, wrong_flavour) = skipped_before(&skipped[..k], stalled);
+            self.not_udp += not_udp;
+            self.wrong_flavour += wrong_flavour;
+            return stalled;
         }
         for (i, pkt) in self.burst.as_slice().iter().enumerate().skip(at) {
             let Some(data) = self.spec.encap.strip(pkt.data()) else {
@@ -1346,6 +1393,18 @@ mod test {
     use super::*;
     use crate::spead::wire::decode;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_stalled_burst_counts_what_it_skipped_before_the_stall_only() {
+        // Packets 1 and 4 not UDP, 2 and 6 of another flavour.
+        let skipped = [(1, true), (2, false), (4, true), (6, false)];
+        assert_eq!(skipped_before(&skipped, None), (2, 2));
+        assert_eq!(skipped_before(&skipped, Some(4)), (1, 1));
+        assert_eq!(skipped_before(&skipped, Some(0)), (0, 0));
+        // Offered again from 4 after the stall: the rest, once.
+        let again: Vec<_> = skipped.iter().copied().filter(|s| s.0 >= 4).collect();
+        assert_eq!(skipped_before(&again, None), (1, 1));
+    }
 
     #[test]
     fn udp_headers_round_trip_through_strip() {
