@@ -5,9 +5,11 @@
 //! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
 //!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
 //!   and prints the report next to the ping-pong baseline.
-//! * `rpc raw server|client PATH LEN`: the shared-memory transport alone, one
-//!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
-//!   core 1), to separate transport from endpoint cost.
+//! * `rpc raw server|client PATH LEN [SLOTS] [plain]`: the shared-memory
+//!   transport alone, one write-with-immediate of LEN bytes echoed back (server
+//!   on core 0 creating the region with SLOTS completion slots, default 8;
+//!   client on core 1), to separate transport from endpoint cost; `plain`
+//!   waits without the transport's waiting prefetches.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 //! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
 //!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
@@ -134,8 +136,12 @@ fn local_shm(rounds: u64) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Transport alone: a write-with-immediate echoed back, no endpoint.
-fn raw(role: &str, path: &str, core: usize, len: usize) {
+/// Transport alone: a write-with-immediate echoed back, no endpoint. The
+/// server creates the region with `slots` completion slots; with `plain`
+/// both sides wait with `poll_imm_more` (no waiting prefetches). The client
+/// records round trip n while round trip n + 1 is in flight, as `rpc bench`
+/// does, so only the clock read is between seeing the echo and writing again.
+fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::Transport;
     let id = core_affinity::get_core_ids()
@@ -147,14 +153,21 @@ fn raw(role: &str, path: &str, core: usize, len: usize) {
     let data = vec![7u8; len];
     let mut off = 0u64;
     let ring = 65536u64;
+    let poll = |t: &mut ShmTransport| {
+        if plain {
+            t.poll_imm_more().unwrap()
+        } else {
+            t.poll_imm().unwrap()
+        }
+    };
     if role == "server" {
-        let mut t = ShmTransport::create(std::path::Path::new(path), ring).unwrap();
+        let mut t = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
         let mut n = 0u64;
         while n < 3_000_000 {
-            if let Some(imm) = t.poll_imm().unwrap() {
+            if let Some(imm) = poll(&mut t) {
                 std::hint::black_box(t.recv_bytes(off, len as u64));
                 t.write_with_imm(off, &data, imm).unwrap();
-                off = (off + 128) % (ring - 256);
+                off = (off + 128) % ring;
                 n += 1;
             }
         }
@@ -168,19 +181,25 @@ fn raw(role: &str, path: &str, core: usize, len: usize) {
         };
         let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
         let mut prev = std::time::Instant::now();
-        for _ in 0..3_000_000u64 {
+        let mut now = prev;
+        for i in 0..3_000_000u64 {
             t.write_with_imm(off, &data, 4).unwrap();
-            while t.poll_imm().unwrap().is_none() {}
+            if i > 0 {
+                hist.record((now - prev).as_nanos() as u64).unwrap();
+                prev = now;
+            }
+            while poll(&mut t).is_none() {}
             std::hint::black_box(t.recv_bytes(off, len as u64));
-            off = (off + 128) % (ring - 256);
-            let now = std::time::Instant::now();
-            hist.record((now - prev).as_nanos() as u64).unwrap();
-            prev = now;
+            off = (off + 128) % ring;
+            now = std::time::Instant::now();
         }
         println!(
-            "raw transport echo of {len} bytes: RTT p50 {} ns p10 {} ns",
+            "raw transport echo of {len} bytes ({slots} slots{}): RTT p10 {} p50 {} p90 {} p99 {} ns",
+            if plain { ", no waiting prefetch" } else { "" },
+            hist.value_at_quantile(0.1),
             hist.value_at_quantile(0.5),
-            hist.value_at_quantile(0.1)
+            hist.value_at_quantile(0.9),
+            hist.value_at_quantile(0.99)
         );
     }
 }
@@ -440,11 +459,14 @@ fn main() {
     }
     if args.len() >= 4 && args[1] == "raw" {
         let len: usize = args[4].parse().unwrap();
+        let slots = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(8);
         raw(
             &args[2],
             &args[3],
             if args[2] == "server" { 0 } else { 1 },
             len,
+            slots,
+            args.iter().any(|a| a == "plain"),
         );
         return;
     }
