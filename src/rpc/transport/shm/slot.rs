@@ -275,15 +275,33 @@ pub fn unpack(
     reference: &mut Reference,
     out: &mut [u8],
 ) {
+    // The unchanged bytes first, straight from the reference, and then each
+    // changed word into both the reference and `out`. The other order (the
+    // words into the reference, then the whole reference copied out) reads
+    // 16-byte pieces that 8-byte stores wrote a few instructions before,
+    // which store-to-load forwarding cannot serve: the copy waited for those
+    // stores to reach the cache, on the round trip at queue depth 1.
+    let len = len.min(PACK_MAX).min(out.len());
+    copy_short(out, reference, len);
     let mut m = map;
     let mut j = 0;
     while m != 0 {
-        set_word(reference, m.trailing_zeros() as usize, changed(j));
+        let i = m.trailing_zeros() as usize & (PACK_WORDS - 1);
+        let w = changed(j);
+        set_word(reference, i, w);
+        let b = w.to_le_bytes();
+        if 8 * i + 8 <= len {
+            if let Some(dst) = out.get_mut(8 * i..8 * i + 8) {
+                dst.copy_from_slice(&b);
+            }
+        } else if let Some(dst) = out.get_mut(8 * i..len) {
+            // The last, partial word (never for the endpoint's writes).
+            let n = dst.len();
+            dst.copy_from_slice(&b[..n]);
+        }
         j += 1;
         m &= m - 1;
     }
-    let len = len.min(PACK_MAX).min(out.len());
-    copy_short(out, reference, len);
 }
 
 #[cfg(test)]
