@@ -16,6 +16,11 @@
 //!   `poll`; the client calls, flushes and polls until the response): for
 //!   instruction counts under `valgrind --tool=callgrind` (one thread, so no
 //!   cache-line transfers and no spin).
+//! * `rpc local-phases [ROUNDS]`: the same with each step of a depth-1 round
+//!   trip in a function of its own (`phase_call`: the client's call and flush;
+//!   `phase_serve`: the server's poll; `phase_take`: the client's poll that
+//!   takes the response; `phase_idle`: its next poll, which runs what the
+//!   first deferred), for callgrind's inclusive per-function counts.
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 //! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
@@ -83,7 +88,7 @@ fn local(ring: u64, depth: u32, rounds: u32) {
 }
 
 /// Depth-1 round trips over the shm transport in one thread (see the module doc).
-fn local_shm(rounds: u64) {
+fn local_shm(rounds: u64, phases: bool) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::{Config, Endpoint, Handler, Request};
     /// Answers in `poll`, or keeps the request when the answer would wrap.
@@ -116,7 +121,47 @@ fn local_shm(rounds: u64) {
     let (mut hs, mut hc) = (Server([0x5a; 32], Vec::with_capacity(16)), Client(0));
     let msg = [0xa5u8; 32];
     let start = std::time::Instant::now();
-    for i in 0..rounds {
+    if phases {
+        // As `rpc bench` runs it: the response is taken in a poll of its own
+        // and the deferred rest in the next, idle, poll; each step in a
+        // function of its own for callgrind's per-function counts.
+        #[inline(never)]
+        fn phase_call(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, msg: &[u8], i: u64) {
+            cl.call(msg, 32, i).unwrap();
+            cl.flush(tc).unwrap();
+        }
+        #[inline(never)]
+        fn phase_serve(s: &mut Endpoint<()>, ts: &mut ShmTransport, hs: &mut Server) {
+            s.poll(ts, hs).unwrap();
+            // An answer that would wrap the ring is written after the poll
+            // (once per lap of the ring).
+            for r in hs.1.drain(..) {
+                s.reply(&r, &hs.0).unwrap();
+                s.flush(ts).unwrap();
+            }
+        }
+        #[inline(never)]
+        fn phase_take(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, hc: &mut Client) {
+            cl.poll(tc, hc).unwrap();
+        }
+        #[inline(never)]
+        fn phase_idle(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, hc: &mut Client) {
+            cl.poll(tc, hc).unwrap();
+        }
+        for i in 0..rounds {
+            phase_call(&mut cl, &mut tc, &msg, i);
+            phase_serve(&mut s, &mut ts, &mut hs);
+            phase_take(&mut cl, &mut tc, &mut hc);
+            while hc.0 <= i {
+                // Only around a wrap (the client's poll takes a wrap marker
+                // and the response in one, but the server may need a second).
+                phase_serve(&mut s, &mut ts, &mut hs);
+                phase_take(&mut cl, &mut tc, &mut hc);
+            }
+            phase_idle(&mut cl, &mut tc, &mut hc);
+        }
+    }
+    for i in 0..if phases { 0 } else { rounds } {
         cl.call(&msg, 32, i).unwrap();
         cl.flush(&mut tc).unwrap();
         while hc.0 <= i {
@@ -470,11 +515,12 @@ fn main() {
         );
         return;
     }
-    if args.len() >= 2 && args[1] == "local-shm" {
+    if args.len() >= 2 && (args[1] == "local-shm" || args[1] == "local-phases") {
         local_shm(
             args.get(2)
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(1_000_000),
+            args[1] == "local-phases",
         );
         return;
     }
