@@ -5,11 +5,12 @@
 //! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
 //!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
 //!   and prints the report next to the ping-pong baseline.
-//! * `rpc raw server|client PATH LEN [SLOTS] [plain]`: the shared-memory
+//! * `rpc raw server|client|local PATH LEN [SLOTS] [plain]`: the shared-memory
 //!   transport alone, one write-with-immediate of LEN bytes echoed back (server
 //!   on core 0 creating the region with SLOTS completion slots, default 8;
 //!   client on core 1), to separate transport from endpoint cost; `plain`
-//!   waits without the transport's waiting prefetches.
+//!   waits without the transport's waiting prefetches; `local` runs both
+//!   sides in one thread and prints the software's time per write and receipt.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 //! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
 //!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
@@ -205,6 +206,26 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
             t.poll_imm().unwrap()
         }
     };
+    if role == "local" {
+        // Both sides in this thread: the transport's software alone, per
+        // write and its receipt (no cache-line transfers, no wait).
+        let mut a = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
+        let mut b = ShmTransport::open(std::path::Path::new(path)).unwrap();
+        let n = 20_000_000u64;
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            a.write_with_imm(off, &data, 4).unwrap();
+            std::hint::black_box(b.poll_imm().unwrap());
+            std::hint::black_box(b.recv_bytes(off, len as u64));
+            off = (off + 128) % ring;
+        }
+        println!(
+            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns",
+            start.elapsed().as_nanos() as f64 / n as f64
+        );
+        let _ = std::fs::remove_file(path);
+        return;
+    }
     if role == "server" {
         let mut t = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
         let mut n = 0u64;
