@@ -704,6 +704,14 @@ fn a_two_rank_trial_reconciles_the_reduced_counts_exactly() {
             "{t}"
         );
         assert_eq!(u(&t["lost"]), u(&t["offered"]) - u(&t["received"]), "{t}");
+        // The send and receive spans cross the wire with the counts, each
+        // measured on its own host's clock.
+        let f = |v: &serde_json::Value| v.as_f64().unwrap();
+        assert!(f(&t["tx_span_s"]) > 0.0 && f(&t["rx_span_s"]) > 0.0, "{t}");
+        assert_eq!(a["generators"]["gen"]["tx_span_s"], t["tx_span_s"], "{t}");
+        assert_eq!(a["generators"]["gen"]["tx_pps"], t["tx_pps"], "{t}");
+        assert_eq!(b["analyzers"]["ana"]["rx_span_s"], t["rx_span_s"], "{t}");
+        assert_eq!(b["analyzers"]["ana"]["rx_pps"], t["rx_pps"], "{t}");
         // Stamped on a, read on b, monotonic clocks: no latency, and why.
         assert_eq!(t["clock"]["latency"], false, "{t}");
         assert_eq!(u(&t["latency_ns"]["samples"]), 0, "{t}");

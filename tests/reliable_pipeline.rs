@@ -66,6 +66,14 @@ fn every_message_once_in_order_over_an_impaired_wire_both_modes() {
             assert_eq!(rx["check"]["corrupt"], 0);
             assert_eq!(rx["check"]["duplicate"], 0);
             assert_eq!(rx["check"]["out_of_order"], 0);
+            // Goodput is over the time from the first delivery to the last:
+            // the bytes delivered with the first message are not in it.
+            let (bps, secs) = (
+                rx["goodput_bps"].as_f64().unwrap(),
+                rx["seconds_to_complete"].as_f64().unwrap(),
+            );
+            let bytes = rx["check"]["bytes"].as_f64().unwrap();
+            assert!(bps > 0.0 && bps * secs / 8.0 < bytes * (1.0 - 1e-9), "{rx}");
             // Every delivered message carries its send time: one latency sample each.
             let lat = &rx["latency_ns"];
             assert_eq!(lat["samples"], 3000, "{mode} {loss}: {lat}");

@@ -52,6 +52,17 @@ fn assert_lossless(r: &RunReport, heaps: u64, packets_per_heap: u64, heap_bytes:
         heaps * heap_bytes,
         "{check}"
     );
+    // The sink's Gb/s is over the time from its first chunk to its last: the
+    // first chunks' bytes arrived at that span's start and are not in it.
+    let (gbps, secs) = (
+        check["gbps"].as_f64().unwrap(),
+        check["seconds"].as_f64().unwrap(),
+    );
+    let bytes = check["bytes"].as_f64().unwrap();
+    assert!(
+        bytes > 0.0 && gbps * secs * 1e9 / 8.0 < bytes * (1.0 - 1e-9),
+        "{check}"
+    );
     rx
 }
 

@@ -71,6 +71,11 @@ fn every_impairment_reconciles_with_the_wire() {
             "{w:?}"
         );
         assert_eq!(t.stale, 0);
+        // A generator never sends ahead of its pacing: over the span from its
+        // first burst to its last it sent at most the rate (and one packet:
+        // its first may have gone out a fraction of an interval late).
+        assert!(t.tx_span_s > 0.0 && t.tx_pps <= 100_000.0 * 1.001, "{t:?}");
+        assert!(t.rx_span_s > 0.0 && t.rx_pps > 0.0, "{t:?}");
         assert_eq!(t.latency_ns.samples, t.received + t.duplicates);
         assert!(
             t.latency_ns.min >= 20_000,
@@ -178,4 +183,42 @@ fn trial_plot_overlays_every_repeat_per_stream_and_merged() {
     }
     let png = std::fs::read(base.with_extension("png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
+}
+
+#[test]
+fn a_generator_that_cannot_keep_the_rate_reports_the_rate_it_sent_at() {
+    // 50 Mpps over the mem wire is far beyond what its generator can do
+    // (a debug build, a shared core): with `max_lag = "1s"` it goes on
+    // sending what was due for up to a second past the 50 ms trial.
+    let mut r = runner("", "");
+    let stop = AtomicBool::new(false);
+    let d = Duration::from_millis(50);
+    let t = r.trial(50e6, d, &stop, &mut |_, _| {}).unwrap();
+    assert!(t.sent > 0, "{t:?}");
+    assert_eq!(t.sent + t.unsent, t.offered);
+    // The send rate is over the span the packets went out in (past the
+    // trial's end), not over the duration.
+    assert!(t.tx_span_s > d.as_secs_f64(), "{t:?}");
+    let g = &t.generators["gen"];
+    assert!(g.tx_first_burst >= 1 && g.tx_first_burst <= 32, "{g:?}");
+    assert_eq!(
+        t.tx_pps,
+        (t.sent - g.tx_first_burst) as f64 / t.tx_span_s,
+        "the packets after the first burst over the span"
+    );
+    assert!(t.tx_pps < t.sent as f64 / d.as_secs_f64(), "{t:?}");
+    assert_eq!((g.tx_pps, g.tx_span_s), (t.tx_pps, t.tx_span_s));
+    assert!(t.tx_shortfall().is_some(), "{t:?}");
+    // Receiving went on about as long (past the trial's end too), clocked
+    // per burst; it cannot outlast the sending by more than the drain and
+    // the waits around it.
+    assert!(t.rx_span_s > d.as_secs_f64(), "{t:?}");
+    assert!(t.rx_span_s < t.tx_span_s + 2.0, "{t:?}");
+    assert!(t.rx_pps > 0.0 && t.rx_pps.is_finite(), "{t:?}");
+    let v = serde_json::to_value(&t).unwrap();
+    for k in ["tx_pps", "tx_span_s", "rx_pps", "rx_span_s"] {
+        assert!(v[k].is_number(), "{k}: {v}");
+    }
+    assert!(v["generators"]["gen"]["tx_span_s"].is_number(), "{v}");
+    assert!(v["analyzers"]["ana"]["rx_span_s"].is_number(), "{v}");
 }

@@ -11,8 +11,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::search::measurer::{CommandMeasurer, MeasureError, Measurer};
 use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
 use crate::search::sim::{SimDut, SimModel};
-use crate::search::types::{Goal, SearchConfig, Searcher, TrialRequest};
+use crate::search::types::{Goal, SearchConfig, Searcher, TrialRecord, TrialRequest};
 use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
+use crate::traffic::trial::TX_SHORT_TOLERANCE;
 use crate::units::{parse_duration, Rate};
 
 pub use crate::search::goal::{parse_goal, InputError};
@@ -176,6 +177,31 @@ pub fn config_of(args: &SearchArgs) -> Result<SearchConfig, InputError> {
 
 /// Rough estimate of the accounted time still needed: each remaining phase measures every
 /// goal's two bounds at its duration.
+/// A finished trial's progress line: phase, rate, duration and loss (with
+/// the unsent packets apart, and the rate the generators actually sent at
+/// when more than 1 % below the trial's: the trial is judged at its own
+/// rate, so a generator that did not keep it must not pass unnoticed),
+/// then the goals' bounds `bounds`.
+fn trial_line(trial: &TrialRecord, bounds: &str) -> String {
+    let unsent = match trial.unsent {
+        Some(u) if u > 0 => format!(" (unsent {u})"),
+        _ => String::new(),
+    };
+    let short = match trial.tx_pps {
+        Some(tx) if tx < trial.rate_pps * (1.0 - TX_SHORT_TOLERANCE) => {
+            format!(" (sent at only {:.6} Mpps)", tx / 1e6)
+        }
+        _ => String::new(),
+    };
+    format!(
+        "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}{unsent}{short}  {bounds}",
+        trial.phase.to_string(),
+        trial.rate_pps / 1e6,
+        trial.duration_s,
+        trial.loss_ratio,
+    )
+}
+
 fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
     use crate::search::Phase;
     let n = cfg.goals.len() as f64;
@@ -367,18 +393,7 @@ pub fn run(
                 })
                 .collect::<Vec<_>>()
                 .join(" ");
-            let unsent = match trial.unsent {
-                Some(u) if u > 0 => format!(" (unsent {u})"),
-                _ => String::new(),
-            };
-            let line = format!(
-                "{:<15} {:>12.6} Mpps {:>8.3} s  loss {:.6}{unsent}  {}",
-                trial.phase.to_string(),
-                trial.rate_pps / 1e6,
-                trial.duration_s,
-                trial.loss_ratio,
-                text
-            );
+            let line = trial_line(trial, &text);
             if bar.is_hidden() {
                 // Not a terminal (a log, CI): plain lines instead of a progress bar.
                 if !args.quiet {
@@ -676,6 +691,23 @@ mod test {
         report.trials[1].unsent = Some(0);
         let t = text(&report);
         assert!(t.contains("unsent: 700 packets in 1 of 2 trials"), "{t}");
+        assert!(!t.contains("short of the rate"), "{t}");
+        // The generators' achieved rate, where known: reported, never judged.
+        let rate = report.trials[2].rate_pps;
+        report.trials[2].tx_pps = Some(0.5 * rate);
+        report.trials[3].tx_pps = Some(0.995 * report.trials[3].rate_pps);
+        let t = text(&report);
+        assert!(
+            t.contains("generator short of the rate: in 1 of 2 trials") && t.contains("50.0 %"),
+            "{t}"
+        );
+        let line = trial_line(&report.trials[2], "NDR [..]");
+        assert!(
+            line.contains(&format!("(sent at only {:.6} Mpps)", 0.5 * rate / 1e6)),
+            "{line}"
+        );
+        assert!(!trial_line(&report.trials[3], "").contains("sent at"));
+        assert!(!trial_line(&report.trials[4], "").contains("sent at"));
     }
 
     #[test]

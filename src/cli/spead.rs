@@ -469,7 +469,12 @@ fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure
 #[derive(Debug, Serialize)]
 struct RecvReport {
     mode: &'static str,
+    /// The whole receive, waiting for the sender included.
     secs: f64,
+    /// From the first receive burst to the last: the time the packets
+    /// arrived in.
+    span_s: f64,
+    /// Over `span_s` (see [`Arrivals::gbps`]).
     gbps: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     heaps: Option<AssembleStats>,
@@ -557,6 +562,40 @@ fn recv_port(a: &RecvArgs, pool: &Pool) -> Result<Box<dyn RxQueue>, Failure> {
 /// Receives on an already bound port (the tests bind first, so no packet
 /// is sent before anybody listens): bursts of datagrams with recvmmsg, each
 /// offered to the assembler or the chunk stream, the buffers freed in bulk.
+/// When the packets arrived, clocked once per receive burst: Gb/s is over
+/// the time they arrived in, not over the time spent waiting for the sender
+/// to start or for `--duration` to run out after it stopped.
+#[derive(Debug, Default)]
+struct Arrivals {
+    /// The first burst's time (s) and the bytes counted by its end.
+    first: Option<(f64, u64)>,
+    last: f64,
+}
+
+impl Arrivals {
+    /// A burst arrived by `now`; `bytes` are counted so far.
+    fn note(&mut self, now: f64, bytes: u64) {
+        self.first.get_or_insert((now, bytes));
+        self.last = now;
+    }
+
+    fn span_s(&self) -> f64 {
+        self.first.map_or(0.0, |(t, _)| self.last - t)
+    }
+
+    /// `bytes` as Gb/s: those counted after the first burst over the span
+    /// to the last (the first burst's arrived at the span's start); over the
+    /// whole `secs` when everything came in one burst.
+    fn gbps(&self, bytes: u64, secs: f64) -> f64 {
+        match self.first {
+            Some((t, b)) if self.last > t => {
+                bytes.saturating_sub(b) as f64 * 8.0 / (self.last - t) / 1e9
+            }
+            _ => bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+        }
+    }
+}
+
 fn recv_on(
     mut rx: Box<dyn RxQueue>,
     pool: &Pool,
@@ -581,6 +620,7 @@ fn recv_on(
         n
     };
     let clock = Clock::new();
+    let mut arrivals = Arrivals::default();
     let mut last_report = 0.0;
     let mut last_publish = 0.0;
     let mut last_sample = 0.0;
@@ -604,7 +644,7 @@ fn recv_on(
         });
         let published = live.set_spead(SpeadCounters::new("heaps", asm.stats()));
         while !asm.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
-            next_burst(&mut burst, &clock);
+            let n = next_burst(&mut burst, &clock);
             for p in burst.iter() {
                 let _ = asm.push(0, p.data());
                 while let Some(h) = asm.poll_heap() {
@@ -616,6 +656,9 @@ fn recv_on(
             }
             cache.free_bulk(&mut burst);
             let now = clock.elapsed().as_secs_f64();
+            if n > 0 {
+                arrivals.note(now, asm.stats().bytes);
+            }
             if now - last_publish >= PUBLISH_EVERY_S {
                 last_publish = now;
                 published.publish(asm.stats(), None);
@@ -651,14 +694,15 @@ fn recv_on(
             s.heaps_flushed,
             s.packets_duplicate,
             s.packets_malformed,
-            s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+            arrivals.gbps(s.bytes, secs)
         );
         write_json(
             a.json.as_ref(),
             &RecvReport {
                 mode: "heaps",
                 secs,
-                gbps: s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+                span_s: arrivals.span_s(),
+                gbps: arrivals.gbps(s.bytes, secs),
                 heaps: Some(s),
                 chunks: None,
                 check: None,
@@ -702,7 +746,7 @@ fn recv_on(
         }
     };
     while !stream.stats().stopped && !done(clock.elapsed().as_secs_f64()) {
-        next_burst(&mut burst, &clock);
+        let n = next_burst(&mut burst, &clock);
         for p in burst.iter() {
             while let Push::Stall = stream.push(0, p.data()) {
                 consume(&mut stream, &mut checker);
@@ -711,6 +755,9 @@ fn recv_on(
         }
         cache.free_bulk(&mut burst);
         let now = clock.elapsed().as_secs_f64();
+        if n > 0 {
+            arrivals.note(now, stream.stats().bytes);
+        }
         if now - last_publish >= PUBLISH_EVERY_S {
             last_publish = now;
             let s = stream.stats();
@@ -753,7 +800,7 @@ fn recv_on(
         s.heaps_rejected,
         s.chunks,
         s.fraction_present(),
-        s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9
+        arrivals.gbps(s.bytes, secs)
     );
     if a.sink == SinkArg::Check {
         let r = checker.report();
@@ -767,7 +814,8 @@ fn recv_on(
         &RecvReport {
             mode: "chunks",
             secs,
-            gbps: s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9,
+            span_s: arrivals.span_s(),
+            gbps: arrivals.gbps(s.bytes, secs),
             heaps: None,
             chunks: Some(s),
             check: (a.sink == SinkArg::Check).then(|| checker.report().clone()),
@@ -946,11 +994,33 @@ mod test {
         assert_eq!(v["heaps"]["stopped"], true);
         assert_eq!(v["heaps"]["heaps_complete"], 5);
         assert_eq!(v["heaps"]["packets_duplicate"], 0);
+        // The receiver waited for the sender to start: the rate is over the
+        // time the packets arrived in, not over the whole receive.
+        let (span, secs) = (v["span_s"].as_f64().unwrap(), v["secs"].as_f64().unwrap());
+        assert!(span < secs, "{v}");
+        assert!(v["gbps"].as_f64().unwrap() > 0.0, "{v}");
         let sent: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&send_json).unwrap()).unwrap();
         assert_eq!(sent["heaps"], 5);
         // 10 KiB in <= 1000-byte packets: 11 per heap, plus the end-of-stream packet.
         assert_eq!(sent["packets"], 5 * 11 + 1);
+    }
+
+    #[test]
+    fn gbps_is_over_the_time_the_packets_arrived_in() {
+        let mut a = Arrivals::default();
+        assert_eq!((a.span_s(), a.gbps(0, 10.0)), (0.0, 0.0));
+        // A first burst of 1000 bytes at 3 s (after waiting for the sender),
+        // then 1000 bytes every 1 ms to 4 s, then nothing until 10 s.
+        for k in 0..=1000u64 {
+            a.note(3.0 + k as f64 * 1e-3, 1000 * (k + 1));
+        }
+        assert!((a.span_s() - 1.0).abs() < 1e-9);
+        assert!((a.gbps(1_001_000, 10.0) - 0.008).abs() < 1e-9);
+        // Everything in one burst: no span, the whole receive.
+        let mut one = Arrivals::default();
+        one.note(2.0, 500);
+        assert_eq!(one.gbps(1000, 2.0), 1000.0 * 8.0 / 2.0 / 1e9);
     }
 
     #[test]

@@ -124,11 +124,15 @@ fn print_result(r: &TrialResult) {
         "  offered {}  sent {}  unsent {}  received {}  lost {}  loss ratio {:.6}",
         r.offered, r.sent, r.unsent, r.received, r.lost, r.loss_ratio
     );
+    // Each rate over the window its packets went out or arrived in, never
+    // over the nominal duration.
     let _ = writeln!(
         out,
-        "  tx {}pps  rx {}pps  duplicates {}  reordered {}  stale {}",
+        "  tx {}pps over {:.3} s  rx {}pps over {:.3} s  duplicates {}  reordered {}  stale {}",
         si(r.tx_pps),
+        r.tx_span_s,
         si(r.rx_pps),
+        r.rx_span_s,
         r.duplicates,
         r.reordered,
         r.stale
@@ -144,20 +148,38 @@ fn print_result(r: &TrialResult) {
         "  gaps between bursts ns: min {}  p50 {}  p99 {}  max {}",
         g.min, g.p50, g.p99, g.max
     );
+    if let Some(short) = r.tx_shortfall() {
+        let _ = writeln!(
+            out,
+            "  the generators did not keep the rate: they sent at {}pps, {:.1} % below the \
+             offered {}pps (the trial is judged at the offered rate)",
+            si(r.tx_pps),
+            short * 100.0,
+            si(r.rate_pps)
+        );
+    }
     // Replicas (and several generators or analyzers): each one's part.
     if r.generators.len() > 1 || r.analyzers.len() > 1 {
         for (name, g) in &r.generators {
             let _ = writeln!(
                 out,
-                "  {name}: offered {}  sent {}  unsent {}",
-                g.offered, g.sent, g.unsent
+                "  {name}: offered {}  sent {}  unsent {}  tx {}pps over {:.3} s",
+                g.offered,
+                g.sent,
+                g.unsent,
+                si(g.tx_pps),
+                g.tx_span_s
             );
         }
         for (name, a) in &r.analyzers {
             let _ = writeln!(
                 out,
-                "  {name}: received {}  duplicates {}  reordered {}",
-                a.received, a.duplicates, a.reordered
+                "  {name}: received {}  duplicates {}  reordered {}  rx {}pps over {:.3} s",
+                a.received,
+                a.duplicates,
+                a.reordered,
+                si(a.rx_pps),
+                a.rx_span_s
             );
         }
     }

@@ -307,7 +307,7 @@ impl Cluster {
             .hosts()
             .iter()
             .zip(&parts)
-            .map(|(h, p)| (h.name.clone(), HostSection::of(h.rank, p)))
+            .map(|(h, p)| (h.name.clone(), HostSection::of(h.rank, p, duration)))
             .collect();
         r.clock = Some(note);
         r.timing = Some(crate::traffic::trial::HostsTiming {
@@ -535,6 +535,7 @@ impl crate::search::measurer::Measurer for HostsMeasurer {
                     received: r.received,
                     unsent: Some(r.unsent),
                     rx_dropped: Some(r.rx_dropped),
+                    tx_pps: Some(r.tx_pps),
                 })
             }
             Err(HostsError::Interrupted) => Err(MeasureError::Interrupted),

@@ -13,7 +13,10 @@ use crate::traffic::trial::{GeneratorShare, TrialPart};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct PartWire {
-    generators: BTreeMap<String, [u64; 3]>,
+    /// Per generator: offered, sent, unsent, its send span in ns and the
+    /// packets of its first burst (a part of an older linerate has only the
+    /// first three: no span).
+    generators: BTreeMap<String, Vec<u64>>,
     gaps: Vec<String>,
     analyzers: Vec<AnalyzerWire>,
     ports: BTreeMap<String, PortWire>,
@@ -27,6 +30,10 @@ struct AnalyzerWire {
     stale: u64,
     foreign: u64,
     invalid_latency: u64,
+    #[serde(default)]
+    rx_span_ns: u64,
+    #[serde(default)]
+    rx_first_burst: u64,
     streams: Vec<StreamWire>,
 }
 
@@ -100,7 +107,18 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
         generators: part
             .generators
             .iter()
-            .map(|(k, g)| (k.clone(), [g.offered, g.sent, g.unsent]))
+            .map(|(k, g)| {
+                (
+                    k.clone(),
+                    vec![
+                        g.offered,
+                        g.sent,
+                        g.unsent,
+                        g.tx_span_ns(),
+                        g.tx_first_burst,
+                    ],
+                )
+            })
             .collect(),
         gaps: part.gaps.iter().map(latency::encode).collect(),
         analyzers: part
@@ -112,6 +130,8 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
                 stale: r.stale,
                 foreign: r.foreign,
                 invalid_latency: r.invalid_latency,
+                rx_span_ns: r.rx_span_ns,
+                rx_first_burst: r.rx_first_burst,
                 streams: r
                     .streams
                     .iter()
@@ -143,21 +163,25 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
 pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
     let w: PartWire =
         serde_json::from_slice(bytes).map_err(|e| format!("a trial part does not parse: {e}"))?;
+    let mut generators = BTreeMap::new();
+    for (k, g) in w.generators {
+        let [offered, sent, unsent] = match g.get(..3) {
+            Some(&[o, s, u]) => [o, s, u],
+            _ => {
+                return Err(format!(
+                    "generator `{k}` has {} counts, not 3 to 5",
+                    g.len()
+                ))
+            }
+        };
+        let (span, first) = (g.get(3).copied(), g.get(4).copied());
+        generators.insert(
+            k,
+            GeneratorShare::new(offered, sent, unsent, span.unwrap_or(0), first.unwrap_or(0)),
+        );
+    }
     let mut part = TrialPart {
-        generators: w
-            .generators
-            .into_iter()
-            .map(|(k, [offered, sent, unsent])| {
-                (
-                    k,
-                    GeneratorShare {
-                        offered,
-                        sent,
-                        unsent,
-                    },
-                )
-            })
-            .collect(),
+        generators,
         ports: w.ports.into_iter().map(|(k, p)| (k, port_in(p))).collect(),
         start_ns: w.start_ns,
         ..TrialPart::default()
@@ -187,6 +211,8 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 stale: a.stale,
                 foreign: a.foreign,
                 invalid_latency: a.invalid_latency,
+                rx_span_ns: a.rx_span_ns,
+                rx_first_burst: a.rx_first_burst,
             },
         ));
     }
@@ -213,11 +239,7 @@ mod test {
         TrialPart {
             generators: [(
                 format!("gen{seed}"),
-                GeneratorShare {
-                    offered: 100,
-                    sent: 90 + seed,
-                    unsent: 10 - seed,
-                },
+                GeneratorShare::new(100, 90 + seed, 10 - seed, 1_000_000_007 * seed, seed),
             )]
             .into(),
             gaps: vec![h.clone()],
@@ -238,6 +260,8 @@ mod test {
                     stale: 2,
                     foreign: 0,
                     invalid_latency: 0,
+                    rx_span_ns: 999_999_937 + seed,
+                    rx_first_burst: seed,
                 },
             )],
             ports: [(format!("p{seed}"), port)].into(),
@@ -281,5 +305,16 @@ mod test {
         assert!(
             decode(b"{\"generators\":{},\"gaps\":[\"!!\"],\"analyzers\":[],\"ports\":{},\"start_ns\":null}").is_err()
         );
+        // A generator's counts: 3 (without a span) to 5, never fewer.
+        let with = |counts: &str| {
+            format!("{{\"generators\":{{\"g\":{counts}}},\"gaps\":[],\"analyzers\":[],\"ports\":{{}},\"start_ns\":null}}")
+        };
+        let old = decode(with("[10,9,1]").as_bytes()).unwrap();
+        assert_eq!(old.generators["g"].sent, 9);
+        assert_eq!(old.generators["g"].tx_span_s, 0.0);
+        let new = decode(with("[10,9,1,2000000000,1]").as_bytes()).unwrap();
+        assert_eq!(new.generators["g"].tx_span_s, 2.0);
+        assert_eq!(new.generators["g"].tx_first_burst, 1);
+        assert!(decode(with("[10,9]").as_bytes()).is_err());
     }
 }

@@ -144,6 +144,10 @@ pub struct ReliableStage {
     next: u64,
     sink: Sink,
     started: Option<Instant>,
+    /// A receiver's bytes delivered in the poll that delivered its first
+    /// message: they arrived at its window's start, so goodput, over the
+    /// window from there to the last, leaves them out.
+    first_bytes: u64,
     finished: Option<Instant>,
     failure: Option<String>,
     /// Messages delivered in this poll (kept to reuse its storage).
@@ -184,6 +188,7 @@ impl ReliableStage {
             msg: Vec::with_capacity(spec.size),
             next: 0,
             started: None,
+            first_bytes: 0,
             finished: None,
             failure: None,
             delivered: Vec::with_capacity(64),
@@ -311,6 +316,9 @@ impl Stage for ReliableStage {
             }
             ep.recycle(data);
         }
+        if self.spec.role == Role::Rx && self.started == Some(now) {
+            self.first_bytes = self.sink.stats().bytes;
+        }
         if dead && self.failure.is_none() {
             let why = self
                 .ep
@@ -389,7 +397,8 @@ impl Stage for ReliableStage {
             Role::Tx => {
                 self.next.min(self.spec.messages.unwrap_or(u64::MAX)) * self.spec.size as u64
             }
-            Role::Rx => self.sink.stats().bytes,
+            // Delivered after the first delivery, over the time since it.
+            Role::Rx => self.sink.stats().bytes.saturating_sub(self.first_bytes),
         };
         Some(serde_json::json!({
             "role": if self.spec.role == Role::Tx { "tx" } else { "rx" },

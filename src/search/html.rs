@@ -110,14 +110,14 @@ pub fn render(report: &Report, source: &str) -> Result<String, plot::PlotError> 
     h.push_str(
         "<h2>Every trial</h2>\n<table><tr><th>#</th><th class=\"l\">phase</th>\
         <th>rate Mpps</th><th>duration s</th><th>offered</th><th>received</th><th>lost</th>\
-        <th>unsent</th><th>loss ratio</th><th>ends at s</th></tr>\n",
+        <th>unsent</th><th>sent at Mpps</th><th>loss ratio</th><th>ends at s</th></tr>\n",
     );
     for (i, t) in report.trials.iter().enumerate() {
         let unsent = t.unsent.unwrap_or(0);
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td class=\"l\">{}</td><td>{:.6}</td><td>{:.3}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td{}>{}</td><td>{:.6}</td><td>{:.1}</td></tr>",
+             <td>{}</td><td>{}</td><td{}>{}</td><td>{}</td><td>{:.6}</td><td>{:.1}</td></tr>",
             i + 1,
             esc(&t.phase.to_string()),
             t.rate_pps / 1e6,
@@ -127,6 +127,7 @@ pub fn render(report: &Report, source: &str) -> Result<String, plot::PlotError> 
             t.offered.saturating_sub(t.received),
             if unsent > 0 { " class=\"unsent\"" } else { "" },
             t.unsent.map_or("-".into(), |u| u.to_string()),
+            t.tx_pps.map_or("-".into(), |r| format!("{:.6}", r / 1e6)),
             t.loss_ratio,
             t.end_s
         );

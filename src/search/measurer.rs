@@ -8,7 +8,7 @@
 use std::process::Command;
 
 /// Packet counts of one trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TrialCounts {
     /// Packets the generator offered (sent, or was to send: see `unsent`).
     pub offered: u64,
@@ -24,6 +24,11 @@ pub struct TrialCounts {
     /// Like `unsent`, they only decide who limited the trial, never the search.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_dropped: Option<u64>,
+    /// The rate the generator actually sent at (packets/s over the span its
+    /// packets went out in), when the measurer knows it. Reported only: the
+    /// trial's load, which the search judges, is the rate it asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_pps: Option<f64>,
 }
 
 impl TrialCounts {
@@ -34,6 +39,7 @@ impl TrialCounts {
             received,
             unsent: None,
             rx_dropped: None,
+            tx_pps: None,
         }
     }
 }
@@ -105,8 +111,9 @@ impl<M: Measurer + ?Sized> Measurer for Box<M> {
 /// replaced by the trial's rate (packets/s) and duration (seconds), the result is run with
 /// `sh -c`, and its stdout must hold one JSON object `{"offered": N, "received": M}`
 /// (or `{"offered": N, "lost": L}`), optionally with `"unsent": U` (of the offered
-/// packets, those never sent; `U + received <= offered`) and `"rx_dropped": D` (of the
-/// lost packets, those the generator's own receiver dropped). Any generator, TRex included,
+/// packets, those never sent; `U + received <= offered`), `"rx_dropped": D` (of the
+/// lost packets, those the generator's own receiver dropped) and `"tx_pps": R` (the
+/// rate it actually sent at, reported beside the trial). Any generator, TRex included,
 /// can be driven this way.
 #[derive(Debug, Clone)]
 pub struct CommandMeasurer {
@@ -120,6 +127,7 @@ struct CommandOutput {
     lost: Option<u64>,
     unsent: Option<u64>,
     rx_dropped: Option<u64>,
+    tx_pps: Option<f64>,
 }
 
 impl CommandMeasurer {
@@ -188,6 +196,7 @@ pub fn parse_counts(stdout: &str, output_for_errors: &str) -> Result<TrialCounts
         received,
         unsent: parsed.unsent,
         rx_dropped: parsed.rx_dropped,
+        tx_pps: parsed.tx_pps.filter(|r| r.is_finite() && *r >= 0.0),
     })
 }
 
@@ -236,7 +245,14 @@ mod test {
                 received: 7,
                 unsent: Some(2),
                 rx_dropped: None,
+                tx_pps: None,
             }
+        );
+        assert_eq!(
+            parse_counts(r#"{"offered": 10, "received": 10, "tx_pps": 9.5}"#, "")
+                .unwrap()
+                .tx_pps,
+            Some(9.5)
         );
         assert_eq!(
             parse_counts(

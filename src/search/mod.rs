@@ -438,6 +438,7 @@ mod test {
             received: 1900,
             unsent: Some(60),
             rx_dropped: None,
+            tx_pps: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.05, Some(60)));
@@ -447,6 +448,7 @@ mod test {
             received: 1400,
             unsent: Some(10),
             rx_dropped: None,
+            tx_pps: None,
         };
         let rec = TrialRecord::new(&req, counts, 2.0);
         assert_eq!((rec.loss_ratio, rec.unsent), (0.3, Some(510)));
@@ -456,6 +458,7 @@ mod test {
             received: 1900,
             unsent: Some(unsent),
             rx_dropped,
+            tx_pps: None,
         };
         let by = |c| TrialRecord::new(&req, c, 2.0).limited_by;
         use crate::traffic::trial::LimitedBy;
@@ -493,6 +496,46 @@ mod test {
         let (plain, with) = (run_with(None), run_with(Some(5)));
         assert_eq!(plain.outcome, with.outcome);
         assert!(with.trials.iter().any(|t| t.unsent == Some(5)));
+    }
+
+    #[test]
+    fn the_achieved_send_rate_is_reported_never_judged() {
+        // A measurer whose generator sends at a fraction of the asked rate:
+        // the trials carry that rate, the search's outcome is the same as
+        // without it (MLRsearch judges a trial at its offered load).
+        let run_with = |fraction: Option<f64>| {
+            struct Dut(SimDut, Option<f64>);
+            impl Measurer for Dut {
+                fn measure(&mut self, r: f64, d: f64) -> Result<TrialCounts, MeasureError> {
+                    let c = self.0.measure(r, d)?;
+                    Ok(TrialCounts {
+                        tx_pps: self.1.map(|f| f * r),
+                        ..c
+                    })
+                }
+            }
+            let mut s = MdrSearch::new(SearchConfig::csit()).unwrap();
+            drive(
+                &mut s,
+                &mut Dut(SimDut::new(SimModel::default()), fraction),
+                &mut |_, _| {},
+            )
+            .unwrap()
+        };
+        let (plain, slow) = (run_with(None), run_with(Some(0.5)));
+        assert_eq!(plain.outcome, slow.outcome);
+        assert_eq!(plain.trials.len(), slow.trials.len());
+        for (p, s) in plain.trials.iter().zip(&slow.trials) {
+            assert_eq!((p.rate_pps, p.loss_ratio), (s.rate_pps, s.loss_ratio));
+            assert_eq!(s.tx_pps, Some(0.5 * s.rate_pps));
+            assert_eq!(p.tx_pps, None);
+        }
+        let v = serde_json::to_value(slow.trials[0]).unwrap();
+        assert_eq!(v["tx_pps"], 0.5 * slow.trials[0].rate_pps);
+        assert!(serde_json::to_value(plain.trials[0])
+            .unwrap()
+            .get("tx_pps")
+            .is_none());
     }
 
     #[test]

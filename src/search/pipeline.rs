@@ -60,6 +60,7 @@ impl Measurer for PipelineMeasurer {
             received: r.received,
             unsent: Some(r.unsent),
             rx_dropped: Some(r.rx_dropped),
+            tx_pps: Some(r.tx_pps),
         })
     }
 

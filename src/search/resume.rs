@@ -115,6 +115,7 @@ impl<M: Measurer> Measurer for Replay<M> {
                     received: t.received,
                     unsent: t.unsent.map(|u| u.saturating_sub(shortfall)),
                     rx_dropped: t.rx_dropped,
+                    tx_pps: t.tx_pps,
                 })
             }
             _ => {

@@ -112,6 +112,26 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             known.len()
         )?;
     }
+    // Trials whose generators sent below the rate they were judged at.
+    let tol = crate::traffic::trial::TX_SHORT_TOLERANCE;
+    let short: Vec<f64> = report
+        .trials
+        .iter()
+        .filter_map(|t| t.tx_pps.map(|tx| tx / t.rate_pps))
+        .filter(|f| *f < 1.0 - tol)
+        .collect();
+    if !short.is_empty() {
+        writeln!(
+            out,
+            "generator short of the rate: in {} of {} trials it sent more than {:.0} % below \
+             the trial's rate (at worst {:.1} % of it); those trials are judged at the rate \
+             they asked for",
+            short.len(),
+            report.trials.iter().filter(|t| t.tx_pps.is_some()).count(),
+            tol * 100.0,
+            short.iter().copied().fold(f64::INFINITY, f64::min) * 100.0
+        )?;
+    }
     // Likewise our receiver's own drops (a port's missed count, a kernel socket ring).
     let known: Vec<u64> = report.trials.iter().filter_map(|t| t.rx_dropped).collect();
     let dropped: u64 = known.iter().sum();

@@ -217,6 +217,11 @@ pub struct TrialRecord {
     /// our receiving side's drops are, else `dut`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<crate::traffic::trial::LimitedBy>,
+    /// The rate the generators actually sent at, when the measurer knows it
+    /// (see [`super::TrialCounts::tx_pps`]). Reported only: the search judges
+    /// the trial at `rate_pps`, the load it offered (MLRsearch's semantics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_pps: Option<f64>,
     /// Accounted search time at the end of this trial (s).
     pub end_s: f64,
     /// The trial came from an earlier, interrupted run (`search --resume`).
@@ -244,6 +249,7 @@ impl TrialRecord {
                 crate::traffic::trial::LimitedBy::of(lost, u, counts.rx_dropped.unwrap_or(0))
             }),
             rx_dropped: counts.rx_dropped,
+            tx_pps: counts.tx_pps,
             phase: req.phase,
             rate_pps: req.rate_pps,
             duration_s: req.duration_s,

@@ -1084,6 +1084,9 @@ pub struct ChunkSink {
     totals: SinkTotals,
     start: Option<Instant>,
     first: Option<Instant>,
+    /// Bytes of the chunks taken at `first`: they arrived at the span's
+    /// start, so Gb/s counts only the bytes after them.
+    first_bytes: u64,
     last: Option<Instant>,
     sampler: Option<Sampler>,
     failure: Option<String>,
@@ -1135,6 +1138,7 @@ impl ChunkSink {
             totals: SinkTotals::default(),
             start: None,
             first: None,
+            first_bytes: 0,
             last: None,
             sampler: spec
                 .plot
@@ -1253,7 +1257,10 @@ impl Stage for ChunkSink {
             }
         };
         if n > 0 {
-            self.first.get_or_insert(cx.now);
+            if self.first.is_none() {
+                self.first = Some(cx.now);
+                self.first_bytes = self.totals.bytes;
+            }
             self.last = Some(cx.now);
             self.counters.packets_in.add(n as u64);
             publish_sink(&self.values, &self.totals);
@@ -1320,7 +1327,11 @@ impl Stage for ChunkSink {
             "present_slots": t.present_slots,
             "fraction_present": t.fraction_present(),
             "bytes": t.bytes,
-            "gbps": if secs > 0.0 { t.bytes as f64 * 8.0 / secs / 1e9 } else { 0.0 },
+            // Over the time the chunks came in: the first poll's chunks at
+            // its start, the rest within it (a few chunks would otherwise
+            // read one chunk's worth fast).
+            "gbps": if secs > 0.0 { t.bytes.saturating_sub(self.first_bytes) as f64 * 8.0 / secs / 1e9 } else { 0.0 },
+            "seconds": secs,
             "wrong_bytes": check.map(|c| c.wrong_bytes),
             "check": check,
             "files": t.files,

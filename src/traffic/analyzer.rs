@@ -183,6 +183,12 @@ pub struct AnalyzerReport {
     /// Latency samples refused because the stamp was later than the receive
     /// time (the sender's clock is ahead: another host).
     pub invalid_latency: u64,
+    /// From the first to the last receive burst that held packets of this
+    /// trial, in ns (0 when at most one did): the window they arrived in,
+    /// clocked once per burst.
+    pub rx_span_ns: u64,
+    /// Packets of this trial in the first such burst.
+    pub rx_first_burst: u64,
 }
 
 /// Requests in, reports out; shared by an analyzer and the controller.
@@ -223,6 +229,11 @@ pub struct Analyzer {
     burst_size: usize,
     burst: Burst,
     counters: Arc<CacheAligned<StageCounters>>,
+    /// The first and last receive bursts with packets of this trial (ns,
+    /// monotonic), and how many the first held.
+    first_rx_ns: Option<u64>,
+    last_rx_ns: u64,
+    first_burst: u64,
 }
 
 impl Analyzer {
@@ -254,6 +265,9 @@ impl Analyzer {
             burst_size,
             burst: Burst::new(),
             counters,
+            first_rx_ns: None,
+            last_rx_ns: 0,
+            first_burst: 0,
         }
     }
 
@@ -267,6 +281,9 @@ impl Analyzer {
         self.stale = 0;
         self.foreign = 0;
         self.invalid_latency = 0;
+        self.first_rx_ns = None;
+        self.last_rx_ns = 0;
+        self.first_burst = 0;
     }
 
     /// The current counts (clones the histograms: called per request, not per packet).
@@ -292,7 +309,25 @@ impl Analyzer {
             stale: self.stale,
             foreign: self.foreign,
             invalid_latency: self.invalid_latency,
+            rx_span_ns: self
+                .first_rx_ns
+                .map_or(0, |f| self.last_rx_ns.saturating_sub(f)),
+            rx_first_burst: self.first_burst,
         }
+    }
+
+    /// Notes a receive burst at `now_ns` that held `ours` packets of this
+    /// trial (once per burst).
+    #[inline]
+    fn note_burst(&mut self, now_ns: u64, ours: u64) {
+        if ours == 0 {
+            return;
+        }
+        if self.first_rx_ns.is_none() {
+            self.first_rx_ns = Some(now_ns);
+            self.first_burst = ours;
+        }
+        self.last_rx_ns = now_ns;
     }
 }
 
@@ -342,8 +377,10 @@ impl Stage for Analyzer {
         }
         // The clock read after the burst arrived: the pass's start time may
         // precede the sender's stamp of a packet received in this very pass.
-        let now = crate::time::stamp_ns(crate::time::monotonic_now());
+        let arrived = crate::time::monotonic_now();
+        let now = crate::time::stamp_ns(arrived);
         let mut bytes = 0;
+        let mut ours = 0u64;
         for pkt in self.burst.iter() {
             let data = pkt.data();
             bytes += data.len() as u64;
@@ -374,6 +411,7 @@ impl Stage for Analyzer {
                 s.first_seq = seq;
             }
             s.received += 1;
+            ours += 1;
             s.bytes += data.len() as u64;
             s.tracker.record(seq);
             let sample = match self.mode {
@@ -386,6 +424,7 @@ impl Stage for Analyzer {
                     .saturating_record(latency_ns(stamp.tx_ns(), now).max(1));
             }
         }
+        self.note_burst(arrived.as_nanos(), ours);
         self.counters.packets_in.add(n as u64);
         self.counters.bytes_in.add(bytes);
         self.cache.free_bulk(&mut self.burst);
@@ -409,9 +448,20 @@ impl Stage for Analyzer {
                 })
             })
             .collect();
-        Some(
-            serde_json::json!({"streams": streams, "stale": r.stale, "foreign": r.foreign, "invalid_latency": r.invalid_latency}),
-        )
+        // The rate they arrived at over the time they arrived in (the packets
+        // after the first receive burst over the span to the last), as a
+        // trial's `rx_pps`.
+        let received: u64 = r.streams.iter().map(|s| s.unique).sum();
+        let rx_pps = if r.rx_span_ns > 0 {
+            received.saturating_sub(r.rx_first_burst) as f64 * 1e9 / r.rx_span_ns as f64
+        } else {
+            0.0
+        };
+        Some(serde_json::json!({
+            "streams": streams, "stale": r.stale, "foreign": r.foreign,
+            "invalid_latency": r.invalid_latency,
+            "rx_span_s": r.rx_span_ns as f64 / 1e9, "rx_pps": rx_pps,
+        }))
     }
 }
 
@@ -419,6 +469,71 @@ impl Stage for Analyzer {
 mod test {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_receive_span_is_clocked_per_burst_of_this_trials_packets() {
+        use crate::buf::{Pool, PoolConfig};
+        use crate::runtime::basic::Output;
+        use crate::time::Instant;
+        use crate::traffic::stamp::Repr;
+        use crate::traffic::template::{FrameBuilder, FrameSpec};
+        use std::time::Duration;
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let port = crate::port::mem::open(&crate::port::mem::MemConfig::default());
+        let mut out = Output::Port(port.tx.into_iter().next().unwrap());
+        let control = Arc::new(AnaControl::default());
+        let mut a = Analyzer::new(
+            Input::Port(port.rx.into_iter().next().unwrap()),
+            pool.cache(),
+            LatencyMode::Packet,
+            4,
+            32,
+            control.clone(),
+            Arc::new(CacheAligned::default()),
+        );
+        let mut cache = pool.cache();
+        let mut builder = FrameBuilder::new(&FrameSpec::default());
+        // `n` packets of trial `epoch` from sequence number `seq` on the wire.
+        let mut send = |epoch: u8, seq: u64, n: usize| {
+            let mut b = Burst::new();
+            assert_eq!(cache.alloc_bulk(&mut b, n), n);
+            for (i, p) in b.iter_mut().enumerate() {
+                let st = Repr {
+                    seq: seq + i as u64,
+                    epoch,
+                    ..Repr::default()
+                };
+                let len = builder.write(p.spare_capacity(), &st);
+                p.set_len(len).unwrap();
+            }
+            assert_eq!(out.send_or_drop(Instant::ZERO, &mut b), (n, 0));
+            out.flush(Instant::ZERO);
+        };
+        let cx = Context {
+            now: Instant::ZERO,
+            draining: false,
+        };
+        control.epoch.store(1, Ordering::Release);
+        // Packets of an earlier trial start no span.
+        send(0, 0, 5);
+        let _ = a.poll(&cx);
+        assert_eq!(a.report().stale, 5);
+        assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+        send(1, 0, 3);
+        let _ = a.poll(&cx);
+        std::thread::sleep(Duration::from_millis(2));
+        send(1, 3, 7);
+        let _ = a.poll(&cx);
+        let r = a.report();
+        assert_eq!(r.rx_first_burst, 3);
+        assert!(r.rx_span_ns >= 2_000_000, "{r:?}");
+        let d = a.detail().unwrap();
+        assert_eq!(d["rx_pps"], 7.0 * 1e9 / r.rx_span_ns as f64);
+        // A new trial starts a new span.
+        control.epoch.store(2, Ordering::Release);
+        let _ = a.poll(&cx);
+        assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+    }
 
     #[test]
     fn in_order_gaps_duplicates_reorders() {

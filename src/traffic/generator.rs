@@ -53,10 +53,14 @@ pub struct GenControl {
     pub unsent: AtomicU64,
     /// Bytes it sent.
     pub sent_bytes: AtomicU64,
-    /// When the trial's first burst went out and when it ended (ns, monotonic).
+    /// When the trial's first burst that sent anything went out (ns,
+    /// monotonic; the trial's start when nothing was sent).
     pub first_ns: AtomicU64,
-    /// End of the trial (ns, monotonic).
+    /// When its last burst that sent anything went out (ns, monotonic; the
+    /// start when nothing was sent): see [`GenControl::tx_span_ns`].
     pub last_ns: AtomicU64,
+    /// Packets sent in that first burst.
+    pub first_burst: AtomicU64,
     /// Gaps between consecutive bursts of each finished trial (rate precision).
     pub gaps: ArrayQueue<Histogram<u64>>,
     /// The generator's `max_lag` in ns: it may go on sending that long past
@@ -78,6 +82,7 @@ impl Default for GenControl {
             sent_bytes: AtomicU64::new(0),
             first_ns: AtomicU64::new(0),
             last_ns: AtomicU64::new(0),
+            first_burst: AtomicU64::new(0),
             gaps: ArrayQueue::new(2),
             max_lag_ns: AtomicU64::new(duration_nanos(DEFAULT_MAX_LAG)),
         }
@@ -107,6 +112,15 @@ impl GenControl {
     /// Whether the trial `epoch` is finished and its counts published.
     pub fn is_done(&self, epoch: u32) -> bool {
         self.done_epoch.load(Ordering::Acquire) == epoch
+    }
+
+    /// The finished trial's send span in ns: from its first burst that sent
+    /// anything to its last (0 when at most one did). Packets sent late past
+    /// the end (within `max_lag`), a stall or an early stop show in it; the
+    /// packets after the first burst went out within it.
+    pub fn tx_span_ns(&self) -> u64 {
+        let first = self.first_ns.load(Ordering::Relaxed);
+        self.last_ns.load(Ordering::Relaxed).saturating_sub(first)
     }
 }
 
@@ -155,11 +169,14 @@ struct Trial {
     attempted: u64,
     sent: u64,
     bytes: u64,
-    first: Option<Instant>,
+    /// The first burst that sent anything, and how many it sent.
+    first: Option<(Instant, u64)>,
     last_call: bool,
     /// When the previous burst went out, and the gaps between bursts.
     last_burst: Option<Instant>,
     gaps: Histogram<u64>,
+    /// When the last burst that sent anything went out.
+    last_sent: Option<Instant>,
 }
 
 /// The generator stage.
@@ -242,6 +259,7 @@ impl Generator {
             first: None,
             last_call: false,
             last_burst: None,
+            last_sent: None,
             gaps: std::mem::replace(
                 &mut self.spare_gaps,
                 Histogram::new(1).unwrap_or_else(|_| new_histogram()),
@@ -250,6 +268,8 @@ impl Generator {
     }
 
     fn end(&mut self, now: Instant) {
+        // `now` is when the trial ended, not when its last packet went out:
+        // the send span is measured to the last burst.
         if let Some(mut t) = self.trial.take() {
             // Publish the gaps (a copy: once per trial); keep the histogram for the next.
             let _ = self.control.gaps.force_push(t.gaps.clone());
@@ -261,9 +281,11 @@ impl Generator {
             c.sent.store(t.sent, Ordering::Relaxed);
             c.unsent.store(offered - t.sent, Ordering::Relaxed);
             c.sent_bytes.store(t.bytes, Ordering::Relaxed);
-            c.first_ns
-                .store(t.first.unwrap_or(t.start).as_nanos(), Ordering::Relaxed);
-            c.last_ns.store(now.as_nanos(), Ordering::Relaxed);
+            let (first, first_burst) = t.first.unwrap_or((t.start, 0));
+            c.first_ns.store(first.as_nanos(), Ordering::Relaxed);
+            c.first_burst.store(first_burst, Ordering::Relaxed);
+            c.last_ns
+                .store(t.last_sent.unwrap_or(t.start).as_nanos(), Ordering::Relaxed);
             c.done_epoch.store(t.epoch, Ordering::Release);
         }
     }
@@ -366,7 +388,10 @@ impl Stage for Generator {
             t.gaps
                 .saturating_record(cx.now.as_nanos().saturating_sub(prev.as_nanos()).max(1));
         }
-        t.first.get_or_insert(cx.now);
+        if sent > 0 {
+            t.first.get_or_insert((cx.now, sent as u64));
+            t.last_sent = Some(cx.now);
+        }
         t.attempted += n as u64;
         t.sent += sent as u64;
         t.bytes += sent_bytes;
@@ -388,21 +413,36 @@ impl Stage for Generator {
     fn detail(&self) -> Option<serde_json::Value> {
         let c = &self.control;
         let done = c.done_epoch.load(Ordering::Acquire) == self.seen_epoch && self.seen_epoch != 0;
-        let (offered, sent, unsent) = match &self.trial {
+        // The send span and the packets of its first burst, as a trial's.
+        let (offered, sent, unsent, span_ns, first_burst) = match &self.trial {
             Some(t) => {
                 let offered = t.offered_by(self.last_now);
-                (offered, t.sent, offered - t.sent)
+                let (span_ns, first_burst) = match (t.first, t.last_sent) {
+                    (Some((f, n)), Some(l)) => (l.as_nanos().saturating_sub(f.as_nanos()), n),
+                    _ => (0, 0),
+                };
+                (offered, t.sent, offered - t.sent, span_ns, first_burst)
             }
             None if done => (
                 c.offered.load(Ordering::Relaxed),
                 c.sent.load(Ordering::Relaxed),
                 c.unsent.load(Ordering::Relaxed),
+                c.tx_span_ns(),
+                c.first_burst.load(Ordering::Relaxed),
             ),
-            None => (0, 0, 0),
+            None => (0, 0, 0, 0, 0),
         };
-        Some(
-            serde_json::json!({"stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent, "next_seq": self.seq}),
-        )
+        // The rate it sent at over the time it sent in (the packets after
+        // its first burst over the span to its last), not over the run.
+        let tx_pps = if span_ns > 0 {
+            sent.saturating_sub(first_burst) as f64 * 1e9 / span_ns as f64
+        } else {
+            0.0
+        };
+        Some(serde_json::json!({
+            "stream": self.config.stream, "offered": offered, "sent": sent, "unsent": unsent,
+            "next_seq": self.seq, "tx_span_s": span_ns as f64 / 1e9, "tx_pps": tx_pps,
+        }))
     }
 }
 
@@ -501,6 +541,40 @@ mod test {
         assert_eq!(control.offered.load(Ordering::Relaxed), 10_000);
         assert_eq!(control.sent.load(Ordering::Relaxed), 10_000);
         assert_eq!(control.unsent.load(Ordering::Relaxed), 0);
+        // On time to the end: the first packet fell due and went out at 1 us,
+        // the last at 10 ms, so the other 9,999 went out in 9.999 ms: the rate.
+        assert_eq!(control.first_ns.load(Ordering::Relaxed), 1_000_001_000);
+        assert_eq!(control.first_burst.load(Ordering::Relaxed), 1);
+        assert_eq!(control.tx_span_ns(), 9_999_000);
+    }
+
+    #[test]
+    fn packets_sent_late_stretch_the_send_span() {
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let (mut g, control, _) = generator(&pool, 1 << 16);
+        control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
+        let poll = |g: &mut Generator, us: u64| {
+            let _ = g.poll(&Context {
+                now: Instant::from_micros(us),
+                draining: false,
+            });
+        };
+        for us in 0..9_990 {
+            poll(&mut g, us);
+        }
+        // The lcore loses its core across the end; back 50 us late (within
+        // `max_lag`): the last 10 packets go out then, not at 10 ms.
+        for us in 10_050..10_100 {
+            poll(&mut g, us);
+        }
+        assert!(control.is_done(1));
+        assert_eq!(control.sent.load(Ordering::Relaxed), 10_000);
+        assert_eq!(control.unsent.load(Ordering::Relaxed), 0);
+        assert_eq!(control.tx_span_ns(), 10_049_000);
+        // Its report (`run`'s stage detail) has the rate over that span.
+        let d = g.detail().unwrap();
+        assert_eq!(d["tx_span_s"], 0.010049);
+        assert_eq!(d["tx_pps"], 9_999.0 * 1e9 / 10_049_000.0);
     }
 
     #[test]
@@ -526,6 +600,9 @@ mod test {
             control.unsent.load(Ordering::Relaxed),
         );
         assert_eq!((o, s, u), (1000, 100, 900));
+        // It stopped early: its 100 packets went out in the first 100 us
+        // (one a microsecond, from 1 us), not over the 1 ms trial.
+        assert_eq!(control.tx_span_ns(), 99_000);
     }
 
     #[test]

@@ -55,10 +55,29 @@ pub struct TrialResult {
     /// from (`eth_imissed + eth_rx_nombuf + socket_rx_dropped +
     /// kernel_rx_dropped` of the ports). They are part of `lost`.
     pub rx_dropped: u64,
-    /// Sent packets per second of the trial.
+    /// The rate the packets actually went out at, over the time they went
+    /// out in, never over `duration_s`: the packets sent after each
+    /// generator's first burst over `tx_span_s` (the first burst's packets
+    /// went out at the span's start, the others within it). A generator that
+    /// kept its rate shows `rate_pps`; one that stalled, sent late past the
+    /// end (within `max_lag`) or stopped early shows what it achieved. The
+    /// trial's load, which the search judges, is the offered `rate_pps`.
+    /// When every generator sent everything in one burst there is no span to
+    /// measure: `sent / duration_s` then.
     pub tx_pps: f64,
-    /// Received packets per second of the trial.
+    /// The send span in seconds: the longest generator's time from its first
+    /// burst to its last (generators run side by side). 0 when at most one
+    /// burst went out.
+    pub tx_span_s: f64,
+    /// The rate the packets arrived at, counted the same way: the packets
+    /// received after each analyzer's first receive burst over `rx_span_s`,
+    /// drain included, never over `duration_s` (`received / duration_s` when
+    /// everything arrived in one burst).
     pub rx_pps: f64,
+    /// The receive span in seconds: the longest analyzer's time from its
+    /// first to its last receive burst holding packets of this trial
+    /// (clocked once per burst, not per packet). 0 when at most one did.
+    pub rx_span_s: f64,
     /// Duplicate packets received.
     pub duplicates: u64,
     /// Packets received out of order.
@@ -130,12 +149,12 @@ pub struct HostSection {
 }
 
 impl HostSection {
-    /// The section of `part`, played by `rank`.
-    pub fn of(rank: usize, part: &TrialPart) -> HostSection {
+    /// The section of `part`, played by `rank`, of a trial of `duration`.
+    pub fn of(rank: usize, part: &TrialPart, duration: Duration) -> HostSection {
         let r = assemble(
             0,
             0.0,
-            Duration::from_secs(1),
+            duration,
             std::slice::from_ref(part),
             &BTreeSet::new(),
         );
@@ -182,6 +201,20 @@ pub struct ClockNote {
     /// within it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset_bound_ns: Option<u64>,
+}
+
+impl TrialResult {
+    /// How far the achieved send rate (`tx_pps`) fell short of the offered
+    /// `rate_pps`, as a fraction of it, when by more than
+    /// [`TX_SHORT_TOLERANCE`]: the generators did not keep the rate. Only
+    /// reported; the search judges the trial at the offered rate.
+    pub fn tx_shortfall(&self) -> Option<f64> {
+        if self.rate_pps <= 0.0 {
+            return None;
+        }
+        let short = 1.0 - self.tx_pps / self.rate_pps;
+        (short > TX_SHORT_TOLERANCE).then_some(short)
+    }
 }
 
 impl std::fmt::Debug for TrialResult {
@@ -277,7 +310,7 @@ pub struct StreamResult {
 type StreamSum<'a> = (u64, u64, u64, Vec<&'a Histogram<u64>>);
 
 /// One generator's (or generator replica's) part of a trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct GeneratorShare {
     /// Packets it was to send.
     pub offered: u64,
@@ -285,10 +318,68 @@ pub struct GeneratorShare {
     pub sent: u64,
     /// Packets not sent in time.
     pub unsent: u64,
+    /// Its send span: from its first burst to its last, in seconds (see
+    /// [`TrialResult::tx_span_s`]).
+    pub tx_span_s: f64,
+    /// The rate it actually sent at (see [`TrialResult::tx_pps`]); set by
+    /// [`assemble`].
+    pub tx_pps: f64,
+    /// Packets it sent in its first burst (not serialized: the rate counts
+    /// the packets after it).
+    #[serde(skip)]
+    pub tx_first_burst: u64,
 }
 
+impl GeneratorShare {
+    /// The share of a generator that sent `sent` of `offered` packets,
+    /// `tx_first_burst` of them in its first burst and the rest over the
+    /// `tx_span_ns` to its last; [`assemble`] works out its rate.
+    pub fn new(
+        offered: u64,
+        sent: u64,
+        unsent: u64,
+        tx_span_ns: u64,
+        tx_first_burst: u64,
+    ) -> GeneratorShare {
+        GeneratorShare {
+            offered,
+            sent,
+            unsent,
+            tx_span_s: tx_span_ns as f64 / 1e9,
+            tx_pps: 0.0,
+            tx_first_burst,
+        }
+    }
+
+    /// The span in ns, as measured (for the wire between hosts).
+    pub fn tx_span_ns(&self) -> u64 {
+        (self.tx_span_s * 1e9).round() as u64
+    }
+}
+
+/// The rate of `count` packets of which `first` came in a first burst at
+/// the start of a span of `span_s` to the last burst: the packets after the
+/// first burst over the span (exact for evenly paced packets, however few).
+/// Without a span (at most one burst) the rate cannot be measured: `count`
+/// over the trial's `duration_s` then. 0 for no packets.
+fn rate_over(count: u64, first: u64, span_s: f64, duration_s: f64) -> f64 {
+    if count == 0 {
+        0.0
+    } else if span_s > 0.0 {
+        count.saturating_sub(first) as f64 / span_s
+    } else if duration_s > 0.0 {
+        count as f64 / duration_s
+    } else {
+        0.0
+    }
+}
+
+/// How far below the offered rate the achieved send rate may fall before
+/// the output says the generators did not keep the rate (1 %).
+pub const TX_SHORT_TOLERANCE: f64 = 0.01;
+
 /// One analyzer's (or analyzer replica's) part of a trial.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct AnalyzerShare {
     /// Distinct packets of this trial received.
     pub received: u64,
@@ -298,6 +389,15 @@ pub struct AnalyzerShare {
     pub reordered: u64,
     /// Packets of earlier trials.
     pub stale: u64,
+    /// From its first to its last receive burst with packets of this trial,
+    /// in seconds (see [`TrialResult::rx_span_s`]).
+    pub rx_span_s: f64,
+    /// The rate they arrived at (see [`TrialResult::rx_pps`]).
+    pub rx_pps: f64,
+    /// Packets of this trial in its first receive burst (not serialized:
+    /// the arrival rate counts the packets after it).
+    #[serde(skip)]
+    pub rx_first_burst: u64,
 }
 
 /// A trial could not run.
@@ -598,11 +698,13 @@ impl TrialRunner {
             part.gaps.extend(g.gaps.pop());
             part.generators.insert(
                 name.clone(),
-                GeneratorShare {
-                    offered: g.offered.load(Ordering::Relaxed),
-                    sent: g.sent.load(Ordering::Relaxed),
-                    unsent: g.unsent.load(Ordering::Relaxed),
-                },
+                GeneratorShare::new(
+                    g.offered.load(Ordering::Relaxed),
+                    g.sent.load(Ordering::Relaxed),
+                    g.unsent.load(Ordering::Relaxed),
+                    g.tx_span_ns(),
+                    g.first_burst.load(Ordering::Relaxed),
+                ),
             );
         }
         part.analyzers = self
@@ -693,6 +795,10 @@ pub fn assemble(
 ) -> TrialResult {
     let empty = latency::merge(std::iter::empty());
     let (mut offered, mut sent, mut unsent) = (0u64, 0u64, 0u64);
+    // The generators run side by side (across hosts too, on clocks that
+    // cannot be compared): the longest one's span is the trial's.
+    let (mut tx_span_s, mut tx_first_bursts) = (0f64, 0u64);
+    let secs = duration.as_secs_f64();
     let mut generators = BTreeMap::new();
     let mut ports = BTreeMap::new();
     for p in parts {
@@ -700,12 +806,17 @@ pub fn assemble(
             offered = offered.saturating_add(g.offered);
             sent = sent.saturating_add(g.sent);
             unsent = unsent.saturating_add(g.unsent);
-            generators.insert(name.clone(), *g);
+            tx_span_s = tx_span_s.max(g.tx_span_s);
+            tx_first_bursts = tx_first_bursts.saturating_add(g.tx_first_burst);
+            let mut g = *g;
+            g.tx_pps = rate_over(g.sent, g.tx_first_burst, g.tx_span_s, secs);
+            generators.insert(name.clone(), g);
         }
         ports.extend(p.ports.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let (mut received, mut duplicates, mut reordered, mut stale, mut invalid_latency) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut rx_span_s, mut rx_first_bursts) = (0f64, 0u64);
     let mut analyzers = BTreeMap::new();
     // A stream may arrive at several analyzers (replicas on RSS queues):
     // its counts add up, its histograms merge.
@@ -714,11 +825,15 @@ pub fn assemble(
         for (name, r) in &p.analyzers {
             stale = stale.saturating_add(r.stale);
             invalid_latency = invalid_latency.saturating_add(r.invalid_latency);
+            let rx_span = r.rx_span_ns as f64 / 1e9;
             let mut share = AnalyzerShare {
                 received: 0,
                 duplicates: 0,
                 reordered: 0,
                 stale: r.stale,
+                rx_span_s: rx_span,
+                rx_pps: 0.0,
+                rx_first_burst: r.rx_first_burst,
             };
             for s in &r.streams {
                 share.received = share.received.saturating_add(s.unique);
@@ -737,6 +852,9 @@ pub fn assemble(
             received = received.saturating_add(share.received);
             duplicates = duplicates.saturating_add(share.duplicates);
             reordered = reordered.saturating_add(share.reordered);
+            share.rx_pps = rate_over(share.received, r.rx_first_burst, rx_span, secs);
+            rx_span_s = rx_span_s.max(rx_span);
+            rx_first_bursts = rx_first_bursts.saturating_add(r.rx_first_burst);
             analyzers.insert(name.clone(), share);
         }
     }
@@ -755,7 +873,6 @@ pub fn assemble(
             }
         })
         .collect();
-    let secs = duration.as_secs_f64();
     let lost = offered.saturating_sub(received);
     let rx_dropped: u64 = ports
         .values()
@@ -787,8 +904,10 @@ pub fn assemble(
         },
         limited_by: LimitedBy::of(lost, unsent, rx_dropped),
         rx_dropped,
-        tx_pps: sent as f64 / secs,
-        rx_pps: received as f64 / secs,
+        tx_pps: rate_over(sent, tx_first_bursts, tx_span_s, secs),
+        tx_span_s,
+        rx_pps: rate_over(received, rx_first_bursts, rx_span_s, secs),
+        rx_span_s,
         duplicates,
         reordered,
         stale,
@@ -803,5 +922,129 @@ pub fn assemble(
         clock: None,
         timing: None,
         histogram: hist,
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    fn analyzer(received: u64, rx_span_ns: u64, rx_first_burst: u64) -> AnalyzerReport {
+        AnalyzerReport {
+            epoch: 1,
+            streams: vec![crate::traffic::analyzer::StreamReport {
+                stream: 0,
+                received,
+                bytes: 64 * received,
+                unique: received,
+                duplicates: 0,
+                reordered: 0,
+                gaps: 0,
+                histogram: latency::merge(std::iter::empty()),
+            }],
+            stale: 0,
+            foreign: 0,
+            invalid_latency: 0,
+            rx_span_ns,
+            rx_first_burst,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn rates_are_over_the_span_the_packets_went_out_and_arrived_in() {
+        // A 1 s trial at 10 kpps, 5 kpps per generator (a packet every
+        // 200 us): `a` kept its rate (its first packet at 200 us, the other
+        // 4,999 by 1 s), `b` sent late, its last burst 250 ms past the end.
+        let part = TrialPart {
+            generators: [
+                (
+                    "a".to_string(),
+                    GeneratorShare::new(5000, 5000, 0, 999_800_000, 1),
+                ),
+                (
+                    "b".to_string(),
+                    GeneratorShare::new(5000, 5000, 0, 1_249_750_000, 1),
+                ),
+            ]
+            .into(),
+            analyzers: vec![("ana".to_string(), analyzer(10_000, 1_250_050_000, 2))],
+            ..TrialPart::default()
+        };
+        let r = assemble(
+            1,
+            10_000.0,
+            Duration::from_secs(1),
+            &[part],
+            &BTreeSet::new(),
+        );
+        assert!(close(r.generators["a"].tx_pps, 5000.0), "{r:?}");
+        assert!(close(r.generators["b"].tx_pps, 4000.0), "{r:?}");
+        assert_eq!(r.tx_span_s, 1.24975);
+        // Over the span, not over the duration (which would say 10 kpps).
+        assert_eq!(r.tx_pps, 9998.0 / 1.24975);
+        assert!(r.tx_pps < 0.81 * r.sent as f64 / r.duration_s);
+        assert!(close(r.tx_shortfall().unwrap(), 1.0 - r.tx_pps / 1e4));
+        // The arrivals after the first burst over the time since it.
+        assert_eq!(r.rx_span_s, 1.25005);
+        assert_eq!(r.rx_pps, 9998.0 / 1.25005);
+        assert_eq!(r.analyzers["ana"].rx_pps, r.rx_pps);
+        // Every key in the JSON, for the trial and each generator and analyzer.
+        let v = serde_json::to_value(&r).unwrap();
+        for k in ["tx_pps", "tx_span_s", "rx_pps", "rx_span_s"] {
+            assert!(v[k].is_number(), "{k}: {v}");
+        }
+        for k in ["offered", "sent", "unsent", "tx_pps", "tx_span_s"] {
+            assert!(v["generators"]["b"][k].is_number(), "{k}: {v}");
+        }
+        for k in ["received", "rx_pps", "rx_span_s"] {
+            assert!(v["analyzers"]["ana"][k].is_number(), "{k}: {v}");
+        }
+    }
+
+    #[test]
+    fn a_generator_that_kept_its_rate_is_not_short_and_nothing_is_not_infinite() {
+        let part = TrialPart {
+            generators: [(
+                "g".to_string(),
+                GeneratorShare::new(1000, 1000, 0, 99_900_000, 1),
+            )]
+            .into(),
+            analyzers: vec![("ana".to_string(), analyzer(1000, 0, 1000))],
+            ..TrialPart::default()
+        };
+        let r = assemble(
+            1,
+            10_000.0,
+            Duration::from_millis(100),
+            &[part],
+            &BTreeSet::new(),
+        );
+        assert!(close(r.tx_pps, 10_000.0), "{r:?}");
+        assert_eq!(r.tx_shortfall(), None);
+        // Everything arrived in one burst: no arrival rate to measure, so
+        // received over the duration, said so in the docs.
+        assert_eq!(r.rx_span_s, 0.0);
+        assert_eq!(r.rx_pps, 10_000.0);
+        let none = TrialPart {
+            generators: [("g".to_string(), GeneratorShare::new(1000, 0, 1000, 0, 0))].into(),
+            analyzers: vec![("ana".to_string(), analyzer(0, 0, 0))],
+            ..TrialPart::default()
+        };
+        let r = assemble(
+            1,
+            10_000.0,
+            Duration::from_millis(100),
+            &[none],
+            &BTreeSet::new(),
+        );
+        assert_eq!((r.tx_pps, r.rx_pps), (0.0, 0.0));
+        assert_eq!(r.tx_shortfall(), Some(1.0));
+        assert!(serde_json::to_string(&r)
+            .unwrap()
+            .contains("\"tx_pps\":0.0"));
     }
 }
