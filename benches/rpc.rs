@@ -5,15 +5,23 @@
 //! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
 //!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
 //!   and prints the report next to the ping-pong baseline.
-//! * `rpc raw server|client PATH LEN`: the shared-memory transport alone, one
-//!   write-with-immediate of LEN bytes echoed back (server on core 0, client on
-//!   core 1), to separate transport from endpoint cost.
+//! * `rpc raw server|client|local PATH LEN [SLOTS] [plain]`: the shared-memory
+//!   transport alone, one write-with-immediate of LEN bytes echoed back (server
+//!   on core 0 creating the region with SLOTS completion slots, default 8;
+//!   client on core 1), to separate transport from endpoint cost; `plain`
+//!   waits without the transport's waiting prefetches; `local` runs both
+//!   sides in one thread and prints the software's time per write and receipt.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 //! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
 //!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
 //!   `poll`; the client calls, flushes and polls until the response): for
 //!   instruction counts under `valgrind --tool=callgrind` (one thread, so no
 //!   cache-line transfers and no spin).
+//! * `rpc local-phases [ROUNDS]`: the same with each step of a depth-1 round
+//!   trip in a function of its own (`phase_call`: the client's call and flush;
+//!   `phase_serve`: the server's poll; `phase_take`: the client's poll that
+//!   takes the response; `phase_idle`: its next poll, which runs what the
+//!   first deferred), for callgrind's inclusive per-function counts.
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 //! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
@@ -81,7 +89,7 @@ fn local(ring: u64, depth: u32, rounds: u32) {
 }
 
 /// Depth-1 round trips over the shm transport in one thread (see the module doc).
-fn local_shm(rounds: u64) {
+fn local_shm(rounds: u64, phases: bool) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::{Config, Endpoint, Handler, Request};
     /// Answers in `poll`, or keeps the request when the answer would wrap.
@@ -114,7 +122,47 @@ fn local_shm(rounds: u64) {
     let (mut hs, mut hc) = (Server([0x5a; 32], Vec::with_capacity(16)), Client(0));
     let msg = [0xa5u8; 32];
     let start = std::time::Instant::now();
-    for i in 0..rounds {
+    if phases {
+        // As `rpc bench` runs it: the response is taken in a poll of its own
+        // and the deferred rest in the next, idle, poll; each step in a
+        // function of its own for callgrind's per-function counts.
+        #[inline(never)]
+        fn phase_call(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, msg: &[u8], i: u64) {
+            cl.call(msg, 32, i).unwrap();
+            cl.flush(tc).unwrap();
+        }
+        #[inline(never)]
+        fn phase_serve(s: &mut Endpoint<()>, ts: &mut ShmTransport, hs: &mut Server) {
+            s.poll(ts, hs).unwrap();
+            // An answer that would wrap the ring is written after the poll
+            // (once per lap of the ring).
+            for r in hs.1.drain(..) {
+                s.reply(&r, &hs.0).unwrap();
+                s.flush(ts).unwrap();
+            }
+        }
+        #[inline(never)]
+        fn phase_take(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, hc: &mut Client) {
+            cl.poll(tc, hc).unwrap();
+        }
+        #[inline(never)]
+        fn phase_idle(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, hc: &mut Client) {
+            cl.poll(tc, hc).unwrap();
+        }
+        for i in 0..rounds {
+            phase_call(&mut cl, &mut tc, &msg, i);
+            phase_serve(&mut s, &mut ts, &mut hs);
+            phase_take(&mut cl, &mut tc, &mut hc);
+            while hc.0 <= i {
+                // Only around a wrap (the client's poll takes a wrap marker
+                // and the response in one, but the server may need a second).
+                phase_serve(&mut s, &mut ts, &mut hs);
+                phase_take(&mut cl, &mut tc, &mut hc);
+            }
+            phase_idle(&mut cl, &mut tc, &mut hc);
+        }
+    }
+    for i in 0..if phases { 0 } else { rounds } {
         cl.call(&msg, 32, i).unwrap();
         cl.flush(&mut tc).unwrap();
         while hc.0 <= i {
@@ -134,8 +182,12 @@ fn local_shm(rounds: u64) {
     let _ = std::fs::remove_file(&path);
 }
 
-/// Transport alone: a write-with-immediate echoed back, no endpoint.
-fn raw(role: &str, path: &str, core: usize, len: usize) {
+/// Transport alone: a write-with-immediate echoed back, no endpoint. The
+/// server creates the region with `slots` completion slots; with `plain`
+/// both sides wait with `poll_imm_more` (no waiting prefetches). The client
+/// records round trip n while round trip n + 1 is in flight, as `rpc bench`
+/// does, so only the clock read is between seeing the echo and writing again.
+fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::Transport;
     let id = core_affinity::get_core_ids()
@@ -147,14 +199,41 @@ fn raw(role: &str, path: &str, core: usize, len: usize) {
     let data = vec![7u8; len];
     let mut off = 0u64;
     let ring = 65536u64;
+    let poll = |t: &mut ShmTransport| {
+        if plain {
+            t.poll_imm_more().unwrap()
+        } else {
+            t.poll_imm().unwrap()
+        }
+    };
+    if role == "local" {
+        // Both sides in this thread: the transport's software alone, per
+        // write and its receipt (no cache-line transfers, no wait).
+        let mut a = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
+        let mut b = ShmTransport::open(std::path::Path::new(path)).unwrap();
+        let n = 20_000_000u64;
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            a.write_with_imm(off, &data, 4).unwrap();
+            std::hint::black_box(b.poll_imm().unwrap());
+            std::hint::black_box(b.recv_bytes(off, len as u64));
+            off = (off + 128) % ring;
+        }
+        println!(
+            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns",
+            start.elapsed().as_nanos() as f64 / n as f64
+        );
+        let _ = std::fs::remove_file(path);
+        return;
+    }
     if role == "server" {
-        let mut t = ShmTransport::create(std::path::Path::new(path), ring).unwrap();
+        let mut t = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
         let mut n = 0u64;
         while n < 3_000_000 {
-            if let Some(imm) = t.poll_imm().unwrap() {
+            if let Some(imm) = poll(&mut t) {
                 std::hint::black_box(t.recv_bytes(off, len as u64));
                 t.write_with_imm(off, &data, imm).unwrap();
-                off = (off + 128) % (ring - 256);
+                off = (off + 128) % ring;
                 n += 1;
             }
         }
@@ -168,19 +247,25 @@ fn raw(role: &str, path: &str, core: usize, len: usize) {
         };
         let mut hist = hdrhistogram::Histogram::<u64>::new(3).unwrap();
         let mut prev = std::time::Instant::now();
-        for _ in 0..3_000_000u64 {
+        let mut now = prev;
+        for i in 0..3_000_000u64 {
             t.write_with_imm(off, &data, 4).unwrap();
-            while t.poll_imm().unwrap().is_none() {}
+            if i > 0 {
+                hist.record((now - prev).as_nanos() as u64).unwrap();
+                prev = now;
+            }
+            while poll(&mut t).is_none() {}
             std::hint::black_box(t.recv_bytes(off, len as u64));
-            off = (off + 128) % (ring - 256);
-            let now = std::time::Instant::now();
-            hist.record((now - prev).as_nanos() as u64).unwrap();
-            prev = now;
+            off = (off + 128) % ring;
+            now = std::time::Instant::now();
         }
         println!(
-            "raw transport echo of {len} bytes: RTT p50 {} ns p10 {} ns",
+            "raw transport echo of {len} bytes ({slots} slots{}): RTT p10 {} p50 {} p90 {} p99 {} ns",
+            if plain { ", no waiting prefetch" } else { "" },
+            hist.value_at_quantile(0.1),
             hist.value_at_quantile(0.5),
-            hist.value_at_quantile(0.1)
+            hist.value_at_quantile(0.9),
+            hist.value_at_quantile(0.99)
         );
     }
 }
@@ -440,19 +525,23 @@ fn main() {
     }
     if args.len() >= 4 && args[1] == "raw" {
         let len: usize = args[4].parse().unwrap();
+        let slots = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(8);
         raw(
             &args[2],
             &args[3],
             if args[2] == "server" { 0 } else { 1 },
             len,
+            slots,
+            args.iter().any(|a| a == "plain"),
         );
         return;
     }
-    if args.len() >= 2 && args[1] == "local-shm" {
+    if args.len() >= 2 && (args[1] == "local-shm" || args[1] == "local-phases") {
         local_shm(
             args.get(2)
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(1_000_000),
+            args[1] == "local-phases",
         );
         return;
     }

@@ -237,6 +237,12 @@ impl SendRing {
         let off = self.offset(self.producer);
         let padded = repr.buffer_len() as usize;
         let slot = &mut self.buf[off..off + padded];
+        // The padding after the payload is zeroed (the last 32-byte block
+        // holds all of it; the header and payload overwrite the rest). Left
+        // as the previous ring lap had it, it differed from one batch to the
+        // next, and the shm transport's completion slot, which carries only
+        // the words that changed, carried up to three more words each way.
+        slot[padded - ALIGNMENT as usize..].fill(0);
         let mut msg = Message::new_unchecked(&mut *slot);
         repr.emit(&mut msg);
         copy_payload(msg.payload_mut(), payload);
@@ -288,6 +294,29 @@ impl SendRing {
         while i < end {
             std::hint::black_box(self.buf[i]);
             i += 64;
+        }
+    }
+
+    /// The segment the open batch becomes once closed, when it is all that
+    /// is unflushed (the common case: one batch per flush): what
+    /// [`next_segment`](Self::next_segment) returns after
+    /// [`close_batch`](Self::close_batch), without its general walk. A batch
+    /// never reaches the ring end and a wrap marker is always flushed before
+    /// the batch after it opens, so the segment is the batch, whole.
+    #[inline]
+    pub fn sole_batch(&self) -> Option<Segment> {
+        match self.meta_pos {
+            Some(m) if m == self.flushed => {
+                let delta = self.producer - m;
+                Some(Segment {
+                    pos: m,
+                    offset: m & (self.size - 1),
+                    copy_len: delta,
+                    delta,
+                    imm: encode_imm(delta),
+                })
+            }
+            _ => None,
         }
     }
 
@@ -452,6 +481,41 @@ mod test {
         assert_eq!(b2.meta().credit_grant, 64);
         r.mark_flushed(&s2);
         assert!(r.next_segment().is_none());
+    }
+
+    #[test]
+    fn sole_batch_is_the_next_segment() {
+        let mut r = SendRing::new(256).unwrap();
+        let repr = MessageRepr {
+            call_id: 1,
+            piggyback: 2,
+            len: 40,
+        };
+        assert_eq!(r.sole_batch(), None);
+        // Lone batches around the ring: each the next segment once closed.
+        for _ in 0..9 {
+            if r.needs_wrap(padded_message_size(40)) {
+                // A wrap marker is flushed on its own before the next batch.
+                r.write_wrap_marker(0, 0);
+                let s = r.next_segment().unwrap();
+                r.mark_flushed(&s);
+            }
+            r.append_message(repr, &[3; 40]);
+            let sole = r.sole_batch();
+            r.close_batch(0, 0);
+            assert_eq!(sole, r.next_segment());
+            r.mark_flushed(&sole.unwrap());
+        }
+        // Not alone: a closed batch before it, or a wrap marker in between.
+        let mut r = SendRing::new(256).unwrap();
+        r.append_message(repr, &[3; 40]);
+        r.close_batch(0, 0);
+        r.append_message(repr, &[3; 40]);
+        assert_eq!(r.sole_batch(), None);
+        r.close_batch(0, 0);
+        r.write_wrap_marker(0, 0);
+        r.append_message(repr, &[3; 40]);
+        assert_eq!(r.sole_batch(), None);
     }
 
     #[test]

@@ -148,8 +148,26 @@ impl<U> Endpoint<U> {
     ) -> Result<bool, RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
+            let sole = self.send.sole_batch();
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
+            if let Some(seg) = sole {
+                // The express path of the common case (at queue depth 1,
+                // every flush): one batch, one write, the store that
+                // publishes it as soon as the batch is closed, and the
+                // bookkeeping after it.
+                debug_assert_eq!(Some(seg), self.send.next_segment());
+                match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
+                    Ok(()) => {
+                        self.send.mark_flushed(&seg);
+                        self.stats.writes += 1;
+                    }
+                    Err(TransportError::Busy) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.flow.note_reported_consumer(consumer);
+                return Ok(false);
+            }
             self.flow.note_reported_consumer(consumer);
         } else if !self.has_unflushed() && !self.maybe_credit_batch() {
             return Ok(true);

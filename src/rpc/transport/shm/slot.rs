@@ -107,23 +107,38 @@ fn word(b: &[u8], i: usize) -> u64 {
 }
 
 /// The word map of `data` against `reference`: bit `i` set when word `i`
-/// (the last one zero-padded) differs. Whole words are compared from the last
-/// to the first, so the map grows by a shift and an add per word; the count
-/// of changed words is left to [`pack`]'s walk over the set bits (it needs
-/// the words anyway), one add less per word of every packed write.
+/// (the last one zero-padded) differs. Whole 16-byte pieces are compared
+/// first, as one 128-bit value each, and only a piece that differs is split
+/// into its two words: a write that repeats most of the previous one (the
+/// RPC endpoint's batches change 3 of 12 words) skips the per-word work for
+/// most of it. The count of changed words is left to [`pack`]'s walk over
+/// the set bits.
 #[inline(always)]
 fn changed_map(data: &[u8], reference: &Reference) -> u64 {
-    let full = data.chunks_exact(8);
-    let tail = full.remainder();
-    let n = full.len();
+    let pieces = data.chunks_exact(16);
+    let rest = pieces.remainder();
     let mut map = 0u64;
+    for (k, (d, r)) in pieces.zip(reference.chunks_exact(16)).enumerate() {
+        let x = u128::from_le_bytes(d.try_into().unwrap_or([0; 16]))
+            ^ u128::from_le_bytes(r.try_into().unwrap_or([0; 16]));
+        if x != 0 {
+            let bits = u64::from(x as u64 != 0) | u64::from((x >> 64) as u64 != 0) << 1;
+            map |= bits << (2 * k);
+        }
+    }
+    // Up to 15 bytes after the pieces: a whole word, then the last one
+    // zero-padded.
+    let mut i = (data.len() - rest.len()) / 8;
+    let full = rest.chunks_exact(8);
+    let tail = full.remainder();
+    for c in full {
+        map |= u64::from(word(c, 0) != word(reference, i)) << i;
+        i += 1;
+    }
     if !tail.is_empty() {
         let mut b = [0u8; 8];
         b[..tail.len()].copy_from_slice(tail);
-        map = u64::from(u64::from_le_bytes(b) != word(reference, n));
-    }
-    for (c, r) in full.zip(reference.chunks_exact(8)).rev() {
-        map = map << 1 | u64::from(word(c, 0) != word(r, 0));
+        map |= u64::from(u64::from_le_bytes(b) != word(reference, i)) << i;
     }
     map
 }
@@ -275,15 +290,33 @@ pub fn unpack(
     reference: &mut Reference,
     out: &mut [u8],
 ) {
+    // The unchanged bytes first, straight from the reference, and then each
+    // changed word into both the reference and `out`. The other order (the
+    // words into the reference, then the whole reference copied out) reads
+    // 16-byte pieces that 8-byte stores wrote a few instructions before,
+    // which store-to-load forwarding cannot serve: the copy waited for those
+    // stores to reach the cache, on the round trip at queue depth 1.
+    let len = len.min(PACK_MAX).min(out.len());
+    copy_short(out, reference, len);
     let mut m = map;
     let mut j = 0;
     while m != 0 {
-        set_word(reference, m.trailing_zeros() as usize, changed(j));
+        let i = m.trailing_zeros() as usize & (PACK_WORDS - 1);
+        let w = changed(j);
+        set_word(reference, i, w);
+        let b = w.to_le_bytes();
+        if 8 * i + 8 <= len {
+            if let Some(dst) = out.get_mut(8 * i..8 * i + 8) {
+                dst.copy_from_slice(&b);
+            }
+        } else if let Some(dst) = out.get_mut(8 * i..len) {
+            // The last, partial word (never for the endpoint's writes).
+            let n = dst.len();
+            dst.copy_from_slice(&b[..n]);
+        }
         j += 1;
         m &= m - 1;
     }
-    let len = len.min(PACK_MAX).min(out.len());
-    copy_short(out, reference, len);
 }
 
 #[cfg(test)]
@@ -396,6 +429,26 @@ mod tests {
                 }
                 prev = data;
             }
+        }
+
+        /// The piece-wise word map is the word-by-word one.
+        #[test]
+        fn changed_map_is_word_by_word(
+            data in proptest::collection::vec(0u8..3, 0..=PACK_MAX),
+            reference in proptest::collection::vec(0u8..3, PACK_MAX..=PACK_MAX),
+        ) {
+            let mut r = [0u8; PACK_MAX];
+            r.copy_from_slice(&reference);
+            let mut want = 0u64;
+            for i in 0..data.len().div_ceil(8) {
+                let mut d = [0u8; 8];
+                let c = &data[8 * i..(8 * i + 8).min(data.len())];
+                d[..c.len()].copy_from_slice(c);
+                if u64::from_le_bytes(d) != word(&r, i) {
+                    want |= 1 << i;
+                }
+            }
+            prop_assert_eq!(changed_map(&data, &r), want);
         }
 
         /// Whatever a peer leaves in a slot, parsing and unpacking never panic
