@@ -125,6 +125,22 @@ pub fn prefetch(data: &[u8]) {
     let _ = data;
 }
 
+/// Asks the CPU to bring the cache line holding `x` into the caches, to be
+/// read or written soon (a word a compare-and-swap will take: the locked
+/// instruction is a fence, so its line's miss would stall the CPU). A hint
+/// only, as [`prefetch`].
+#[inline]
+pub fn prefetch_of<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: as in `prefetch`: a hint on the address of a live value.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// The most bytes [`prefetch`] asks for (a 9000-byte jumbo frame's lines).
 pub const PREFETCH_MAX: usize = 9216;
 

@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 use std::ops::DerefMut;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-use super::copy::{copy, CopyMode};
+use super::copy::{copy, prefetch_of, CopyMode};
 
 /// One writer of a group. Not `Clone` and not `Sync`, so two threads never
 /// write as the same writer; its id is unique within its group, and the group
@@ -285,6 +285,14 @@ impl<B: DerefMut<Target = [u8]>> SharedChunk<B> {
                 .owners
                 .get(r)
                 .is_some_and(|o| o.0.load(Ordering::Relaxed) == self.tag(w))
+    }
+
+    /// Prefetches region `r`'s owner word, to be claimed soon.
+    #[inline]
+    pub fn prefetch_claim(&self, r: usize) {
+        if let Some(o) = self.slots.owners.get(r) {
+            prefetch_of(o);
+        }
     }
 
     /// Claims region `r` for `w`.

@@ -9,6 +9,15 @@ use super::MAX_PLACE_ITEMS;
 use super::{insert_offset, ChunkDiscard, ChunkStats, Place, PlaceInput, Placement, Push};
 use crate::spead::wire::{self, ctrl, decode_visit, id};
 
+/// A whole-heap packet decoded and placed ahead ([`Heaps::plan_single`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Planned {
+    /// Its header.
+    pub(crate) h: wire::Header,
+    /// Where [`Place`] put it.
+    pub(crate) placement: Placement,
+}
+
 /// One packet's bytes for a placed heap.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Piece<'a> {
@@ -299,6 +308,55 @@ impl<P: Place> Heaps<P> {
                 )
             }
         };
+        self.place_at(src, sender, data, h, placement)
+    }
+
+    /// Decodes and places a packet that is a whole heap (the fast path's
+    /// kind) ahead of [`Heaps::place_at`], changing nothing but what
+    /// [`Place::place`] may; `None` for any other packet (the full path,
+    /// [`Heaps::decode`] then [`Heaps::place_packet`], decides it and counts
+    /// what it must). A burst plans its packets first, with no fence between
+    /// them, then places them in order.
+    #[inline]
+    pub(crate) fn plan_single(&mut self, sender: u32, data: &[u8]) -> Option<Planned> {
+        let mut stop = false;
+        let h = decode_visit(data, |item, v| {
+            stop |= item == id::STREAM_CTRL && v == ctrl::STOP;
+        })
+        .ok()?;
+        let heap_length = h.heap_length?;
+        if stop || h.payload_offset != 0 || h.payload_length != heap_length {
+            return None;
+        }
+        let vals = self.item_values(data, &h);
+        let input = PlaceInput {
+            sender,
+            heap_cnt: h.heap_cnt,
+            heap_length,
+            items: &vals[..self.n_ids],
+            packet: data,
+        };
+        let placement = self.place.place(&input).filter(|p| p.chunk_id >= 0)?;
+        Some(Planned { h, placement })
+    }
+
+    /// Places a decoded packet (not an end-of-stream one, not part of a live
+    /// heap) at `placement`, what [`Place`] gave it.
+    #[inline]
+    pub(crate) fn place_at<S: ChunkSource>(
+        &mut self,
+        src: &mut S,
+        sender: u32,
+        data: &[u8],
+        h: &wire::Header,
+        placement: Placement,
+    ) -> Push {
+        let Some(heap_length) = h.heap_length else {
+            return self.discard(ChunkDiscard::Unsized);
+        };
+        let start = h.payload_start();
+        let payload = &data[start..start + h.payload_length as usize];
+        let single = h.payload_offset == 0 && h.payload_length == heap_length;
         let got = src.chunk(placement.chunk_id, &mut self.stats);
         // The window may have moved: live heaps of chunks that left die.
         self.prune(src);

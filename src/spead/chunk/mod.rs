@@ -36,7 +36,7 @@ mod test;
 mod window;
 
 pub use buf::{Chunk, ChunkBuf};
-pub(crate) use heaps::{ChunkSource, Heaps, Piece};
+pub(crate) use heaps::{ChunkSource, Heaps, Piece, Planned};
 pub use place::{KatgpucbfPlace, Place, PlaceInput, Placement, MAX_PLACE_ITEMS};
 use window::Window;
 
