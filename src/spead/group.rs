@@ -348,6 +348,7 @@ impl ChunkGroup {
             },
             heaps: Heaps::new(place, cfg.max_heaps),
             finished: false,
+            stalled: false,
         })
     }
 
@@ -881,6 +882,9 @@ pub struct Member<P: Place> {
     heaps: Heaps<P>,
     /// [`Member::finish`] was called.
     finished: bool,
+    /// The last [`Member::push_burst`] stalled: the next one offers its
+    /// first packet alone.
+    stalled: bool,
 }
 
 impl<P: Place> std::fmt::Debug for Member<P> {
@@ -983,12 +987,35 @@ impl<P: Place> Member<P> {
     /// the copies. The fence then waits for the previous burst's copies
     /// once. [`Place::place`] is asked about a whole-heap packet before the
     /// packets ahead of it in the burst are placed (the placement must not
-    /// depend on the order it is asked in, as katgpucbf's does not).
+    /// depend on the order it is asked in, as katgpucbf's does not). After
+    /// a stall, the next call offers its first packet alone, the plain way,
+    /// until one goes in: a waiting member does not plan a burst per retry.
     pub fn push_burst(&mut self, sender: u32, packets: &[&[u8]]) -> Pushed {
         let mut out = Pushed {
             taken: packets.len(),
             stopped: false,
         };
+        let mut skip = 0;
+        if self.stalled {
+            // The last burst stalled: offer one packet the plain way until
+            // one goes in. A waiting member that planned (decoded and
+            // prefetched) its whole burst again on every retry would load
+            // the memory the member it waits for is copying with.
+            let Some(first) = packets.first() else {
+                return out;
+            };
+            match self.push(sender, first) {
+                Push::Stall => {
+                    out.taken = 0;
+                    return out;
+                }
+                Push::Stopped => out.stopped = true,
+                Push::Accepted | Push::Discarded(_) => {}
+            }
+            self.stalled = false;
+            skip = 1;
+        }
+        let packets = &packets[skip..];
         let mut plans: [Option<Planned>; BURST_MAX] = [None; BURST_MAX];
         for (base, part) in packets.chunks(BURST_MAX).enumerate() {
             let base = base * BURST_MAX;
@@ -1013,7 +1040,8 @@ impl<P: Place> Member<P> {
                 };
                 match r {
                     Push::Stall => {
-                        out.taken = base + i;
+                        out.taken = skip + base + i;
+                        self.stalled = true;
                         self.chunks.end_burst(packets);
                         return out;
                     }
@@ -1439,8 +1467,13 @@ mod test {
         );
         assert_eq!((a.stats().stalls, a.stats().packets_accepted), (1, 4));
         assert!(g.poll_chunk().is_none());
+        // Offered again while b still holds chunk 0: still stalled (its first
+        // packet alone, the plain way), nothing taken, nothing counted twice.
+        assert_eq!(a.push_burst(0, &burst[4..]).taken, 0);
+        assert_eq!((a.stats().stalls, a.stats().packets_accepted), (2, 4));
         assert_eq!(b.push_burst(0, &[&p[9]]).taken, 1);
         assert_eq!(a.push_burst(0, &burst[4..]).taken, 2);
+        assert_eq!(a.stats().packets_accepted, 6);
         // Chunk 0 went out with both members' bytes in it.
         let c = g.poll_chunk().unwrap();
         assert_eq!((c.chunk_id, &c.present[..]), (0, &[1, 1, 0, 0][..]));
