@@ -287,18 +287,10 @@ impl<P: Place> Heaps<P> {
             }
         }
 
-        let vals = self.item_values(data, h);
-        let input = PlaceInput {
-            sender,
-            heap_cnt: h.heap_cnt,
-            heap_length,
-            items: &vals[..self.n_ids],
-            packet: data,
-        };
         let single = h.payload_offset == 0 && h.payload_length == heap_length;
-        let placement = match self.place.place(&input) {
-            Some(p) if p.chunk_id >= 0 => p,
-            _ => {
+        let placement = match self.ask_place(sender, data, h, heap_length) {
+            Some(p) => p,
+            None => {
                 return self.discard_heap(
                     single,
                     sender,
@@ -328,7 +320,21 @@ impl<P: Place> Heaps<P> {
         if stop || h.payload_offset != 0 || h.payload_length != heap_length {
             return None;
         }
-        let vals = self.item_values(data, &h);
+        let placement = self.ask_place(sender, data, &h, heap_length)?;
+        Some(Planned { h, placement })
+    }
+
+    /// Where [`Place::place`] puts a heap's packet; `None` when it rejects it
+    /// (no placement, or a negative chunk id).
+    #[inline]
+    fn ask_place(
+        &mut self,
+        sender: u32,
+        data: &[u8],
+        h: &wire::Header,
+        heap_length: u64,
+    ) -> Option<Placement> {
+        let vals = self.item_values(data, h);
         let input = PlaceInput {
             sender,
             heap_cnt: h.heap_cnt,
@@ -336,8 +342,7 @@ impl<P: Place> Heaps<P> {
             items: &vals[..self.n_ids],
             packet: data,
         };
-        let placement = self.place.place(&input).filter(|p| p.chunk_id >= 0)?;
-        Some(Planned { h, placement })
+        self.place.place(&input).filter(|p| p.chunk_id >= 0)
     }
 
     /// Places a decoded packet (not an end-of-stream one, not part of a live
