@@ -157,11 +157,17 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
     use crate::hosts::trial::HostsError;
-    match &e {
-        HostsError::Input(m) | HostsError::Runtime(m) => eprintln!("error: {m}"),
-        HostsError::Peer(..) => eprintln!("error: {e}"),
-        HostsError::Interrupted => eprintln!("interrupted"),
-    }
+    use std::io::Write;
+    let line = match &e {
+        HostsError::Input(m) | HostsError::Runtime(m) => format!("error: {m}\n"),
+        HostsError::Peer(..) => format!("error: {e}\n"),
+        HostsError::Interrupted => "interrupted\n".to_string(),
+    };
+    // One write: several ranks report at once into the same pipe, and
+    // `eprintln!` writes a formatted line in pieces that interleave
+    // mid-line (a test once read "error: host error: b (rank 1)host b ...").
+    // A pipe keeps a write of up to PIPE_BUF bytes whole.
+    let _ = std::io::stderr().write_all(line.as_bytes());
     i32::from(e.code())
 }
 

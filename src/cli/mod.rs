@@ -144,7 +144,9 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if let Failure::Input(m) | Failure::Runtime(m) = &f {
-                eprintln!("error: {m}");
+                // One write, as `hosts::report`: ranks of one job share stderr.
+                use std::io::Write;
+                let _ = std::io::stderr().write_all(format!("error: {m}\n").as_bytes());
             }
             ExitCode::from(f.exit())
         }
