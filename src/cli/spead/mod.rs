@@ -1,0 +1,304 @@
+//! `linerate spead send` and `linerate spead recv`: quick SPEAD tools like spead2's
+//! `spead2_send` / `spead2_recv`, over kernel UDP sockets.
+//!
+//! The sockets are the runtime's udp port (`recvmmsg`/`sendmmsg` in batches of
+//! up to [`BURST_MAX`] datagrams, into and out of pool buffers); every protocol
+//! decision is made by the sans-IO cores.
+
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::buf::copy::CopyMode;
+use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
+use crate::metrics::SpeadCounters;
+use crate::port::udp::UdpConfig;
+use crate::port::{RxQueue, TxQueue};
+use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
+use crate::spead::check::{write_chunk, CheckReport, Checker};
+use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
+use crate::spead::fsim::{Fsim, FsimConfig};
+use crate::spead::plot::Sample;
+use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
+use crate::spead::wire::{Flavour, ItemValue};
+use crate::time::Clock;
+use crate::units::{parse_duration, parse_size, Rate};
+
+/// Largest datagram the commands handle (jumbo frames); larger ones are
+/// truncated by the port and counted as dropped.
+pub const MAX_DATAGRAM: usize = 9216;
+
+/// A pool of `MAX_DATAGRAM`-byte buffers for the commands' udp port.
+fn pool() -> Result<Pool, Failure> {
+    Pool::new(&PoolConfig {
+        name: "spead".into(),
+        count: 4096,
+        buf_size: (MAX_DATAGRAM + 128) as u32,
+        headroom: 128,
+        ..PoolConfig::default()
+    })
+    .map_err(runtime)
+}
+
+fn socket_addr(what: &str, text: &str) -> Result<SocketAddr, Failure> {
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| Failure::Input(format!("{what} `{text}` is not a host:port")))
+}
+
+fn udp_port(config: &UdpConfig, pool: &Pool) -> Result<crate::port::OpenPort, Failure> {
+    let port = crate::port::udp::open(config, pool).map_err(|e| match e {
+        crate::port::PortError::Input(m) => Failure::Input(m),
+        crate::port::PortError::Runtime(m) => Failure::Runtime(m),
+    })?;
+    for w in &port.warnings {
+        eprintln!("linerate spead: {w}");
+    }
+    Ok(port)
+}
+
+/// SPEAD tools.
+#[derive(Debug, Clone, Args)]
+pub struct SpeadArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SpeadCommand,
+}
+
+/// `spead send` or `spead recv`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SpeadCommand {
+    /// Send heaps (generic or F-engine simulator) over UDP.
+    Send(SendArgs),
+    /// Receive heaps over UDP, as heaps or placed into chunks.
+    Recv(RecvArgs),
+}
+
+/// SPEAD flavour on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FlavourArg {
+    /// SPEAD-64-40 (spead2's default).
+    #[value(name = "64-40")]
+    S64_40,
+    /// SPEAD-64-48 (MeerKAT).
+    #[value(name = "64-48")]
+    S64_48,
+}
+
+impl FlavourArg {
+    fn flavour(self) -> Flavour {
+        match self {
+            FlavourArg::S64_40 => Flavour::SPEAD_64_40,
+            FlavourArg::S64_48 => Flavour::SPEAD_64_48,
+        }
+    }
+}
+
+/// F-engine geometry (katgpucbf), shared by `send --fsim` and `recv --chunks`.
+#[derive(Debug, Clone, Args)]
+pub struct FengineArgs {
+    /// Antennas (F-engines).
+    #[arg(long, default_value_t = 4)]
+    pub n_ants: usize,
+    /// Channels out of each F-engine.
+    #[arg(long, default_value_t = 4096)]
+    pub n_channels_total: usize,
+    /// Channels per heap.
+    #[arg(long, default_value_t = 16)]
+    pub n_channels_per_stream: usize,
+    /// Time samples per channel per heap.
+    #[arg(long, default_value_t = 256)]
+    pub n_samples_per_channel: usize,
+    /// Polarisations.
+    #[arg(long, default_value_t = 2)]
+    pub n_pols: usize,
+    /// Payload bytes per packet.
+    #[arg(long, default_value_t = 1024)]
+    pub packet_payload: usize,
+}
+
+impl FengineArgs {
+    fn fsim(&self, flavour: Flavour) -> FsimConfig {
+        FsimConfig {
+            n_ants: self.n_ants,
+            n_channels_total: self.n_channels_total,
+            n_channels_per_stream: self.n_channels_per_stream,
+            n_samples_per_channel: self.n_samples_per_channel,
+            n_pols: self.n_pols,
+            packet_payload: self.packet_payload,
+            flavour,
+            ..FsimConfig::default()
+        }
+    }
+}
+
+/// `linerate spead send`.
+#[derive(Debug, Clone, Args)]
+pub struct SendArgs {
+    /// Destination `host:port`.
+    pub dest: String,
+    /// SPEAD flavour.
+    #[arg(long, value_enum, default_value = "64-40")]
+    pub flavour: FlavourArg,
+    /// Largest packet (SPEAD bytes, without UDP/IP headers).
+    #[arg(long, default_value = "1472")]
+    pub packet: String,
+    /// Sending rate of SPEAD bytes (`"10 Gbps"`, `"100 kpps"`); 0 = unpaced. With
+    /// --fsim this is the simulator's rate in Gb/s.
+    #[arg(long, default_value = "0 Gbps")]
+    pub rate: String,
+    /// Heaps to send (per antenna with --fsim).
+    #[arg(long, default_value_t = 1000)]
+    pub heaps: u64,
+    /// Payload bytes per generic heap.
+    #[arg(long, default_value = "64 KiB")]
+    pub heap_size: String,
+    /// Send the F-engine simulator's stream instead of generic heaps.
+    #[arg(long)]
+    pub fsim: bool,
+    /// F-engine geometry.
+    #[command(flatten)]
+    pub feng: FengineArgs,
+    /// Do not send the end-of-stream heap.
+    #[arg(long)]
+    pub no_stop: bool,
+    /// Write a JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// What `recv` does with chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SinkArg {
+    /// Drop them.
+    Discard,
+    /// Verify the simulator's payload.
+    Check,
+    /// Write raw + JSON sidecar into --out.
+    Write,
+}
+
+/// How `recv` copies payloads into chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CopyArg {
+    /// Non-temporal stores (the default; see BENCHMARKS.md).
+    Stream,
+    /// Ordinary stores (`memcpy`).
+    Plain,
+}
+
+impl CopyArg {
+    /// The chunk stream's copy mode.
+    pub fn mode(self) -> CopyMode {
+        match self {
+            CopyArg::Stream => CopyMode::Stream,
+            CopyArg::Plain => CopyMode::Plain,
+        }
+    }
+}
+
+/// `linerate spead recv`.
+#[derive(Debug, Clone, Args)]
+pub struct RecvArgs {
+    /// Bind address `host:port`.
+    pub bind: String,
+    /// Place F-engine heaps into chunks (katgpucbf layout) instead of assembling heaps.
+    #[arg(long)]
+    pub chunks: bool,
+    /// F-engine geometry for --chunks.
+    #[command(flatten)]
+    pub feng: FengineArgs,
+    /// Flavour the F-engine stream uses (for --chunks geometry checks).
+    #[arg(long, value_enum, default_value = "64-48")]
+    pub flavour: FlavourArg,
+    /// Heaps per F-engine per chunk.
+    #[arg(long, default_value_t = 32)]
+    pub heaps_per_fengine_per_chunk: u64,
+    /// Live chunks (the window).
+    #[arg(long, default_value_t = 4)]
+    pub max_chunks: usize,
+    /// Chunks allocated in all (the free ring).
+    #[arg(long, default_value_t = 8)]
+    pub n_chunks: usize,
+    /// Live heaps being assembled.
+    #[arg(long, default_value_t = 16)]
+    pub max_heaps: usize,
+    /// How payloads are copied into chunks.
+    #[arg(long, value_enum, default_value = "stream")]
+    pub copy: CopyArg,
+    /// Chunk consumer.
+    #[arg(long, value_enum, default_value = "discard")]
+    pub sink: SinkArg,
+    /// Directory for --sink write.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Stop after this long (`"10s"`); default: at the end-of-stream heap.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Print each heap's items (heap mode).
+    #[arg(long)]
+    pub verbose: bool,
+    /// Write a JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Plot the receive here (PATH.svg and PATH.png): Gb/s and the fraction
+    /// present (chunks) or complete (heaps) over time.
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+    /// `--metrics ADDR`: Prometheus metrics while running.
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
+}
+
+/// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).
+pub fn run(args: &SpeadArgs) -> i32 {
+    let r = match &args.command {
+        SpeadCommand::Send(a) => send(a),
+        SpeadCommand::Recv(a) => recv(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(Failure::Input(m)) => {
+            eprintln!("linerate spead: {m}");
+            2
+        }
+        Err(Failure::Runtime(m)) => {
+            eprintln!("linerate spead: {m}");
+            1
+        }
+    }
+}
+
+enum Failure {
+    Input(String),
+    Runtime(String),
+}
+
+fn input<E: std::fmt::Display>(e: E) -> Failure {
+    Failure::Input(e.to_string())
+}
+
+fn runtime<E: std::fmt::Display>(e: E) -> Failure {
+    Failure::Runtime(e.to_string())
+}
+
+fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
+    if let Some(p) = path {
+        let text = serde_json::to_string_pretty(v).map_err(runtime)?;
+        crate::report::write_text(p, &text)
+            .map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+mod recv;
+mod send;
+#[cfg(test)]
+mod test;
+
+use recv::recv;
+use send::send;
