@@ -89,15 +89,14 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
     }
     let ns_inode = crate::sys::netns::current().unwrap_or(0);
     let pid = std::process::id();
-    // One line per rank, so a test (or a person) can find a rank's process;
-    // one write, so lines from ranks sharing mpirun's stderr do not interleave.
+    // One line per rank, so a test (or a person) can find a rank's process.
     let line = format!(
         "rank {} host {} pid {pid} on {}\n",
         ranks.rank(),
         ranks.host().name,
         ranks.processor_name()
     );
-    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
+    super::eprint_whole(&line);
     let mut per_rank = None;
     let mut total = Vec::new();
     for round in 0..args.rounds {
@@ -157,17 +156,12 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
     use crate::hosts::trial::HostsError;
-    use std::io::Write;
     let line = match &e {
         HostsError::Input(m) | HostsError::Runtime(m) => format!("error: {m}\n"),
         HostsError::Peer(..) => format!("error: {e}\n"),
         HostsError::Interrupted => "interrupted\n".to_string(),
     };
-    // One write: several ranks report at once into the same pipe, and
-    // `eprintln!` writes a formatted line in pieces that interleave
-    // mid-line (a test once read "error: host error: b (rank 1)host b ...").
-    // A pipe keeps a write of up to PIPE_BUF bytes whole.
-    let _ = std::io::stderr().write_all(line.as_bytes());
+    super::eprint_whole(&line);
     i32::from(e.code())
 }
 

@@ -88,6 +88,16 @@ impl From<crate::pipeline::LoadError> for Failure {
 
 /// Maps an area's own exit status (0, 1, 2) to a result; the area has
 /// already printed its message.
+/// Writes `line` (newline included) to stderr in one write. The ranks of an
+/// MPI job share mpirun's stderr pipe, and `eprintln!` writes a formatted
+/// line in pieces that interleave mid-line with another rank's (a test once
+/// read "error: host error: b (rank 1)host b ..."); a pipe keeps a write of
+/// up to PIPE_BUF bytes whole.
+fn eprint_whole(line: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 fn exit_code(code: i32) -> Result<(), Failure> {
     match code {
         0 => Ok(()),
@@ -144,9 +154,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             if let Failure::Input(m) | Failure::Runtime(m) = &f {
-                // One write, as `hosts::report`: ranks of one job share stderr.
-                use std::io::Write;
-                let _ = std::io::stderr().write_all(format!("error: {m}\n").as_bytes());
+                eprint_whole(&format!("error: {m}\n"));
             }
             ExitCode::from(f.exit())
         }
