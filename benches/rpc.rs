@@ -10,7 +10,9 @@
 //!   on core 0 creating the region with SLOTS completion slots, default 8;
 //!   client on core 1), to separate transport from endpoint cost; `plain`
 //!   waits without the transport's waiting prefetches; `local` runs both
-//!   sides in one thread and prints the software's time per write and receipt.
+//!   sides in one thread, echoing, and prints the software's time per write
+//!   and receipt. Both print the share of writes that came through the
+//!   token line (the endpoint's depth-1 path).
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
 //! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
 //!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
@@ -211,17 +213,23 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
         // write and its receipt (no cache-line transfers, no wait).
         let mut a = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
         let mut b = ShmTransport::open(std::path::Path::new(path)).unwrap();
-        let n = 20_000_000u64;
+        // Echoed, as the client and server do, so the writes take the
+        // token line as theirs do.
+        let n = 10_000_000u64;
         let start = std::time::Instant::now();
         for _ in 0..n {
             a.write_with_imm(off, &data, 4).unwrap();
             std::hint::black_box(b.poll_imm().unwrap());
             std::hint::black_box(b.recv_bytes(off, len as u64));
+            b.write_with_imm(off, &data, 4).unwrap();
+            std::hint::black_box(a.poll_imm().unwrap());
+            std::hint::black_box(a.recv_bytes(off, len as u64));
             off = (off + 128) % ring;
         }
         println!(
-            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns",
-            start.elapsed().as_nanos() as f64 / n as f64
+            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns ({:.1} % in the token line)",
+            start.elapsed().as_nanos() as f64 / (2 * n) as f64,
+            (a.via_token() + b.via_token()) as f64 / (2 * n) as f64 * 100.0
         );
         let _ = std::fs::remove_file(path);
         return;
@@ -260,8 +268,9 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
             now = std::time::Instant::now();
         }
         println!(
-            "raw transport echo of {len} bytes ({slots} slots{}): RTT p10 {} p50 {} p90 {} p99 {} ns",
+            "raw transport echo of {len} bytes ({slots} slots{}, {:.1} % of echoes in the token line): RTT p10 {} p50 {} p90 {} p99 {} ns",
             if plain { ", no waiting prefetch" } else { "" },
+            t.via_token() as f64 / 3e4,
             hist.value_at_quantile(0.1),
             hist.value_at_quantile(0.5),
             hist.value_at_quantile(0.9),

@@ -135,7 +135,8 @@ use thiserror::Error;
 
 pub mod slot;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"LRRPC001");
+// 002: the token line (a packed write may travel in it instead of a slot).
+const MAGIC: u64 = u64::from_le_bytes(*b"LRRPC002");
 const HEADER_SIZE: usize = 4096;
 const OFF_MAGIC: usize = 0;
 const OFF_RING_SIZE: usize = 8;
@@ -146,6 +147,7 @@ const OFF_PINGPONG: usize = 1536;
 const OFF_FLAGS: usize = 1664; // 2 x 128
 const OFF_CONSUMER: usize = 2048; // 2 x 128
 const OFF_COMP_TAIL: usize = 2304; // 2 x 128
+const OFF_TOKEN: usize = 2560; // one line, alone in its 128 bytes
 /// Completion slots per side by default. Few slots keep the completion lines
 /// hot in both cores' caches: the writer's store to a slot then only has to
 /// invalidate the reader's copy (as in a cache-line ping-pong) instead of
@@ -233,6 +235,12 @@ pub struct ShmTransport {
     slots: [*mut u8; 2],
     /// The taken count is published when `recv_seq & publish_mask == 0`.
     publish_mask: u64,
+    /// This side may write the token line: the line holds nothing the peer
+    /// has not taken (side 0 at the start; then whoever took the other's
+    /// token-line write last, until it writes the line itself).
+    have_token: bool,
+    /// Writes taken from the token line (a diagnostic).
+    via_token: u64,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -289,8 +297,11 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
+            have_token: false,
+            via_token: 0,
         };
         t.set_layout(ring_size, comp_slots);
+        t.have_token = true;
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
             .store(comp_slots, Ordering::Relaxed);
@@ -334,6 +345,8 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
+            have_token: false,
+            via_token: 0,
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -467,6 +480,24 @@ impl ShmTransport {
         unsafe { &*(slot as *const [AtomicU64; slot::SLOT_WORDS]) }
     }
 
+    /// The token line's eight words: a tag and seven changed words, as
+    /// line 0 of a slot.
+    #[inline(always)]
+    fn token_words(&self) -> &[AtomicU64; 8] {
+        // SAFETY: `OFF_TOKEN` is a 128-byte aligned offset inside the header
+        // page of the mapping, with 64 bytes of its own; as in `slot_words`,
+        // the words are only ever accessed atomically, by both processes.
+        unsafe { &*(self.base.add(OFF_TOKEN) as *const [AtomicU64; 8]) }
+    }
+
+    /// How many of the peer's writes this side took from the token line
+    /// rather than from a completion slot (a diagnostic: at queue depth 1
+    /// with packable writes, all but the first few).
+    #[inline]
+    pub fn via_token(&self) -> u64 {
+        self.via_token
+    }
+
     #[inline]
     fn consumer_word(&self, side: usize) -> &AtomicU64 {
         self.word(OFF_CONSUMER + 128 * side)
@@ -507,6 +538,7 @@ impl ShmTransport {
 
     /// Rebuilds the packed write in completion slot `ptr` (tag `tag`,
     /// announced as `map`, `len`, `count`) at this side's receive position.
+    /// `ptr` may be the token line too (its 128 bytes are its own).
     #[inline(always)]
     fn take_packed(
         &mut self,
@@ -533,7 +565,9 @@ impl ShmTransport {
         // The slot words stay valid beside `&mut self.recv_ref`: they live in
         // the mapping, not in `self`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
-            // SAFETY: as in `slot_words`.
+            // SAFETY: as in `slot_words`; the token line too is 128-byte
+            // aligned with 128 bytes of its own inside the mapping, accessed
+            // only atomically.
             unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
         slot::unpack(
             map,
@@ -545,19 +579,45 @@ impl ShmTransport {
         Ok(())
     }
 
-    /// The next completion of this side's ring: [`Transport::poll_imm`],
-    /// with the waiting prefetches when `PREFETCH` and nothing arrived.
+    /// The next completion: [`Transport::poll_imm`], with the waiting
+    /// prefetches when `PREFETCH` and nothing arrived. Write `recv_seq` is
+    /// in this side's completion slot for it or, when this side does not
+    /// hold the token, possibly in the token line.
     #[inline(always)]
     fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
         let seq = self.recv_seq;
-        let ptr = self.slot_ptr(self.me, seq);
-        let tag = self.slot_words(ptr)[0].load(Ordering::Acquire);
-        if !slot::holds(tag, seq) {
-            if PREFETCH {
-                self.prefetch_waiting(ptr);
+        let slot_ptr = self.slot_ptr(self.me, seq);
+        let slot_tag = self.slot_words(slot_ptr)[0].load(Ordering::Acquire);
+        let (ptr, tag) = if slot::holds(slot_tag, seq) {
+            (slot_ptr, slot_tag)
+        } else {
+            // The peer writes the token line only while it holds the token,
+            // so while this side holds it nothing can arrive there.
+            let token = if self.have_token {
+                0
+            } else {
+                self.token_words()[0].load(Ordering::Acquire)
+            };
+            if self.have_token || !slot::token_holds(token, seq, 1 - self.me) {
+                if PREFETCH {
+                    self.prefetch_waiting(slot_ptr);
+                }
+                return Ok(None);
             }
-            return Ok(None);
-        }
+            if slot::stale(slot_tag, seq) {
+                // The skipped slot gets this write's sequence (which the reader
+                // never asks for again), so its field never comes round to
+                // the one expected a lap later. Before the taken count that
+                // lets the writer reuse the slot (Release below).
+                self.slot_words(slot_ptr)[0].store(slot::seq_field(seq), Ordering::Relaxed);
+            }
+            self.have_token = true;
+            self.via_token += 1;
+            // A token-line tag claiming more than seven words is refused by
+            // `take_packed`: the line's second 64 bytes, where a slot has
+            // the tag's copy, are never written.
+            (self.base.wrapping_add(OFF_TOKEN), slot::from_token(token))
+        };
         let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
         let imm = match slot::parse(tag, room) {
             Ok(slot::Announce::Ring { imm }) => imm,
@@ -588,6 +648,31 @@ impl ShmTransport {
         Ok(Some(imm))
     }
 
+    /// Writes the next write into the token line, which this side holds:
+    /// `map` is its word map (`slot::plan`), at most seven words. Needs no
+    /// free completion slot (the taken count is not read): the token line
+    /// is free because the peer took what it last held, the write of its
+    /// own that handed this side the token.
+    #[inline(always)]
+    fn write_token(&mut self, data: &[u8], imm: u32, map: u64) {
+        let seq = self.send_seq;
+        // The line lives in the mapping, not in `self`, so it stays
+        // borrowed beside `self.send_ref`.
+        // SAFETY: as in `token_words`.
+        let words: &[AtomicU64; 8] =
+            unsafe { &*(self.base.add(OFF_TOKEN) as *const [AtomicU64; 8]) };
+        let (tag, _) = slot::emit(seq, data, imm, map, &mut self.send_ref, |j, w| {
+            words[slot::slot_word(j) & 7].store(w, Ordering::Relaxed)
+        });
+        // Last, with Release, as a slot's tag (see the module doc). Until the
+        // peer takes it the line is the peer's: this side writes the next
+        // writes into slots.
+        words[0].store(slot::token_tag(tag, self.me), Ordering::Release);
+        self.have_token = false;
+        self.send_seq += 1;
+        self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
+    }
+
     /// Length of the mapping.
     #[inline]
     pub fn mapped_len(&self) -> usize {
@@ -607,6 +692,18 @@ impl Transport for ShmTransport {
             });
         }
         let peer = 1 - self.me;
+        // A packed write lands at the peer's receive position, so only a write
+        // there may travel in a slot or the token line (the endpoint's writes
+        // always do).
+        let at_pos = offset == self.peer_pos & (self.ring_size - 1);
+        if self.have_token && at_pos {
+            if let Some(map) = slot::plan(data, imm, &self.send_ref) {
+                if slot::one_line(data.len(), map) {
+                    self.write_token(data, imm, map);
+                    return Ok(());
+                }
+            }
+        }
         if self.send_seq - self.peer_taken >= self.comp_slots {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
             if self.send_seq.wrapping_sub(self.peer_taken) >= self.comp_slots {
@@ -622,9 +719,7 @@ impl Transport for ShmTransport {
         // SAFETY: as in `slot_words`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
             unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
-        // A packed write lands at the peer's receive position, so only a write
-        // there may travel in the slot (the endpoint's writes always do).
-        let packed = if offset == self.peer_pos & (self.ring_size - 1) {
+        let packed = if at_pos {
             slot::pack(seq, data, imm, &mut self.send_ref, |j, w| {
                 words[slot::slot_word(j)].store(w, Ordering::Relaxed)
             })
@@ -749,8 +844,14 @@ mod test {
         }
     }
 
-    /// How write `seq` travelled, from the tag in the reader's slot.
+    /// How write `seq` to `r` travelled, from where `r` will find it: 0
+    /// through the ring, 1 packed in a slot's line 0, 2 in both its lines,
+    /// 3 in the token line.
     fn kind_of(r: &ShmTransport, seq: u64) -> usize {
+        let token = r.token_words()[0].load(Ordering::Relaxed);
+        if !r.have_token && slot::token_holds(token, seq, 1 - r.me) {
+            return 3;
+        }
         let tag = r.slot_words(r.slot_ptr(r.me, seq))[0].load(Ordering::Relaxed);
         assert!(slot::holds(tag, seq), "tag {tag:#x} for write {seq}");
         match slot::parse(tag, r.ring_size) {
@@ -760,42 +861,62 @@ mod test {
         }
     }
 
-    /// A writer that writes as the endpoint does (each write at the reader's
-    /// receive position, the immediate counting 32-byte blocks, a short
-    /// write announcing the rest of the ring at its end) and checks what the
-    /// reader gets.
-    struct Pair {
-        w: ShmTransport,
-        r: ShmTransport,
+    /// One direction's writes, as the test wrote them.
+    #[derive(Default)]
+    struct Dir {
+        /// The reader's receive position (where the next write lands).
         pos: u64,
         sent: std::collections::VecDeque<(u64, Vec<u8>, u32)>,
         prev: Vec<u8>,
-        /// Writes through the ring, packed in one line, packed in two.
-        kinds: [u64; 3],
+        /// Writes by [`kind_of`].
+        kinds: [u64; 4],
+    }
+
+    /// Two sides that write as the endpoint does (each write at the reader's
+    /// receive position, the immediate counting 32-byte blocks, a short
+    /// write announcing the rest of the ring at its end) and check what the
+    /// other side gets.
+    struct Pair {
+        t: [ShmTransport; 2],
+        /// By writer side.
+        d: [Dir; 2],
     }
 
     impl Pair {
         fn new(dir: &Path, ring: u64, slots: u64) -> Pair {
             let path = dir.join(format!("slots-{slots}"));
-            let w = ShmTransport::create_with(&path, ring, slots).unwrap();
-            let r = ShmTransport::open(&path).unwrap();
-            assert_eq!(r.comp_slots, slots);
-            let prev = Vec::new();
+            let a = ShmTransport::create_with(&path, ring, slots).unwrap();
+            let b = ShmTransport::open(&path).unwrap();
+            assert_eq!(b.comp_slots, slots);
             Pair {
-                w,
-                r,
-                pos: 0,
-                sent: Default::default(),
-                prev,
-                kinds: [0; 3],
+                t: [a, b],
+                d: Default::default(),
             }
         }
 
-        /// Writes `len` bytes keeping the previous write's 8-byte word `i`
-        /// when bit `i` of `keep` is set (others get `fill`); false when Busy.
+        /// Side 0 writes (see [`write_from`](Self::write_from)).
         fn write(&mut self, len: usize, keep: u64, fill: u8) -> bool {
-            let ring = self.w.ring_size;
-            let off = self.pos & (ring - 1);
+            self.write_from(0, len, keep, fill)
+        }
+
+        /// Side 1 takes (see [`take_by`](Self::take_by)).
+        fn take(&mut self) -> bool {
+            self.take_by(1)
+        }
+
+        /// Side `side` writes `len` bytes keeping the previous write's
+        /// 8-byte word `i` when bit `i` of `keep` is set (others get
+        /// `fill`); false when Busy or the reader's ring is full.
+        fn write_from(&mut self, side: usize, len: usize, keep: u64, fill: u8) -> bool {
+            let (lo, hi) = self.t.split_at_mut(1);
+            let (w, r) = if side == 0 {
+                (&mut lo[0], &hi[0])
+            } else {
+                (&mut hi[0], &lo[0])
+            };
+            let d = &mut self.d[side];
+            let ring = w.ring_size;
+            let off = d.pos & (ring - 1);
             let (data, imm) = if ring - off < wire_len(len) {
                 (
                     vec![fill; (ring - off).min(32) as usize],
@@ -803,7 +924,7 @@ mod test {
                 )
             } else {
                 let data = (0..len)
-                    .map(|i| match self.prev.get(i) {
+                    .map(|i| match d.prev.get(i) {
                         Some(&p) if keep >> (i / 8 % 64) & 1 == 1 => p,
                         _ => fill.wrapping_add(i as u8),
                     })
@@ -812,32 +933,34 @@ mod test {
             };
             // The endpoint never writes over bytes the reader has not taken
             // (its credits bound the ring): nor does this writer.
-            let unread: u64 = self.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
+            let unread: u64 = d.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
             if unread + u64::from(imm) * 32 > ring {
                 return false;
             }
-            match self.w.write_with_imm(off, &data, imm) {
+            match w.write_with_imm(off, &data, imm) {
                 Ok(()) => {}
                 Err(TransportError::Busy) => return false,
                 Err(e) => panic!("{e}"),
             }
-            let seq = self.w.send_seq - 1;
-            self.kinds[kind_of(&self.r, seq)] += 1;
-            self.sent.push_back((off, data.clone(), imm));
-            self.prev = data;
-            self.pos += u64::from(imm) * 32;
+            d.kinds[kind_of(r, w.send_seq - 1)] += 1;
+            d.sent.push_back((off, data.clone(), imm));
+            d.prev = data;
+            d.pos += u64::from(imm) * 32;
             true
         }
 
-        /// Polls one completion and checks it; false when there was none.
-        fn take(&mut self) -> bool {
-            let Some(imm) = self.r.poll_imm().unwrap() else {
-                assert!(self.sent.is_empty(), "{} writes not seen", self.sent.len());
+        /// Side `side` polls one completion and checks it; false when there
+        /// was none.
+        fn take_by(&mut self, side: usize) -> bool {
+            let r = &mut self.t[side];
+            let d = &mut self.d[1 - side];
+            let Some(imm) = r.poll_imm().unwrap() else {
+                assert!(d.sent.is_empty(), "{} writes not seen", d.sent.len());
                 return false;
             };
-            let (off, data, want) = self.sent.pop_front().expect("a completion nobody wrote");
+            let (off, data, want) = d.sent.pop_front().expect("a completion nobody wrote");
             assert_eq!(imm, want);
-            assert_eq!(self.r.recv_bytes(off, data.len() as u64), &data[..]);
+            assert_eq!(r.recv_bytes(off, data.len() as u64), &data[..]);
             true
         }
     }
@@ -877,10 +1000,12 @@ mod test {
                 assert!(p.take());
             }
             assert!(!p.take());
+            // The first write takes the token line (side 0 holds the token
+            // at the start), and side 1, which never writes, keeps it.
+            let kinds = p.d[0].kinds;
             assert!(
-                p.kinds.iter().all(|&k| k > 0),
-                "{slots} slots: kinds {:?}",
-                p.kinds
+                kinds[..3].iter().all(|&k| k > 0) && kinds[3] == 1,
+                "{slots} slots: kinds {kinds:?}"
             );
             // A full completion ring is Busy until the reader polls. The reader
             // publishes its count every eighth of the ring (every receipt for 8
@@ -927,6 +1052,123 @@ mod test {
             }
             while p.take() {}
         }
+
+        /// Both sides write and poll on a random schedule, each side often
+        /// several writes ahead of its reader, so writes through the token
+        /// line, slots of one and two lines and the ring mix in both
+        /// directions: every byte arrives, in order.
+        #[test]
+        fn both_ways_random_schedule(
+            shift in 2u32..=5,
+            ops in proptest::collection::vec((0u8..4, 0usize..=136, proptest::prelude::any::<u64>()), 1..400),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut p = Pair::new(dir.path(), 2048, 1 << shift);
+            for (i, (op, len, keep)) in ops.into_iter().enumerate() {
+                let side = usize::from(op & 1);
+                if op < 2 {
+                    // Mostly repeated words, so many writes fit one line.
+                    let keep = keep | keep >> 7 | keep << 3;
+                    while !p.write_from(side, len, keep, i as u8) {
+                        proptest::prop_assert!(p.take_by(1 - side));
+                    }
+                } else {
+                    p.take_by(side);
+                }
+            }
+            while p.take_by(0) {}
+            while p.take_by(1) {}
+        }
+    }
+
+    /// A small deterministic generator for the schedule tests.
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    /// Depth 1 both ways (a call, its answer): after the first exchange
+    /// every write travels in the token line, past the 16-bit sequence's
+    /// wrap (where a slot skipped since the start would otherwise hold the
+    /// field the reader expects); then bursts of several writes each way
+    /// (slots again, the token line where it is free), and depth 1 again.
+    #[test]
+    fn depth_one_uses_the_token_line() {
+        let dir = tempfile::tempdir().unwrap();
+        for slots in [4, 8, 64] {
+            let mut p = Pair::new(dir.path(), 1 << 16, slots);
+            let n = 70_000u64;
+            // 64-byte writes (so the ring never wraps in the middle of one,
+            // which would put a two-line write into a slot) with 3 words
+            // changing, as the endpoint's batch.
+            let keep = !0b1000_0101u64;
+            let round = |p: &mut Pair, i: u64, len: usize| {
+                assert!(p.write_from(1, len, keep, i as u8));
+                assert!(p.take_by(0) && !p.take_by(0));
+                assert!(p.write_from(0, len, keep, !i as u8));
+                assert!(p.take_by(1) && !p.take_by(1));
+            };
+            for i in 0..n {
+                round(&mut p, i, 64);
+            }
+            // The first writes of each side change all their words (two
+            // slot lines); side 1's second found the token still at side 0.
+            let (a, b) = (p.d[0].kinds, p.d[1].kinds);
+            assert_eq!((a, b), ([0, 0, 1, n - 1], [0, 1, 1, n - 2]), "{slots} slots");
+            assert_eq!((p.t[1].via_token(), p.t[0].via_token()), (a[3], b[3]));
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for burst in 0..2000u64 {
+                // At most what the writer surely finds free (the reader
+                // publishes its count every eighth of the ring).
+                let depth = 1 + xorshift(&mut x) % (slots + 1 - (slots / 8).max(1));
+                for k in 0..depth {
+                    let len = [64, 96, 8][(burst % 3) as usize];
+                    assert!(p.write_from(1, len, keep, (burst + k) as u8));
+                    assert!(p.write_from(0, len, keep, !(burst + k) as u8));
+                }
+                for _ in 0..depth {
+                    assert!(p.take_by(0) && p.take_by(1));
+                }
+                assert!(!p.take_by(0) && !p.take_by(1));
+            }
+            for i in 0..1000 {
+                round(&mut p, i, 96);
+            }
+            let (a2, b2) = (p.d[0].kinds, p.d[1].kinds);
+            for (k0, k) in [(a, a2), (b, b2)] {
+                assert!(k[1] > k0[1] && k[3] - k0[3] >= 1000, "{slots}: {k0:?} -> {k:?}");
+            }
+        }
+    }
+
+    /// Both sides several writes ahead on a long random schedule (past the
+    /// 16-bit wrap), writes of the endpoint's size mostly: the token line
+    /// and one-line slots both carry writes in each direction.
+    #[test]
+    fn both_ways_long_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Pair::new(dir.path(), 1 << 14, 8);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..300_000u64 {
+            let r = xorshift(&mut x);
+            let side = (r & 1) as usize;
+            if r >> 1 & 3 != 0 {
+                let len = [96, 96, 96, 32, 8, 120, 129][(r >> 3) as usize % 7];
+                let keep = !(1 << (r >> 8 & 15) | 1 << (r >> 12 & 15));
+                if !p.write_from(side, len, keep, i as u8) {
+                    assert!(p.take_by(1 - side));
+                }
+            } else {
+                p.take_by(side);
+            }
+        }
+        while p.take_by(0) {}
+        while p.take_by(1) {}
+        for d in &p.d {
+            assert!(d.kinds.iter().all(|&k| k > 1000), "kinds {:?}", d.kinds);
+        }
     }
 
     #[test]
@@ -951,6 +1193,22 @@ mod test {
         // An unknown kind.
         c.slot_words(c.slot_ptr(1, 2))[0].store(slot::seq_field(2) | 3 << 46, Ordering::Release);
         assert!(c.poll_imm().is_err());
+        // In the token line: a packed write of more than seven words, which
+        // the line cannot hold.
+        let mut d = ShmTransport::open(&path).unwrap();
+        d.recv_seq = 3;
+        let (tag, n) = slot::pack(3, &[1; 96], 1, &mut [0; 128], |_, _| ()).unwrap();
+        assert!(slot::two_lines(n));
+        d.token_words()[0].store(slot::token_tag(tag, 0), Ordering::Release);
+        assert!(d.poll_imm().is_err());
+        // A token-line write of this side's own (side 1) is not the peer's.
+        let mut d = ShmTransport::open(&path).unwrap();
+        d.recv_seq = 3;
+        let (tag, _) = slot::pack(3, &[0; 8], 1, &mut [0; 128], |_, _| ()).unwrap();
+        d.token_words()[0].store(slot::token_tag(tag, 1), Ordering::Release);
+        assert_eq!(d.poll_imm().unwrap(), None);
+        d.token_words()[0].store(slot::token_tag(tag, 0), Ordering::Release);
+        assert_eq!(d.poll_imm().unwrap(), Some(1));
         drop(a);
     }
 
