@@ -147,7 +147,6 @@ const OFF_PINGPONG: usize = 1536;
 const OFF_FLAGS: usize = 1664; // 2 x 128
 const OFF_CONSUMER: usize = 2048; // 2 x 128
 const OFF_COMP_TAIL: usize = 2304; // 2 x 128
-const OFF_TOKEN: usize = 2560; // one line, alone in its 128 bytes
 /// Completion slots per side by default. Few slots keep the completion lines
 /// hot in both cores' caches: the writer's store to a slot then only has to
 /// invalidate the reader's copy (as in a cache-line ping-pong) instead of
@@ -160,6 +159,12 @@ const SLOT_SIZE: usize = slot::SLOT_WORDS * 8;
 /// Longest write that may travel inside a completion slot (it does when at
 /// most 14 of its words differ from the previous such write, see [`slot`]).
 pub const INLINE_MAX: usize = slot::PACK_MAX;
+/// Whether [`ShmTransport::create`] and [`create_with`](ShmTransport::create_with)
+/// put the token line to use. Off: on this project's AMD EPYC VM it made
+/// depth-1 round trips about 100 ns faster when the two cores are far apart
+/// (two-line ping-pong ~480 ns) and 30-40 ns slower when they are close
+/// (~130 ns); see the module doc.
+pub const TOKEN_LINE: bool = false;
 /// Number of control words tools may use for their own coordination.
 pub const CONTROL_WORDS: usize = 16;
 
@@ -207,7 +212,22 @@ pub fn default_path(name: &str) -> PathBuf {
 
 #[inline]
 fn layout_len(ring_size: u64, comp_slots: u64) -> usize {
-    HEADER_SIZE + 2 * ring_size as usize + 2 * comp_slots as usize * SLOT_SIZE
+    token_offset(ring_size, comp_slots) - TOKEN_IN_PAGE + 4096
+}
+
+/// Where the token line sits in its page: the middle, far from the
+/// neighbouring pages' hot lines.
+const TOKEN_IN_PAGE: usize = 2048;
+
+/// Offset of the token line: alone in the page after the completion rings.
+/// (In the header page, among the words each side stores on every receipt,
+/// depth-1 round trips were twice as slow: the hardware prefetchers working
+/// on that page pulled the peer's lines.)
+#[inline]
+fn token_offset(ring_size: u64, comp_slots: u64) -> usize {
+    (HEADER_SIZE + 2 * ring_size as usize + 2 * comp_slots as usize * SLOT_SIZE)
+        .next_multiple_of(4096)
+        + TOKEN_IN_PAGE
 }
 
 /// One side of a shared-memory connection.
@@ -241,6 +261,8 @@ pub struct ShmTransport {
     have_token: bool,
     /// Writes taken from the token line (a diagnostic).
     via_token: u64,
+    /// The token line (inside the mapping, see `set_layout`).
+    token: *mut u8,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -258,6 +280,19 @@ impl ShmTransport {
     /// [`create`](Self::create) with `comp_slots` completion slots per side (a
     /// power of two in [`COMP_SLOTS_RANGE`]).
     pub fn create_with(path: &Path, ring_size: u64, comp_slots: u64) -> Result<Self, ShmError> {
+        Self::create_opts(path, ring_size, comp_slots, TOKEN_LINE)
+    }
+
+    /// [`create_with`](Self::create_with), with the token line in use when
+    /// `token_line` (see the module doc): side 0 starts with the token, so
+    /// the first packed one-line write takes the line and both sides pass
+    /// it on from there. Without it neither side ever writes the line.
+    pub fn create_opts(
+        path: &Path,
+        ring_size: u64,
+        comp_slots: u64,
+        token_line: bool,
+    ) -> Result<Self, ShmError> {
         check_ring_size(ring_size)?;
         if !comp_slots.is_power_of_two() || !COMP_SLOTS_RANGE.contains(&comp_slots) {
             return Err(ShmError::CompSlots(comp_slots));
@@ -299,9 +334,10 @@ impl ShmTransport {
             publish_mask: 0,
             have_token: false,
             via_token: 0,
+            token: base,
         };
         t.set_layout(ring_size, comp_slots);
-        t.have_token = true;
+        t.have_token = token_line;
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
             .store(comp_slots, Ordering::Relaxed);
@@ -347,6 +383,7 @@ impl ShmTransport {
             publish_mask: 0,
             have_token: false,
             via_token: 0,
+            token: base,
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -379,6 +416,7 @@ impl ShmTransport {
                 .base
                 .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE);
         }
+        self.token = self.base.wrapping_add(token_offset(ring_size, comp_slots));
     }
 
     /// The file backing the region.
@@ -484,10 +522,11 @@ impl ShmTransport {
     /// line 0 of a slot.
     #[inline(always)]
     fn token_words(&self) -> &[AtomicU64; 8] {
-        // SAFETY: `OFF_TOKEN` is a 128-byte aligned offset inside the header
-        // page of the mapping, with 64 bytes of its own; as in `slot_words`,
-        // the words are only ever accessed atomically, by both processes.
-        unsafe { &*(self.base.add(OFF_TOKEN) as *const [AtomicU64; 8]) }
+        // SAFETY: `token` is a 128-byte aligned address inside the mapping
+        // (whose length `layout_len` covers the token page), with 128 bytes
+        // of its own; as in `slot_words`, the words are only ever accessed
+        // atomically, by both processes.
+        unsafe { &*(self.token as *const [AtomicU64; 8]) }
     }
 
     /// How many of the peer's writes this side took from the token line
@@ -616,7 +655,7 @@ impl ShmTransport {
             // A token-line tag claiming more than seven words is refused by
             // `take_packed`: the line's second 64 bytes, where a slot has
             // the tag's copy, are never written.
-            (self.base.wrapping_add(OFF_TOKEN), slot::from_token(token))
+            (self.token, slot::from_token(token))
         };
         let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
         let imm = match slot::parse(tag, room) {
@@ -659,8 +698,7 @@ impl ShmTransport {
         // The line lives in the mapping, not in `self`, so it stays
         // borrowed beside `self.send_ref`.
         // SAFETY: as in `token_words`.
-        let words: &[AtomicU64; 8] =
-            unsafe { &*(self.base.add(OFF_TOKEN) as *const [AtomicU64; 8]) };
+        let words: &[AtomicU64; 8] = unsafe { &*(self.token as *const [AtomicU64; 8]) };
         let (tag, _) = slot::emit(seq, data, imm, map, &mut self.send_ref, |j, w| {
             words[slot::slot_word(j) & 7].store(w, Ordering::Relaxed)
         });
@@ -885,7 +923,7 @@ mod test {
     impl Pair {
         fn new(dir: &Path, ring: u64, slots: u64) -> Pair {
             let path = dir.join(format!("slots-{slots}"));
-            let a = ShmTransport::create_with(&path, ring, slots).unwrap();
+            let a = ShmTransport::create_opts(&path, ring, slots, true).unwrap();
             let b = ShmTransport::open(&path).unwrap();
             assert_eq!(b.comp_slots, slots);
             Pair {
@@ -1116,7 +1154,11 @@ mod test {
             // The first writes of each side change all their words (two
             // slot lines); side 1's second found the token still at side 0.
             let (a, b) = (p.d[0].kinds, p.d[1].kinds);
-            assert_eq!((a, b), ([0, 0, 1, n - 1], [0, 1, 1, n - 2]), "{slots} slots");
+            assert_eq!(
+                (a, b),
+                ([0, 0, 1, n - 1], [0, 1, 1, n - 2]),
+                "{slots} slots"
+            );
             assert_eq!((p.t[1].via_token(), p.t[0].via_token()), (a[3], b[3]));
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
             for burst in 0..2000u64 {
@@ -1138,7 +1180,10 @@ mod test {
             }
             let (a2, b2) = (p.d[0].kinds, p.d[1].kinds);
             for (k0, k) in [(a, a2), (b, b2)] {
-                assert!(k[1] > k0[1] && k[3] - k0[3] >= 1000, "{slots}: {k0:?} -> {k:?}");
+                assert!(
+                    k[1] > k0[1] && k[3] - k0[3] >= 1000,
+                    "{slots}: {k0:?} -> {k:?}"
+                );
             }
         }
     }
