@@ -11,6 +11,7 @@
 //!       side 1's receive ring
 //!       side 0's completion ring (COMP_SLOTS slots of 128 bytes, see [`slot`])
 //!       side 1's completion ring
+//!       a page holding the token line in its middle
 //! ```
 //!
 //! Side 0 creates the file ([`ShmTransport::create`]), side 1 opens it
@@ -108,6 +109,28 @@
 //! position is a Release store and an Acquire load, which is also what keeps the
 //! peer from overwriting bytes still being read.
 //!
+//! **The token line** (only in a region created with it,
+//! [`ShmTransport::create_opts`], `rpc serve --token-line`): one cache line
+//! both directions share. A side *holds the token* when the line holds
+//! nothing the peer has not taken: side 0 at the start, then whichever side
+//! last took the other's write from the line, until it writes the line
+//! itself. Only the holder writes the line, and only a packed write of at
+//! most seven changed words (line 0 of a slot, the same codec and the same
+//! per-direction reference and sequence numbers); every other write goes to
+//! its completion slot as above. So the line is never overwritten unread, and
+//! at queue depth 1 (each side answering what it took) all writes pass
+//! through it. The tag's kind says which side wrote it (the two directions'
+//! sequence numbers are counted separately and may be equal). The reader at
+//! sequence `s` looks in slot `s`, and, when the token is away, in the line:
+//! exactly one of them can hold write `s`, so order is kept. A slot skipped
+//! because its write came through the line keeps an old sequence; when that
+//! lags half the 16-bit range the reader stores the skipped write's sequence
+//! into it (before publishing the taken count that lets the writer reuse
+//! it), so it never comes round to the one expected a lap later. A write to
+//! the line needs no free slot and does not read the taken count. The idle
+//! poll loads two words while the token is away (the slot's is a line only
+//! this side touches at depth 1).
+//!
 //! Cache lines a depth-1 round trip moves between the two cores (32-byte
 //! request and response, so 96-byte batches, packed): line 0 of the server's
 //! completion slot (call), line 0 of the client's (reply), and the reader's
@@ -119,7 +142,18 @@
 //! are private, so neither moves. The reader polls one word (the tag) and
 //! prefetches line 1 and the receive-ring lines the next write will be
 //! copied to while it waits. A cache-line ping-pong moves 2 lines per round
-//! trip, as does this transport's common case.
+//! trip, as does this transport's common case. With the token line, the
+//! round trip moves that one line twice and nothing else (the taken count is
+//! not read). That is not always faster: on this project's AMD EPYC VM it
+//! saved about 100 ns a depth-1 round trip when the two cores were far apart
+//! (two-line ping-pong about 480 ns) and cost 30-40 ns when they were close
+//! (about 130 ns). The `lines` diagnostic shows why: answering in the line
+//! the question came in beats a line of one's own each way only when the
+//! answer follows at once; with 30 ns of work in between it is 30 ns slower
+//! (likely because the answering core must then take the line from the
+//! asker, who owns it and keeps reading it, where with a line of its own it
+//! only invalidates the asker's copy). Hence it is off by default
+//! ([`TOKEN_LINE`]).
 //!
 //! This is the only file of the RPC module with `unsafe`: raw accesses to the
 //! shared mapping.
@@ -141,6 +175,7 @@ const HEADER_SIZE: usize = 4096;
 const OFF_MAGIC: usize = 0;
 const OFF_RING_SIZE: usize = 8;
 const OFF_COMP_ENTRIES: usize = 16;
+const OFF_TOKEN_ON: usize = 24; // 1: the token line is in use
 const OFF_INFO: usize = 256; // 2 x 128: ready, ring_size, initial_credit, max_r
 const OFF_CONTROL: usize = 1024; // CONTROL_WORDS x u64
 const OFF_PINGPONG: usize = 1536;
@@ -219,15 +254,29 @@ fn layout_len(ring_size: u64, comp_slots: u64) -> usize {
 /// neighbouring pages' hot lines.
 const TOKEN_IN_PAGE: usize = 2048;
 
-/// Offset of the token line: alone in the page after the completion rings.
-/// (In the header page, among the words each side stores on every receipt,
-/// depth-1 round trips were twice as slow: the hardware prefetchers working
-/// on that page pulled the peer's lines.)
+/// Offset of the token line: alone in the page after the completion rings,
+/// away from the header's words that each side stores on every receipt (a
+/// precaution against the hardware prefetchers, which work within a page,
+/// pulling the peer's lines along with it; not measured to matter).
 #[inline]
 fn token_offset(ring_size: u64, comp_slots: u64) -> usize {
     (HEADER_SIZE + 2 * ring_size as usize + 2 * comp_slots as usize * SLOT_SIZE)
         .next_multiple_of(4096)
         + TOKEN_IN_PAGE
+}
+
+/// Who may write the token line, as one side sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// This side: the line holds nothing the peer has not taken (side 0 at
+    /// the start; then whoever took the other's token-line write last,
+    /// until it writes the line itself).
+    Held,
+    /// The peer, or this side's own write is in the line: the peer's next
+    /// write may arrive there.
+    Away,
+    /// The region does not use the token line.
+    Off,
 }
 
 /// One side of a shared-memory connection.
@@ -255,10 +304,8 @@ pub struct ShmTransport {
     slots: [*mut u8; 2],
     /// The taken count is published when `recv_seq & publish_mask == 0`.
     publish_mask: u64,
-    /// This side may write the token line: the line holds nothing the peer
-    /// has not taken (side 0 at the start; then whoever took the other's
-    /// token-line write last, until it writes the line itself).
-    have_token: bool,
+    /// Who may write the token line.
+    token_state: Token,
     /// Writes taken from the token line (a diagnostic).
     via_token: u64,
     /// The token line (inside the mapping, see `set_layout`).
@@ -332,12 +379,14 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
-            have_token: false,
+            token_state: Token::Off,
             via_token: 0,
             token: base,
         };
         t.set_layout(ring_size, comp_slots);
-        t.have_token = token_line;
+        t.token_state = if token_line { Token::Held } else { Token::Off };
+        t.word(OFF_TOKEN_ON)
+            .store(u64::from(token_line), Ordering::Relaxed);
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
             .store(comp_slots, Ordering::Relaxed);
@@ -381,7 +430,7 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
-            have_token: false,
+            token_state: Token::Off,
             via_token: 0,
             token: base,
         };
@@ -397,6 +446,11 @@ impl ShmTransport {
         {
             return Err(ShmError::Corrupt(path.to_owned()));
         }
+        t.token_state = match t.word(OFF_TOKEN_ON).load(Ordering::Relaxed) {
+            0 => Token::Off,
+            1 => Token::Away,
+            _ => return Err(ShmError::Corrupt(path.to_owned())),
+        };
         t.set_layout(ring_size, comp);
         Ok(t)
     }
@@ -631,13 +685,13 @@ impl ShmTransport {
             (slot_ptr, slot_tag)
         } else {
             // The peer writes the token line only while it holds the token,
-            // so while this side holds it nothing can arrive there.
-            let token = if self.have_token {
-                0
-            } else {
+            // so unless the token is away nothing can arrive there.
+            let token = if self.token_state == Token::Away {
                 self.token_words()[0].load(Ordering::Acquire)
+            } else {
+                0
             };
-            if self.have_token || !slot::token_holds(token, seq, 1 - self.me) {
+            if self.token_state != Token::Away || !slot::token_holds(token, seq, 1 - self.me) {
                 if PREFETCH {
                     self.prefetch_waiting(slot_ptr);
                 }
@@ -650,7 +704,7 @@ impl ShmTransport {
                 // lets the writer reuse the slot (Release below).
                 self.slot_words(slot_ptr)[0].store(slot::seq_field(seq), Ordering::Relaxed);
             }
-            self.have_token = true;
+            self.token_state = Token::Held;
             self.via_token += 1;
             // A token-line tag claiming more than seven words is refused by
             // `take_packed`: the line's second 64 bytes, where a slot has
@@ -706,7 +760,7 @@ impl ShmTransport {
         // peer takes it the line is the peer's: this side writes the next
         // writes into slots.
         words[0].store(slot::token_tag(tag, self.me), Ordering::Release);
-        self.have_token = false;
+        self.token_state = Token::Away;
         self.send_seq += 1;
         self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
     }
@@ -734,7 +788,7 @@ impl Transport for ShmTransport {
         // there may travel in a slot or the token line (the endpoint's writes
         // always do).
         let at_pos = offset == self.peer_pos & (self.ring_size - 1);
-        if self.have_token && at_pos {
+        if self.token_state == Token::Held && at_pos {
             if let Some(map) = slot::plan(data, imm, &self.send_ref) {
                 if slot::one_line(data.len(), map) {
                     self.write_token(data, imm, map);
@@ -880,6 +934,16 @@ mod test {
             assert_eq!(b.poll_imm().unwrap(), Some(len as u32));
             assert_eq!(b.recv_bytes(1024, len as u64), &data[..], "length {len}");
         }
+        // A region created without the token line never uses it, even for
+        // depth-1 exchanges of packable writes.
+        for i in 0..100u64 {
+            let (pa, pb) = (a.peer_pos & 4095, b.peer_pos & 4095);
+            a.write_with_imm(pa, &i.to_le_bytes(), 1).unwrap();
+            assert_eq!(b.poll_imm().unwrap(), Some(1));
+            b.write_with_imm(pb, &i.to_le_bytes(), 1).unwrap();
+            assert_eq!(a.poll_imm().unwrap(), Some(1));
+        }
+        assert_eq!((a.via_token(), b.via_token()), (0, 0));
     }
 
     /// How write `seq` to `r` travelled, from where `r` will find it: 0
@@ -887,7 +951,7 @@ mod test {
     /// 3 in the token line.
     fn kind_of(r: &ShmTransport, seq: u64) -> usize {
         let token = r.token_words()[0].load(Ordering::Relaxed);
-        if !r.have_token && slot::token_holds(token, seq, 1 - r.me) {
+        if r.token_state == Token::Away && slot::token_holds(token, seq, 1 - r.me) {
             return 3;
         }
         let tag = r.slot_words(r.slot_ptr(r.me, seq))[0].load(Ordering::Relaxed);
@@ -1220,7 +1284,7 @@ mod test {
     fn corrupt_tag_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c");
-        let mut a = ShmTransport::create_with(&path, 4096, 8).unwrap();
+        let mut a = ShmTransport::create_opts(&path, 4096, 8, true).unwrap();
         let mut b = ShmTransport::open(&path).unwrap();
         // A packed write claiming 128 bytes 64 bytes before the ring end.
         a.write_with_imm(0, &[0; 32], 126).unwrap();

@@ -11,6 +11,7 @@
 //! ```text
 //! bits 63..48  sequence + 1 (low 16 bits): the write this slot holds
 //! bits 47..46  kind: 0 = data in the receive ring, 1 = data in the slot
+//!              (3: in the token line, written by side 1; never in a slot)
 //! kind 0:  bits 31..0 the immediate; bits 45..32 zero
 //! kind 1:  bits 45..30 word map (bit i: word i of the write is in the slot)
 //!          bits 29..22 length in bytes (0..=128)
@@ -31,6 +32,11 @@
 //! fewer travel and the write is one cache line, tag included. A packed write
 //! always lands at the reader's next receive position (the sum of the
 //! immediates so far), so the slot carries no offset.
+//!
+//! The transport's token line, which both directions share, carries a packed
+//! write of at most 7 changed words as line 0 of a slot does, with the kind
+//! field naming the writer: 1 for side 0 (as in a slot), 3 for side 1
+//! ([`token_tag`], [`token_holds`], [`from_token`]).
 
 #![forbid(unsafe_code)]
 
