@@ -681,43 +681,64 @@ impl ShmTransport {
         let seq = self.recv_seq;
         let slot_ptr = self.slot_ptr(self.me, seq);
         let slot_tag = self.slot_words(slot_ptr)[0].load(Ordering::Acquire);
-        let (ptr, tag) = if slot::holds(slot_tag, seq) {
-            (slot_ptr, slot_tag)
-        } else {
+        if !slot::holds(slot_tag, seq) {
             // The peer writes the token line only while it holds the token,
             // so unless the token is away nothing can arrive there.
-            let token = if self.token_state == Token::Away {
-                self.token_words()[0].load(Ordering::Acquire)
-            } else {
-                0
-            };
-            if self.token_state != Token::Away || !slot::token_holds(token, seq, 1 - self.me) {
-                if PREFETCH {
-                    self.prefetch_waiting(slot_ptr);
-                }
-                return Ok(None);
+            if self.token_state == Token::Away {
+                return self.take_token::<PREFETCH>(slot_ptr, slot_tag);
             }
-            if slot::stale(slot_tag, seq) {
-                // The skipped slot gets this write's sequence (which the reader
-                // never asks for again), so its field never comes round to
-                // the one expected a lap later. Before the taken count that
-                // lets the writer reuse the slot (Release below).
-                self.slot_words(slot_ptr)[0].store(slot::seq_field(seq), Ordering::Relaxed);
+            if PREFETCH {
+                self.prefetch_waiting(slot_ptr);
             }
-            self.token_state = Token::Held;
-            self.via_token += 1;
-            // The tag stored back unchanged (only this side may write the
-            // line now, and the peer looks for a tag of this side's): the
-            // line becomes this core's at once, while the peer keeps reading
-            // it, so the next write here finds a line it owns instead of
-            // taking it from the peer on the round trip. Measured: raw echo
-            // 180 against 200 ns (cores close), 260-300 against 380 (far).
-            self.token_words()[0].store(token, Ordering::Relaxed);
-            // A token-line tag claiming more than seven words is refused by
-            // `take_packed`: the line's second 64 bytes, where a slot has
-            // the tag's copy, are never written.
-            (self.token, slot::from_token(token))
-        };
+            return Ok(None);
+        }
+        self.take_at(slot_ptr, slot_tag)
+    }
+
+    /// [`take_imm`](Self::take_imm) when write `recv_seq` is not in its
+    /// slot (tag `slot_tag` at `slot_ptr`) and the token is away: the write
+    /// may be in the token line. Not inlined, so a region without the token
+    /// line keeps `take_imm` as small as before the line existed.
+    #[inline(never)]
+    fn take_token<const PREFETCH: bool>(
+        &mut self,
+        slot_ptr: *mut u8,
+        slot_tag: u64,
+    ) -> Result<Option<u32>, TransportError> {
+        let seq = self.recv_seq;
+        let token = self.token_words()[0].load(Ordering::Acquire);
+        if !slot::token_holds(token, seq, 1 - self.me) {
+            if PREFETCH {
+                self.prefetch_waiting(slot_ptr);
+            }
+            return Ok(None);
+        }
+        if slot::stale(slot_tag, seq) {
+            // The skipped slot gets this write's sequence (which the reader
+            // never asks for again), so its field never comes round to
+            // the one expected a lap later. Before the taken count that
+            // lets the writer reuse the slot (Release in `take_at`).
+            self.slot_words(slot_ptr)[0].store(slot::seq_field(seq), Ordering::Relaxed);
+        }
+        self.token_state = Token::Held;
+        self.via_token += 1;
+        // The tag stored back unchanged (only this side may write the
+        // line now, and the peer looks for a tag of this side's): the
+        // line becomes this core's at once, while the peer keeps reading
+        // it, so the next write here finds a line it owns instead of
+        // taking it from the peer on the round trip. Measured: raw echo
+        // 180 against 200 ns (cores close), 260-300 against 380 (far).
+        self.token_words()[0].store(token, Ordering::Relaxed);
+        // A token-line tag claiming more than seven words is refused by
+        // `take_packed`: the line's second 64 bytes, where a slot has
+        // the tag's copy, are never written.
+        self.take_at(self.token, slot::from_token(token))
+    }
+
+    /// Takes the write announced by `tag` in the slot or token line at
+    /// `ptr` (which holds write `recv_seq`).
+    #[inline(always)]
+    fn take_at(&mut self, ptr: *mut u8, tag: u64) -> Result<Option<u32>, TransportError> {
         let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
         let imm = match slot::parse(tag, room) {
             Ok(slot::Announce::Ring { imm }) => imm,
@@ -748,13 +769,21 @@ impl ShmTransport {
         Ok(Some(imm))
     }
 
-    /// Writes the next write into the token line, which this side holds:
-    /// `map` is its word map (`slot::plan`), at most seven words. Needs no
-    /// free completion slot (the taken count is not read): the token line
-    /// is free because the peer took what it last held, the write of its
-    /// own that handed this side the token.
-    #[inline(always)]
-    fn write_token(&mut self, data: &[u8], imm: u32, map: u64) {
+    /// Writes the next write (at the peer's receive position) into the
+    /// token line, which this side holds, if it packs into one line; false
+    /// (nothing written) if not. Needs no free completion slot (the taken
+    /// count is not read): the token line is free because the peer took
+    /// what it last held, the write of its own that handed this side the
+    /// token. Not inlined, so a region without the token line keeps
+    /// `write_with_imm` as small as before the line existed.
+    #[inline(never)]
+    fn write_token(&mut self, data: &[u8], imm: u32) -> bool {
+        let Some(map) = slot::plan(data, imm, &self.send_ref) else {
+            return false;
+        };
+        if !slot::one_line(data.len(), map) {
+            return false;
+        }
         let seq = self.send_seq;
         // The line lives in the mapping, not in `self`, so it stays
         // borrowed beside `self.send_ref`.
@@ -770,6 +799,7 @@ impl ShmTransport {
         self.token_state = Token::Away;
         self.send_seq += 1;
         self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
+        true
     }
 
     /// Length of the mapping.
@@ -795,13 +825,8 @@ impl Transport for ShmTransport {
         // there may travel in a slot or the token line (the endpoint's writes
         // always do).
         let at_pos = offset == self.peer_pos & (self.ring_size - 1);
-        if self.token_state == Token::Held && at_pos {
-            if let Some(map) = slot::plan(data, imm, &self.send_ref) {
-                if slot::one_line(data.len(), map) {
-                    self.write_token(data, imm, map);
-                    return Ok(());
-                }
-            }
+        if self.token_state == Token::Held && at_pos && self.write_token(data, imm) {
+            return Ok(());
         }
         if self.send_seq - self.peer_taken >= self.comp_slots {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
