@@ -144,16 +144,18 @@
 //! copied to while it waits. A cache-line ping-pong moves 2 lines per round
 //! trip, as does this transport's common case. With the token line, the
 //! round trip moves that one line twice and nothing else (the taken count is
-//! not read). That is not always faster: on this project's AMD EPYC VM it
-//! saved about 100 ns a depth-1 round trip when the two cores were far apart
-//! (two-line ping-pong about 480 ns) and cost 30-40 ns when they were close
-//! (about 130 ns). The `lines` diagnostic shows why: answering in the line
-//! the question came in beats a line of one's own each way only when the
-//! answer follows at once; with 30 ns of work in between it is 30 ns slower
-//! (likely because the answering core must then take the line from the
-//! asker, who owns it and keeps reading it, where with a line of its own it
-//! only invalidates the asker's copy). Hence it is off by default
-//! ([`TOKEN_LINE`]).
+//! not read). That is not always faster. On this project's AMD EPYC VM it
+//! saved about 120 ns a depth-1 round trip when the two cores were far apart
+//! (two-line ping-pong about 480 ns: about 475 against 605 ns) and was even
+//! with slots when they were close (about 130 ns: 220-250 ns either way; a
+//! build with the token paths inlined into `take_imm` and `write_with_imm`
+//! was 30-40 ns slower there). The `lines` diagnostic shows the risk:
+//! answering in the line the question came in beats a line of one's own each
+//! way only when the answer follows at once; with 30 ns of work in between
+//! it is 30 ns slower (likely because the answering core must then take the
+//! line from the asker, who owns it and keeps reading it, where with a line
+//! of its own it only invalidates the asker's copy). Off by default
+//! ([`TOKEN_LINE`]) until it is measured on more machines.
 //!
 //! This is the only file of the RPC module with `unsafe`: raw accesses to the
 //! shared mapping.
@@ -196,9 +198,9 @@ const SLOT_SIZE: usize = slot::SLOT_WORDS * 8;
 pub const INLINE_MAX: usize = slot::PACK_MAX;
 /// Whether [`ShmTransport::create`] and [`create_with`](ShmTransport::create_with)
 /// put the token line to use. Off: on this project's AMD EPYC VM it made
-/// depth-1 round trips about 100 ns faster when the two cores are far apart
-/// (two-line ping-pong ~480 ns) and 30-40 ns slower when they are close
-/// (~130 ns); see the module doc.
+/// depth-1 round trips about 120 ns faster when the two cores are far apart
+/// (two-line ping-pong ~480 ns) and no faster when they are close (~130 ns),
+/// where a build of it was 30-40 ns slower; see the module doc.
 pub const TOKEN_LINE: bool = false;
 /// Number of control words tools may use for their own coordination.
 pub const CONTROL_WORDS: usize = 16;
