@@ -7,6 +7,16 @@ use crate::rpc::wire::{
     padded_message_size, to_response_id, MessageRepr, ALIGNMENT, FLOW_METADATA_SIZE,
 };
 
+/// The header of the response to `req` with `len` bytes of payload.
+#[inline(always)]
+fn reply_repr(req: &Request, len: u32) -> MessageRepr {
+    MessageRepr {
+        call_id: to_response_id(req.call_id),
+        piggyback: (req.allowance / ALIGNMENT) as u32,
+        len,
+    }
+}
+
 impl<U> Endpoint<U> {
     /// Sends a request with `payload`, reserving room for a response of up to
     /// `response_allowance` bytes. Returns the call id; the response comes to
@@ -95,35 +105,51 @@ impl<U> Endpoint<U> {
     #[inline]
     pub(super) fn write_reply(&mut self, req: &Request, payload: &[u8]) {
         let len = payload.len() as u32;
-        let repr = MessageRepr {
-            call_id: to_response_id(req.call_id),
-            piggyback: (req.allowance / ALIGNMENT) as u32,
-            len,
-        };
         let cons = self.send.consumption(padded_message_size(len));
-        self.write(repr, payload, cons);
+        self.write(reply_repr(req, len), payload, cons);
+        self.flow.release_reply(req.allowance);
+        self.stats.replies += 1;
+    }
+
+    /// [`write_reply`](Self::write_reply) for an answer written during
+    /// intake, which [`answer_fits`](Self::answer_fits) found needs no wrap.
+    #[inline(always)]
+    pub(super) fn write_reply_in_place(&mut self, req: &Request, payload: &[u8]) {
+        debug_assert!(!self.send.needs_wrap(padded_message_size(payload.len() as u32)));
+        self.settled = false;
+        self.send
+            .append_message(reply_repr(req, payload.len() as u32), payload);
         self.flow.release_reply(req.allowance);
         self.stats.replies += 1;
     }
 
     /// Appends a message, wrapping first when it would not fit before the ring
     /// end. Grants given on the way count the whole message as in flight.
+    #[inline(always)]
     pub(super) fn write(&mut self, repr: MessageRepr, payload: &[u8], cons: u64) {
         self.settled = false;
         let target = self.send.producer() + cons;
         if self.send.needs_wrap(repr.buffer_len()) {
-            let consumer = self.recv.consumer();
-            if self.send.batch_open() {
-                let g = self.flow.take_grant(target);
-                self.send.close_batch(consumer, g);
-            }
-            let g = self.flow.take_grant(target);
-            self.send.write_wrap_marker(consumer, g);
-            self.flow.note_reported_consumer(consumer);
-            self.stats.wraps += 1;
+            self.wrap_before(target);
         }
         self.send.append_message(repr, payload);
         debug_assert_eq!(self.send.producer(), target);
+    }
+
+    /// Closes the open batch and writes a wrap marker, before a message that
+    /// leaves the send ring at `target` (once a lap: out of the way).
+    #[cold]
+    #[inline(never)]
+    fn wrap_before(&mut self, target: u64) {
+        let consumer = self.recv.consumer();
+        if self.send.batch_open() {
+            let g = self.flow.take_grant(target);
+            self.send.close_batch(consumer, g);
+        }
+        let g = self.flow.take_grant(target);
+        self.send.write_wrap_marker(consumer, g);
+        self.flow.note_reported_consumer(consumer);
+        self.stats.wraps += 1;
     }
 
     /// Sends what `call` and `reply` wrote, without taking anything in (a
