@@ -309,12 +309,19 @@ struct Sole {
     total: u64,
 }
 
+/// The little-endian `u32` at `at` (a constant within the head once inlined,
+/// so no check remains).
 #[inline(always)]
 fn le32(b: &[u8; SOLE_HEAD], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    b.get(at..at + 4)
+        .and_then(|w| w.first_chunk::<4>())
+        .map_or(0, |w| u32::from_le_bytes(*w))
 }
 
+/// The little-endian `u64` at `at`, as [`le32`].
 #[inline(always)]
 fn le64(b: &[u8; SOLE_HEAD], at: usize) -> u64 {
-    u64::from(le32(b, at)) | u64::from(le32(b, at + 4)) << 32
+    b.get(at..at + 8)
+        .and_then(|w| w.first_chunk::<8>())
+        .map_or(0, |w| u64::from_le_bytes(*w))
 }

@@ -154,46 +154,62 @@ impl<U> Endpoint<U> {
 
     /// Sends what `call` and `reply` wrote, without taking anything in (a
     /// cheaper step than `poll` right after replying or calling).
+    #[inline]
     pub fn flush<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let r = self.flush_inner(t);
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
+        match self.flush_inner(t) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
         }
-        r.map(|_| ())
     }
 
     /// Closes the open batch (or writes a credit batch when one is due) and
     /// hands the closed batches to the transport. Returns whether there was
     /// nothing to do: nothing to close, send or grant.
+    ///
+    /// Only the common case (at queue depth 1, every flush) is here: one
+    /// open batch that is all there is to send, closed and written in one
+    /// step, the store that publishes it as soon as the batch is closed, the
+    /// bookkeeping after it. Everything else is in
+    /// [`flush_general`](Self::flush_general), so this function holds one copy
+    /// of the transport's write, not two.
+    #[inline(never)]
     pub(super) fn flush_inner<T: Transport + ?Sized>(
         &mut self,
         t: &mut T,
     ) -> Result<bool, RpcError> {
+        let Some(seg) = self.send.sole_batch() else {
+            return self.flush_general(t);
+        };
+        let consumer = self.recv.consumer();
+        let g = self.flow.take_grant(self.send.producer());
+        self.send.close_batch(consumer, g);
+        debug_assert_eq!(Some(seg), self.send.next_segment());
+        let r = t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm);
+        self.flow.note_reported_consumer(consumer);
+        match r {
+            Ok(()) => {
+                self.send.mark_flushed(&seg);
+                self.stats.writes += 1;
+            }
+            Err(TransportError::Busy) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(false)
+    }
+
+    /// [`flush_inner`](Self::flush_inner) but for its common case.
+    #[inline(never)]
+    fn flush_general<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<bool, RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
-            let sole = self.send.sole_batch();
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
-            if let Some(seg) = sole {
-                // The express path of the common case (at queue depth 1,
-                // every flush): one batch, one write, the store that
-                // publishes it as soon as the batch is closed, and the
-                // bookkeeping after it.
-                debug_assert_eq!(Some(seg), self.send.next_segment());
-                match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
-                    Ok(()) => {
-                        self.send.mark_flushed(&seg);
-                        self.stats.writes += 1;
-                    }
-                    Err(TransportError::Busy) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                self.flow.note_reported_consumer(consumer);
-                return Ok(false);
-            }
             self.flow.note_reported_consumer(consumer);
         } else if !self.has_unflushed() && !self.maybe_credit_batch() {
             return Ok(true);
