@@ -60,7 +60,10 @@ pub const fn fits_before_end(pos: u64, len: u64, size: u64) -> bool {
 #[inline(always)]
 fn copy_payload(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
-    if dst.len() == n && (32..=64).contains(&n) {
+    if dst.len() == n && n == 32 {
+        // The two halves below would be the same move.
+        dst[..32].copy_from_slice(&src[..32]);
+    } else if dst.len() == n && (32..=64).contains(&n) {
         dst[..32].copy_from_slice(&src[..32]);
         dst[n - 32..].copy_from_slice(&src[n - 32..]);
     } else if dst.len() == n && (16..32).contains(&n) {

@@ -19,11 +19,13 @@ impl<U> Endpoint<U> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let r = self.poll_inner(t, h);
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
+        match self.poll_inner(t, h) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
         }
-        r
     }
 
     pub(super) fn poll_inner<T: Transport + ?Sized, H: Handler<U>>(
@@ -120,17 +122,22 @@ impl<U> Endpoint<U> {
         if self.want_read {
             return true;
         }
-        let producer = if self.send.batch_open() || self.has_unflushed() {
-            self.send.producer()
-        } else {
-            self.credit_batch_target().1
-        };
         let by_policy = self.flow.max_resp_reservation()
             - self
                 .flow
                 .resp_reservation()
                 .min(self.flow.max_resp_reservation());
-        by_policy >= ALIGNMENT && self.flow.grant_by_invariant(producer) < by_policy
+        // R at its cap (every poll after a flush that granted the rest):
+        // no grant to judge, so no target to compute.
+        if by_policy < ALIGNMENT {
+            return false;
+        }
+        let producer = if self.send.batch_open() || self.has_unflushed() {
+            self.send.producer()
+        } else {
+            self.credit_batch_target().1
+        };
+        self.flow.grant_by_invariant(producer) < by_policy
     }
 
     /// Validates and takes the batch at receive position `pos`; `bytes` is the

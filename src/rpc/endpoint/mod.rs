@@ -283,9 +283,11 @@ impl<U> Slab<U> {
             len: 0,
         }
     }
+    #[inline]
     fn is_full(&self) -> bool {
         self.free.is_empty()
     }
+    #[inline]
     fn insert(&mut self, user: U, allowance: u64) -> Result<u32, U> {
         let Some(id) = self.free.pop() else {
             return Err(user);
