@@ -168,6 +168,25 @@ impl SendRing {
         }
     }
 
+    /// [`consumption`](Self::consumption) and [`needs_wrap`](Self::needs_wrap)
+    /// in one: `(bytes appending `padded` ring bytes adds, whether it wraps first)`.
+    #[inline]
+    pub fn plan(&self, padded: u64) -> (u64, bool) {
+        let meta = if self.batch_open() {
+            0
+        } else {
+            FLOW_METADATA_SIZE as u64
+        };
+        if fits_before_end(self.producer, padded + meta, self.size) {
+            (padded + meta, false)
+        } else {
+            (
+                room_to_end(self.producer, self.size) + FLOW_METADATA_SIZE as u64 + padded,
+                true,
+            )
+        }
+    }
+
     /// Whether appending `padded` ring bytes needs a wrap first.
     #[inline]
     pub fn needs_wrap(&self, padded: u64) -> bool {

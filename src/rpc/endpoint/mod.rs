@@ -287,7 +287,7 @@ impl<U> Slab<U> {
     fn is_full(&self) -> bool {
         self.free.is_empty()
     }
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, user: U, allowance: u64) -> Result<u32, U> {
         let Some(id) = self.free.pop() else {
             return Err(user);

@@ -44,7 +44,7 @@ impl<U> Endpoint<U> {
             return refuse(CallErrorKind::TooManyPending, user);
         }
         let padded = padded_message_size(len);
-        let cons = self.send.consumption(padded);
+        let (cons, wrap) = self.send.plan(padded);
         if !self.flow.has_room(self.send.producer(), cons) {
             self.want_read = true;
             self.settled = false;
@@ -65,7 +65,7 @@ impl<U> Endpoint<U> {
             piggyback: (allowance / ALIGNMENT) as u32,
             len,
         };
-        self.write(repr, payload, cons);
+        self.write_planned(repr, payload, cons, wrap);
         self.stats.calls += 1;
         Ok(id)
     }
@@ -127,9 +127,18 @@ impl<U> Endpoint<U> {
     /// end. Grants given on the way count the whole message as in flight.
     #[inline(always)]
     pub(super) fn write(&mut self, repr: MessageRepr, payload: &[u8], cons: u64) {
+        let wrap = self.send.needs_wrap(repr.buffer_len());
+        self.write_planned(repr, payload, cons, wrap);
+    }
+
+    /// [`write`](Self::write) with the wrap decided by the caller
+    /// ([`SendRing::plan`](crate::rpc::ring::SendRing::plan)).
+    #[inline(always)]
+    fn write_planned(&mut self, repr: MessageRepr, payload: &[u8], cons: u64, wrap: bool) {
+        debug_assert_eq!(wrap, self.send.needs_wrap(repr.buffer_len()));
         self.settled = false;
         let target = self.send.producer() + cons;
-        if self.send.needs_wrap(repr.buffer_len()) {
+        if wrap {
             self.wrap_before(target);
         }
         self.send.append_message(repr, payload);
