@@ -115,7 +115,9 @@ impl<U> Endpoint<U> {
     /// intake, which [`answer_fits`](Self::answer_fits) found needs no wrap.
     #[inline(always)]
     pub(super) fn write_reply_in_place(&mut self, req: &Request, payload: &[u8]) {
-        debug_assert!(!self.send.needs_wrap(padded_message_size(payload.len() as u32)));
+        debug_assert!(!self
+            .send
+            .needs_wrap(padded_message_size(payload.len() as u32)));
         self.settled = false;
         self.send
             .append_message(reply_repr(req, payload.len() as u32), payload);
