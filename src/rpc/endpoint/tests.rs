@@ -539,3 +539,84 @@ fn wire_bytes_golden() {
     assert!(b.stats().requests > 40_000 && b.stats().batches_in < 23_000);
     assert_eq!(hash, 0x3c8b_00de_9846_a494, "digest of every write");
 }
+
+/// Answers requests whose payload starts with an odd byte during intake
+/// (with the payload reversed), hands the others over; records everything.
+#[derive(Default)]
+struct OddAnswers {
+    rec: Rec,
+    buf: Vec<u8>,
+}
+
+impl Handler<u32> for OddAnswers {
+    fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+        if payload.first().is_some_and(|b| b % 2 == 1) {
+            self.buf = payload.iter().rev().copied().collect();
+            Some(&self.buf)
+        } else {
+            None
+        }
+    }
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        self.rec.on_request(req, payload);
+    }
+    fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+        self.rec.on_response(call_id, user, payload);
+    }
+}
+
+/// An endpoint with three calls pending (ids 0-2, 64, 96 and 128 bytes
+/// reserved) and its ring flushed, the peer's batch due at receive position 0.
+fn with_pending() -> Endpoint<u32> {
+    let (mut a, _, mut link) = pair(4096);
+    for (i, resp) in [0u32, 40, 60].into_iter().enumerate() {
+        a.call(&[i as u8; 8], resp, i as u32).unwrap();
+    }
+    a.flush(&mut link.side(0)).unwrap();
+    a
+}
+
+mod sole {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..Default::default() })]
+        /// The single-message intake path decides exactly as the general one:
+        /// the same result (error or bytes taken), the same handler calls, the
+        /// same state after, for batches of one message with every header field
+        /// near its limits, and for anything else that reaches `take_batch`.
+        #[test]
+        fn sole_path_matches_general(
+            consumer in prop_oneof![Just(0u64), Just(32), Just(256), 0u64..400],
+            grant in prop_oneof![Just(0u64), Just(64), Just(992), Just(1024), 0u64..2100],
+            count in prop_oneof![8 => Just(1u32), 1 => 0u32..4, 1 => Just(u32::MAX)],
+            call_id in prop_oneof![0u32..4, (0u32..5).prop_map(to_response_id), any::<u32>()],
+            piggyback in prop_oneof![0u32..6, any::<u32>()],
+            len in prop_oneof![0u32..120, any::<u32>()],
+            first in any::<u8>(),
+            extra in 0usize..200,
+            pos in prop_oneof![Just(0u64), 0u64..128, Just(4096 - 64)],
+        ) {
+            let mut bytes = meta(consumer, grant, count).to_vec();
+            let mut m = vec![0u8; 12 + 120];
+            let mut v = Message::new_unchecked(&mut m[..]);
+            MessageRepr { call_id, piggyback, len }.emit(&mut v);
+            m[12] = first;
+            bytes.extend_from_slice(&m);
+            bytes.truncate(32 + extra.min(m.len()));
+            let pos = pos & !31;
+            let (mut a, mut b) = (with_pending(), with_pending());
+            let (mut ha, mut hb) = (OddAnswers::default(), OddAnswers::default());
+            let ra = a.take_batch(&bytes, pos, &mut ha);
+            let rb = b.take_batch_general(&bytes, pos, &mut hb);
+            prop_assert_eq!(&ra, &rb);
+            prop_assert_eq!(&ha.rec.requests, &hb.rec.requests);
+            prop_assert_eq!(&ha.rec.responses, &hb.rec.responses);
+            prop_assert_eq!(a.stats(), b.stats());
+            prop_assert_eq!(format!("{:?}", a.flow()), format!("{:?}", b.flow()));
+            prop_assert_eq!(a.pending_calls(), b.pending_calls());
+            prop_assert_eq!(a.send_producer(), b.send_producer());
+        }
+    }
+}
