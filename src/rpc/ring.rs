@@ -169,7 +169,8 @@ impl SendRing {
     }
 
     /// [`consumption`](Self::consumption) and [`needs_wrap`](Self::needs_wrap)
-    /// in one: `(bytes appending `padded` ring bytes adds, whether it wraps first)`.
+    /// in one: the bytes appending `padded` ring bytes adds, and whether it
+    /// wraps first.
     #[inline]
     pub fn plan(&self, padded: u64) -> (u64, bool) {
         let meta = if self.batch_open() {
@@ -538,6 +539,37 @@ mod test {
         r.write_wrap_marker(0, 0);
         r.append_message(repr, &[3; 40]);
         assert_eq!(r.sole_batch(), None);
+    }
+
+    #[test]
+    fn plan_is_consumption_and_wrap() {
+        let mut r = SendRing::new(256).unwrap();
+        for step in 0..40u32 {
+            for len in [0, 20, 21, 52, 100, 180] {
+                let padded = padded_message_size(len);
+                assert_eq!(
+                    r.plan(padded),
+                    (r.consumption(padded), r.needs_wrap(padded)),
+                    "step {step}, len {len}, producer {}, open {}",
+                    r.producer(),
+                    r.batch_open()
+                );
+            }
+            // Walk the ring: open and closed batches at every offset.
+            let repr = MessageRepr {
+                call_id: 1,
+                piggyback: 2,
+                len: 8,
+            };
+            if r.needs_wrap(32) {
+                r.close_batch(0, 0);
+                r.write_wrap_marker(0, 0);
+            }
+            r.append_message(repr, &[1; 8]);
+            if step % 3 == 0 {
+                r.close_batch(0, 0);
+            }
+        }
     }
 
     #[test]
