@@ -165,7 +165,7 @@ impl<U> Endpoint<U> {
 
     /// Sends what `call` and `reply` wrote, without taking anything in (a
     /// cheaper step than `poll` right after replying or calling).
-    #[inline]
+    #[inline(always)]
     pub fn flush<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
