@@ -213,6 +213,9 @@ impl<U> Endpoint<U> {
     }
 
     /// Any batch: validated whole by [`Batch::new_checked`], then its messages.
+    /// Out of line: it is rare at queue depth 1, and inlined into `poll` it
+    /// crowded the common path's registers.
+    #[inline(never)]
     pub(super) fn take_batch_general<H: Handler<U>>(
         &mut self,
         bytes: &[u8],
