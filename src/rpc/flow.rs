@@ -272,15 +272,19 @@ impl Flow {
                 reserved: self.peer_r,
             });
         };
+        // A zero grant is always benign: in the middle of a reply that wraps, the
+        // peer may close a batch while its reservation for that reply is still
+        // counted (and so grants nothing). (Also the common case: a side that
+        // is only called never grants.)
+        if grant == 0 {
+            return Ok(());
+        }
         let reservation = after_release.saturating_add(grant);
         // The peer cannot know more of our consumer than we exposed, so at least
         // this much of its data was in flight when it computed the grant.
         let in_flight = batch_end.saturating_sub(self.reported_consumer);
         let need = in_flight.saturating_add(reservation.saturating_mul(2));
-        // A zero grant is always benign: in the middle of a reply that wraps, the
-        // peer may close a batch while its reservation for that reply is still
-        // counted (and so grants nothing).
-        if grant > 0 && need > self.peer_capacity {
+        if need > self.peer_capacity {
             return Err(FlowError::GrantBreaksInvariant {
                 grant,
                 reservation,

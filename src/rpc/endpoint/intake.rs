@@ -5,7 +5,7 @@ use crate::rpc::ring::{fits_before_end, room_to_end};
 use crate::rpc::transport::Transport;
 use crate::rpc::wire::{
     decode_imm, from_response_id, is_response, padded_message_size, Batch, ALIGNMENT,
-    FLOW_METADATA_SIZE,
+    FLOW_METADATA_SIZE, HEADER_SIZE,
 };
 
 impl<U> Endpoint<U> {
@@ -19,11 +19,13 @@ impl<U> Endpoint<U> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let r = self.poll_inner(t, h);
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
+        match self.poll_inner(t, h) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
         }
-        r
     }
 
     pub(super) fn poll_inner<T: Transport + ?Sized, H: Handler<U>>(
@@ -120,22 +122,101 @@ impl<U> Endpoint<U> {
         if self.want_read {
             return true;
         }
-        let producer = if self.send.batch_open() || self.has_unflushed() {
-            self.send.producer()
-        } else {
-            self.credit_batch_target().1
-        };
         let by_policy = self.flow.max_resp_reservation()
             - self
                 .flow
                 .resp_reservation()
                 .min(self.flow.max_resp_reservation());
-        by_policy >= ALIGNMENT && self.flow.grant_by_invariant(producer) < by_policy
+        // R at its cap (every poll after a flush that granted the rest):
+        // no grant to judge, so no target to compute.
+        if by_policy < ALIGNMENT {
+            return false;
+        }
+        let producer = if self.send.batch_open() || self.has_unflushed() {
+            self.send.producer()
+        } else {
+            self.credit_batch_target().1
+        };
+        self.flow.grant_by_invariant(producer) < by_policy
     }
 
     /// Validates and takes the batch at receive position `pos`; `bytes` is the
     /// announced contiguous region there. Returns the bytes consumed.
+    ///
+    /// A batch of exactly one message (every batch at queue depth 1) takes
+    /// a path of its own: its metadata and header are read once from the
+    /// first 64 bytes, and one check (the padded message within the announced
+    /// bytes) stands for [`Batch::new_checked`]'s walk, which reaches the
+    /// same verdict for a count of 1. Anything that path does not accept,
+    /// malformed or not, goes to the general path, which finds the precise
+    /// error; the flow checks and the message's own checks are the same
+    /// code on both.
+    #[inline]
     pub(super) fn take_batch<H: Handler<U>>(
+        &mut self,
+        bytes: &[u8],
+        pos: u64,
+        h: &mut H,
+    ) -> Result<u64, RpcError> {
+        if let Some(head) = bytes.first_chunk::<SOLE_HEAD>() {
+            if le32(head, 16) == 1 {
+                let len = le32(head, FLOW_METADATA_SIZE + 8);
+                let total = FLOW_METADATA_SIZE as u64 + padded_message_size(len);
+                let start = FLOW_METADATA_SIZE + HEADER_SIZE;
+                if total <= bytes.len() as u64 {
+                    if let Some(payload) = bytes.get(start..start + len as usize) {
+                        let sole = Sole {
+                            consumer_pos: le64(head, 0),
+                            credit_grant: le64(head, 8),
+                            call_id: le32(head, FLOW_METADATA_SIZE),
+                            piggyback: le32(head, FLOW_METADATA_SIZE + 4),
+                            total,
+                        };
+                        return self.take_sole(&sole, payload, pos, h);
+                    }
+                }
+            }
+        }
+        self.take_batch_general(bytes, pos, h)
+    }
+
+    /// [`take_batch`](Self::take_batch) for a batch of one message, read
+    /// and bounds-checked by it.
+    #[inline(always)]
+    fn take_sole<H: Handler<U>>(
+        &mut self,
+        sole: &Sole,
+        payload: &[u8],
+        pos: u64,
+        h: &mut H,
+    ) -> Result<u64, RpcError> {
+        let size = self.recv.size();
+        self.stats.batches_in += 1;
+        if !fits_before_end(pos, sole.total, size) {
+            return Err(RpcError::BatchCrossesRingEnd {
+                offset: pos & (size - 1),
+                len: sole.total,
+            });
+        }
+        self.flow
+            .on_remote_consumer(sole.consumer_pos, self.send.flushed())?;
+        let allowance = u64::from(sole.piggyback) * ALIGNMENT;
+        let released = if is_response(sole.call_id) {
+            allowance
+        } else {
+            0
+        };
+        self.flow
+            .on_grant(sole.credit_grant, released, pos + sole.total)?;
+        self.take_message(sole.call_id, allowance, payload, h)?;
+        Ok(sole.total)
+    }
+
+    /// Any batch: validated whole by [`Batch::new_checked`], then its messages.
+    /// Out of line: it is rare at queue depth 1, and inlined into `poll` it
+    /// crowded the common path's registers.
+    #[inline(never)]
+    pub(super) fn take_batch_general<H: Handler<U>>(
         &mut self,
         bytes: &[u8],
         pos: u64,
@@ -167,13 +248,29 @@ impl<U> Endpoint<U> {
         self.flow
             .on_grant(meta.credit_grant, batch.released(), pos + len)?;
         for msg in batch.messages() {
-            let call_id = msg.call_id();
             let allowance = u64::from(msg.piggyback()) * ALIGNMENT;
-            if is_response(call_id) {
-                let id = from_response_id(call_id);
-                let Some(reserved) = self.pending.allowance(id) else {
-                    return Err(RpcError::UnknownCallId(id));
-                };
+            self.take_message(msg.call_id(), allowance, msg.payload(), h)?;
+        }
+        Ok(len)
+    }
+
+    /// Checks and delivers one message of a batch whose flow metadata was
+    /// taken: a response to its pending call, a request to the handler's
+    /// `answer` (written back at once when it fits) or `on_request`.
+    #[inline(always)]
+    fn take_message<H: Handler<U>>(
+        &mut self,
+        call_id: u32,
+        allowance: u64,
+        payload: &[u8],
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        if is_response(call_id) {
+            let id = from_response_id(call_id);
+            let len = payload.len() as u32;
+            let flow = &mut self.flow;
+            // One look-up of the call: checked, then taken.
+            let user = self.pending.take_checked(id, |reserved| {
                 if allowance != reserved {
                     return Err(RpcError::AllowanceMismatch {
                         call_id: id,
@@ -181,30 +278,60 @@ impl<U> Endpoint<U> {
                         reserved,
                     });
                 }
-                if padded_message_size(msg.len()) + FLOW_METADATA_SIZE as u64 > reserved {
+                if padded_message_size(len) + FLOW_METADATA_SIZE as u64 > reserved {
                     return Err(RpcError::ResponseOverAllowance {
                         call_id: id,
-                        len: msg.len(),
+                        len,
                         reserved,
                     });
                 }
-                self.flow.on_response(allowance)?;
-                if let Some((user, _)) = self.pending.remove(id) {
-                    self.stats.responses += 1;
-                    h.on_response(id, user, msg.payload());
+                flow.on_response(allowance)?;
+                Ok(())
+            })?;
+            self.stats.responses += 1;
+            h.on_response(id, user, payload);
+        } else {
+            self.flow.on_request(allowance)?;
+            self.stats.requests += 1;
+            let req = Request { call_id, allowance };
+            match h.answer(req, payload) {
+                Some(resp) if self.answer_fits(&req, resp.len()) => {
+                    self.write_reply_in_place(&req, resp);
                 }
-            } else {
-                self.flow.on_request(allowance)?;
-                self.stats.requests += 1;
-                let req = Request { call_id, allowance };
-                match h.answer(req, msg.payload()) {
-                    Some(resp) if self.answer_fits(&req, resp.len()) => {
-                        self.write_reply(&req, resp);
-                    }
-                    _ => h.on_request(req, msg.payload()),
-                }
+                _ => h.on_request(req, payload),
             }
         }
-        Ok(len)
+        Ok(())
     }
+}
+
+/// Bytes [`Endpoint::take_batch`] reads a sole message's batch from: the
+/// flow metadata and the message header.
+const SOLE_HEAD: usize = FLOW_METADATA_SIZE + 32;
+
+/// A batch of one message, as [`Endpoint::take_batch`] read it.
+struct Sole {
+    consumer_pos: u64,
+    credit_grant: u64,
+    call_id: u32,
+    piggyback: u32,
+    /// Bytes of the batch on the ring: metadata and the padded message.
+    total: u64,
+}
+
+/// The little-endian `u32` at `at` (a constant within the head once inlined,
+/// so no check remains).
+#[inline(always)]
+fn le32(b: &[u8; SOLE_HEAD], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .and_then(|w| w.first_chunk::<4>())
+        .map_or(0, |w| u32::from_le_bytes(*w))
+}
+
+/// The little-endian `u64` at `at`, as [`le32`].
+#[inline(always)]
+fn le64(b: &[u8; SOLE_HEAD], at: usize) -> u64 {
+    b.get(at..at + 8)
+        .and_then(|w| w.first_chunk::<8>())
+        .map_or(0, |w| u64::from_le_bytes(*w))
 }

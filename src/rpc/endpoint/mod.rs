@@ -283,9 +283,11 @@ impl<U> Slab<U> {
             len: 0,
         }
     }
+    #[inline]
     fn is_full(&self) -> bool {
         self.free.is_empty()
     }
+    #[inline(always)]
     fn insert(&mut self, user: U, allowance: u64) -> Result<u32, U> {
         let Some(id) = self.free.pop() else {
             return Err(user);
@@ -294,14 +296,28 @@ impl<U> Slab<U> {
         self.len += 1;
         Ok(id)
     }
-    fn allowance(&self, id: u32) -> Option<u64> {
-        self.slots.get(id as usize)?.as_ref().map(|s| s.1)
-    }
-    fn remove(&mut self, id: u32) -> Option<(U, u64)> {
-        let v = self.slots.get_mut(id as usize)?.take()?;
+    /// Takes pending call `id` out if `check` passes its reservation; an
+    /// unknown id is [`RpcError::UnknownCallId`], a failed check its error
+    /// (the call stays pending). One look-up for both.
+    #[inline(always)]
+    fn take_checked(
+        &mut self,
+        id: u32,
+        check: impl FnOnce(u64) -> Result<(), RpcError>,
+    ) -> Result<U, RpcError> {
+        let Some(slot) = self.slots.get_mut(id as usize) else {
+            return Err(RpcError::UnknownCallId(id));
+        };
+        let Some((user, reserved)) = slot.take() else {
+            return Err(RpcError::UnknownCallId(id));
+        };
+        if let Err(e) = check(reserved) {
+            *slot = Some((user, reserved));
+            return Err(e);
+        }
         self.free.push(id);
         self.len -= 1;
-        Some(v)
+        Ok(user)
     }
 }
 

@@ -7,6 +7,16 @@ use crate::rpc::wire::{
     padded_message_size, to_response_id, MessageRepr, ALIGNMENT, FLOW_METADATA_SIZE,
 };
 
+/// The header of the response to `req` with `len` bytes of payload.
+#[inline(always)]
+fn reply_repr(req: &Request, len: u32) -> MessageRepr {
+    MessageRepr {
+        call_id: to_response_id(req.call_id),
+        piggyback: (req.allowance / ALIGNMENT) as u32,
+        len,
+    }
+}
+
 impl<U> Endpoint<U> {
     /// Sends a request with `payload`, reserving room for a response of up to
     /// `response_allowance` bytes. Returns the call id; the response comes to
@@ -34,7 +44,7 @@ impl<U> Endpoint<U> {
             return refuse(CallErrorKind::TooManyPending, user);
         }
         let padded = padded_message_size(len);
-        let cons = self.send.consumption(padded);
+        let (cons, wrap) = self.send.plan(padded);
         if !self.flow.has_room(self.send.producer(), cons) {
             self.want_read = true;
             self.settled = false;
@@ -55,7 +65,7 @@ impl<U> Endpoint<U> {
             piggyback: (allowance / ALIGNMENT) as u32,
             len,
         };
-        self.write(repr, payload, cons);
+        self.write_planned(repr, payload, cons, wrap);
         self.stats.calls += 1;
         Ok(id)
     }
@@ -95,79 +105,122 @@ impl<U> Endpoint<U> {
     #[inline]
     pub(super) fn write_reply(&mut self, req: &Request, payload: &[u8]) {
         let len = payload.len() as u32;
-        let repr = MessageRepr {
-            call_id: to_response_id(req.call_id),
-            piggyback: (req.allowance / ALIGNMENT) as u32,
-            len,
-        };
         let cons = self.send.consumption(padded_message_size(len));
-        self.write(repr, payload, cons);
+        self.write(reply_repr(req, len), payload, cons);
+        self.flow.release_reply(req.allowance);
+        self.stats.replies += 1;
+    }
+
+    /// [`write_reply`](Self::write_reply) for an answer written during
+    /// intake, which [`answer_fits`](Self::answer_fits) found needs no wrap.
+    #[inline(always)]
+    pub(super) fn write_reply_in_place(&mut self, req: &Request, payload: &[u8]) {
+        debug_assert!(!self
+            .send
+            .needs_wrap(padded_message_size(payload.len() as u32)));
+        self.settled = false;
+        self.send
+            .append_message(reply_repr(req, payload.len() as u32), payload);
         self.flow.release_reply(req.allowance);
         self.stats.replies += 1;
     }
 
     /// Appends a message, wrapping first when it would not fit before the ring
     /// end. Grants given on the way count the whole message as in flight.
+    #[inline(always)]
     pub(super) fn write(&mut self, repr: MessageRepr, payload: &[u8], cons: u64) {
+        let wrap = self.send.needs_wrap(repr.buffer_len());
+        self.write_planned(repr, payload, cons, wrap);
+    }
+
+    /// [`write`](Self::write) with the wrap decided by the caller
+    /// ([`SendRing::plan`](crate::rpc::ring::SendRing::plan)).
+    #[inline(always)]
+    fn write_planned(&mut self, repr: MessageRepr, payload: &[u8], cons: u64, wrap: bool) {
+        debug_assert_eq!(wrap, self.send.needs_wrap(repr.buffer_len()));
         self.settled = false;
         let target = self.send.producer() + cons;
-        if self.send.needs_wrap(repr.buffer_len()) {
-            let consumer = self.recv.consumer();
-            if self.send.batch_open() {
-                let g = self.flow.take_grant(target);
-                self.send.close_batch(consumer, g);
-            }
-            let g = self.flow.take_grant(target);
-            self.send.write_wrap_marker(consumer, g);
-            self.flow.note_reported_consumer(consumer);
-            self.stats.wraps += 1;
+        if wrap {
+            self.wrap_before(target);
         }
         self.send.append_message(repr, payload);
         debug_assert_eq!(self.send.producer(), target);
     }
 
+    /// Closes the open batch and writes a wrap marker, before a message that
+    /// leaves the send ring at `target` (once a lap: out of the way).
+    #[cold]
+    #[inline(never)]
+    fn wrap_before(&mut self, target: u64) {
+        let consumer = self.recv.consumer();
+        if self.send.batch_open() {
+            let g = self.flow.take_grant(target);
+            self.send.close_batch(consumer, g);
+        }
+        let g = self.flow.take_grant(target);
+        self.send.write_wrap_marker(consumer, g);
+        self.flow.note_reported_consumer(consumer);
+        self.stats.wraps += 1;
+    }
+
     /// Sends what `call` and `reply` wrote, without taking anything in (a
     /// cheaper step than `poll` right after replying or calling).
+    #[inline(always)]
     pub fn flush<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<(), RpcError> {
         if let Some(e) = &self.failed {
             return Err(e.clone());
         }
-        let r = self.flush_inner(t);
-        if let Err(e) = &r {
-            self.failed = Some(e.clone());
+        match self.flush_inner(t) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.failed = Some(e.clone());
+                Err(e)
+            }
         }
-        r.map(|_| ())
     }
 
     /// Closes the open batch (or writes a credit batch when one is due) and
     /// hands the closed batches to the transport. Returns whether there was
     /// nothing to do: nothing to close, send or grant.
+    ///
+    /// Only the common case (at queue depth 1, every flush) is here: one
+    /// open batch that is all there is to send, closed and written in one
+    /// step, the store that publishes it as soon as the batch is closed, the
+    /// bookkeeping after it. Everything else is in
+    /// [`flush_general`](Self::flush_general), so this function holds one copy
+    /// of the transport's write, not two.
+    #[inline(never)]
     pub(super) fn flush_inner<T: Transport + ?Sized>(
         &mut self,
         t: &mut T,
     ) -> Result<bool, RpcError> {
+        let Some(seg) = self.send.sole_batch() else {
+            return self.flush_general(t);
+        };
+        let consumer = self.recv.consumer();
+        let g = self.flow.take_grant(self.send.producer());
+        self.send.close_batch(consumer, g);
+        debug_assert_eq!(Some(seg), self.send.next_segment());
+        let r = t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm);
+        self.flow.note_reported_consumer(consumer);
+        match r {
+            Ok(()) => {
+                self.send.mark_flushed(&seg);
+                self.stats.writes += 1;
+            }
+            Err(TransportError::Busy) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(false)
+    }
+
+    /// [`flush_inner`](Self::flush_inner) but for its common case.
+    #[inline(never)]
+    fn flush_general<T: Transport + ?Sized>(&mut self, t: &mut T) -> Result<bool, RpcError> {
         let consumer = self.recv.consumer();
         if self.send.batch_open() {
-            let sole = self.send.sole_batch();
             let g = self.flow.take_grant(self.send.producer());
             self.send.close_batch(consumer, g);
-            if let Some(seg) = sole {
-                // The express path of the common case (at queue depth 1,
-                // every flush): one batch, one write, the store that
-                // publishes it as soon as the batch is closed, and the
-                // bookkeeping after it.
-                debug_assert_eq!(Some(seg), self.send.next_segment());
-                match t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm) {
-                    Ok(()) => {
-                        self.send.mark_flushed(&seg);
-                        self.stats.writes += 1;
-                    }
-                    Err(TransportError::Busy) => {}
-                    Err(e) => return Err(e.into()),
-                }
-                self.flow.note_reported_consumer(consumer);
-                return Ok(false);
-            }
             self.flow.note_reported_consumer(consumer);
         } else if !self.has_unflushed() && !self.maybe_credit_batch() {
             return Ok(true);

@@ -378,3 +378,245 @@ fn garbage_overrun_and_ring_end() {
         Err(RpcError::BatchCrossesRingEnd { .. })
     ));
 }
+
+/// A transport that folds every write (offset, immediate, bytes) into an
+/// FNV-1a digest, then hands it to the link.
+struct Digest<'a> {
+    side: crate::rpc::transport::mem::MemSide<'a>,
+    hash: &'a mut u64,
+}
+
+impl Digest<'_> {
+    fn fold(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            *self.hash = (*self.hash ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+impl crate::rpc::transport::Transport for Digest<'_> {
+    fn write_with_imm(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        imm: u32,
+    ) -> Result<(), crate::rpc::transport::TransportError> {
+        let r = self.side.write_with_imm(offset, data, imm);
+        if r.is_ok() {
+            self.fold(&offset.to_le_bytes());
+            self.fold(&imm.to_le_bytes());
+            self.fold(data);
+        }
+        r
+    }
+    fn poll_imm(&mut self) -> Result<Option<u32>, crate::rpc::transport::TransportError> {
+        self.side.poll_imm()
+    }
+    fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {
+        self.side.recv_bytes(offset, len)
+    }
+    fn publish_consumer(&mut self, pos: u64) {
+        self.side.publish_consumer(pos)
+    }
+    fn read_remote_consumer(
+        &mut self,
+    ) -> Result<Option<u64>, crate::rpc::transport::TransportError> {
+        self.side.read_remote_consumer()
+    }
+}
+
+/// Answers during `poll` with `len` bytes when `len` is odd (a pseudo-random
+/// choice of the driver), else hands the request over.
+struct Golden {
+    rec: Rec,
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Handler<u32> for Golden {
+    fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+        if self.len % 2 == 1 {
+            self.buf.clear();
+            self.buf.extend(payload.iter().rev());
+            self.buf.resize(self.len, 0x3c);
+            Some(&self.buf)
+        } else {
+            None
+        }
+    }
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        self.rec.on_request(req, payload);
+    }
+    fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+        self.rec.on_response(call_id, user, payload);
+    }
+}
+
+/// The bytes on the wire are the memo's and must not change with the
+/// endpoint's code: a fixed pseudo-random sequence of calls (depth 1 and
+/// bursts, sizes up to a few hundred bytes), answers in `poll`, later
+/// replies, polls and flushes, around a 4 KiB ring many times (wrap markers,
+/// reads of the peer's consumer, multi-message batches), folded into one digest of every
+/// write both sides made. The digest was taken from the endpoint before the
+/// single-message intake path and must stay as it is.
+#[test]
+fn wire_bytes_golden() {
+    let (mut a, mut b, mut link) = pair(4096);
+    let mut ha = Golden {
+        rec: Rec::default(),
+        buf: Vec::new(),
+        len: 0,
+    };
+    let mut hb = Golden {
+        rec: Rec::default(),
+        buf: Vec::new(),
+        len: 0,
+    };
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut user = 0u32;
+    for step in 0..20_000u32 {
+        let burst = if next(4) == 0 { 1 + next(16) } else { 1 };
+        for _ in 0..burst {
+            let len = match next(4) {
+                0 => next(700) as usize,
+                _ => 32,
+            };
+            let resp = (next(6) * 40) as u32;
+            let payload: Vec<u8> = (0..len).map(|i| (i as u32 ^ user) as u8).collect();
+            if a.call(&payload, resp, user).is_ok() {
+                user += 1;
+            }
+        }
+        hb.len = next(90) as usize;
+        let mut poll = |e: &mut Endpoint<u32>, side: usize, h: &mut Golden, hash: &mut u64| {
+            let mut t = Digest {
+                side: link.side(side),
+                hash,
+            };
+            match step % 3 {
+                0 => e.flush(&mut t).unwrap(),
+                _ => e.poll(&mut t, h).unwrap(),
+            }
+            e.poll(&mut t, h).unwrap();
+        };
+        poll(&mut a, 0, &mut ha, &mut hash);
+        poll(&mut b, 1, &mut hb, &mut hash);
+        for (r, p) in std::mem::take(&mut hb.rec.requests) {
+            let n = match step % 4 {
+                0 => r.max_response() as usize,
+                _ => (p.len() + step as usize) % (r.max_response() as usize + 1),
+            };
+            b.reply(&r, &vec![0x5a; n]).unwrap();
+        }
+        poll(&mut b, 1, &mut hb, &mut hash);
+        poll(&mut a, 0, &mut ha, &mut hash);
+        if next(64) == 0 {
+            // Idle polls: credit batches and reads of the peer's consumer.
+            for _ in 0..3 {
+                poll(&mut a, 0, &mut ha, &mut hash);
+                poll(&mut b, 1, &mut hb, &mut hash);
+            }
+        }
+        if next(16) == 0 {
+            // The other direction now and then: b calls, a answers in poll.
+            ha.len = 1 + 2 * next(20) as usize;
+            let _ = b.call(b"back", 64, user);
+            poll(&mut b, 1, &mut hb, &mut hash);
+            poll(&mut a, 0, &mut ha, &mut hash);
+            poll(&mut b, 1, &mut hb, &mut hash);
+        }
+    }
+    assert!(a.stats().wraps > 10 && b.stats().wraps > 10);
+    assert!(a.stats().responses > 15_000);
+    assert!(a.stats().consumer_reads > 100);
+    assert!(b.stats().requests > 40_000 && b.stats().batches_in < 23_000);
+    assert_eq!(hash, 0x3c8b_00de_9846_a494, "digest of every write");
+}
+
+/// Answers requests whose payload starts with an odd byte during intake
+/// (with the payload reversed), hands the others over; records everything.
+#[derive(Default)]
+struct OddAnswers {
+    rec: Rec,
+    buf: Vec<u8>,
+}
+
+impl Handler<u32> for OddAnswers {
+    fn answer(&mut self, _req: Request, payload: &[u8]) -> Option<&[u8]> {
+        if payload.first().is_some_and(|b| b % 2 == 1) {
+            self.buf = payload.iter().rev().copied().collect();
+            Some(&self.buf)
+        } else {
+            None
+        }
+    }
+    fn on_request(&mut self, req: Request, payload: &[u8]) {
+        self.rec.on_request(req, payload);
+    }
+    fn on_response(&mut self, call_id: u32, user: u32, payload: &[u8]) {
+        self.rec.on_response(call_id, user, payload);
+    }
+}
+
+/// An endpoint with three calls pending (ids 0-2, 64, 96 and 128 bytes
+/// reserved) and its ring flushed, the peer's batch due at receive position 0.
+fn with_pending() -> Endpoint<u32> {
+    let (mut a, _, mut link) = pair(4096);
+    for (i, resp) in [0u32, 40, 60].into_iter().enumerate() {
+        a.call(&[i as u8; 8], resp, i as u32).unwrap();
+    }
+    a.flush(&mut link.side(0)).unwrap();
+    a
+}
+
+mod sole {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4000, failure_persistence: None, ..Default::default() })]
+        /// The single-message intake path decides exactly as the general one:
+        /// the same result (error or bytes taken), the same handler calls, the
+        /// same state after, for batches of one message with every header field
+        /// near its limits, and for anything else that reaches `take_batch`.
+        #[test]
+        fn sole_path_matches_general(
+            consumer in prop_oneof![Just(0u64), Just(32), Just(256), 0u64..400],
+            grant in prop_oneof![Just(0u64), Just(64), Just(992), Just(1024), 0u64..2100],
+            count in prop_oneof![8 => Just(1u32), 1 => 0u32..4, 1 => Just(u32::MAX)],
+            call_id in prop_oneof![0u32..4, (0u32..5).prop_map(to_response_id), any::<u32>()],
+            piggyback in prop_oneof![0u32..6, any::<u32>()],
+            len in prop_oneof![0u32..120, any::<u32>()],
+            first in any::<u8>(),
+            extra in 0usize..200,
+            pos in prop_oneof![Just(0u64), 0u64..128, Just(4096 - 64)],
+        ) {
+            let mut bytes = meta(consumer, grant, count).to_vec();
+            let mut m = vec![0u8; 12 + 120];
+            let mut v = Message::new_unchecked(&mut m[..]);
+            MessageRepr { call_id, piggyback, len }.emit(&mut v);
+            m[12] = first;
+            bytes.extend_from_slice(&m);
+            bytes.truncate(32 + extra.min(m.len()));
+            let pos = pos & !31;
+            let (mut a, mut b) = (with_pending(), with_pending());
+            let (mut ha, mut hb) = (OddAnswers::default(), OddAnswers::default());
+            let ra = a.take_batch(&bytes, pos, &mut ha);
+            let rb = b.take_batch_general(&bytes, pos, &mut hb);
+            prop_assert_eq!(&ra, &rb);
+            prop_assert_eq!(&ha.rec.requests, &hb.rec.requests);
+            prop_assert_eq!(&ha.rec.responses, &hb.rec.responses);
+            prop_assert_eq!(a.stats(), b.stats());
+            prop_assert_eq!(format!("{:?}", a.flow()), format!("{:?}", b.flow()));
+            prop_assert_eq!(a.pending_calls(), b.pending_calls());
+            prop_assert_eq!(a.send_producer(), b.send_producer());
+        }
+    }
+}
