@@ -5,18 +5,22 @@
 //! * Run by `cargo bench --bench rpc` (no subcommand): starts a server child pinned
 //!   to core 0, benches from core 1 at depths 1 and 256 with 32-byte messages,
 //!   and prints the report next to the ping-pong baseline.
-//! * `rpc raw server|client|local PATH LEN [SLOTS] [plain]`: the shared-memory
+//! * `rpc raw server|client|local PATH LEN [SLOTS] [plain] [vary] [token]`: the shared-memory
 //!   transport alone, one write-with-immediate of LEN bytes echoed back (server
 //!   on core 0 creating the region with SLOTS completion slots, default 8;
 //!   client on core 1), to separate transport from endpoint cost; `plain`
-//!   waits without the transport's waiting prefetches; `local` runs both
-//!   sides in one thread and prints the software's time per write and receipt.
+//!   waits without the transport's waiting prefetches; `vary` changes three
+//!   words per write as the endpoint's batches do; `token` creates the region
+//!   with the token line in use (`serve --token-line`); `local` runs both
+//!   sides in one thread, echoing, and prints the software's time per write
+//!   and receipt. Both print the share of writes that came through the
+//!   token line.
 //! * `rpc local`: the endpoint's software cost alone, both sides in one thread.
-//! * `rpc local-shm [ROUNDS]`: the same over the shared-memory transport, as
+//! * `rpc local-shm [ROUNDS] [token]`: the same over the shared-memory transport, as
 //!   `rpc serve` and `rpc bench` run it at depth 1 (the server answers during
 //!   `poll`; the client calls, flushes and polls until the response): for
 //!   instruction counts under `valgrind --tool=callgrind` (one thread, so no
-//!   cache-line transfers and no spin).
+//!   cache-line transfers and no spin); `token`: with the token line in use.
 //! * `rpc local-phases [ROUNDS]`: the same with each step of a depth-1 round
 //!   trip in a function of its own (`phase_call`: the client's call and flush;
 //!   `phase_serve`: the server's poll; `phase_take`: the client's poll that
@@ -89,7 +93,7 @@ fn local(ring: u64, depth: u32, rounds: u32) {
 }
 
 /// Depth-1 round trips over the shm transport in one thread (see the module doc).
-fn local_shm(rounds: u64, phases: bool) {
+fn local_shm(rounds: u64, phases: bool, token: bool) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::{Config, Endpoint, Handler, Request};
     /// Answers in `poll`, or keeps the request when the answer would wrap.
@@ -112,7 +116,7 @@ fn local_shm(rounds: u64, phases: bool) {
     }
     let path = std::env::temp_dir().join(format!("linerate-local-shm-{}", std::process::id()));
     let ring = 1u64 << 20;
-    let mut ts = ShmTransport::create(&path, ring).unwrap();
+    let mut ts = ShmTransport::create_opts(&path, ring, 8, token).unwrap();
     let mut tc = ShmTransport::open(&path).unwrap();
     let c = Config::new(ring);
     ts.publish_info(&c.local_info());
@@ -175,8 +179,10 @@ fn local_shm(rounds: u64, phases: bool) {
     }
     let ns = start.elapsed().as_nanos() as f64;
     println!(
-        "local-shm (one thread, both sides): {rounds} depth-1 RPCs, {:.1} ns per RPC",
-        ns / rounds as f64
+        "local-shm (one thread, both sides): {rounds} depth-1 RPCs, {:.1} ns per RPC; writes through the token line: {} of the client's, {} of the server's",
+        ns / rounds as f64,
+        ts.via_token(),
+        tc.via_token()
     );
     drop((ts, tc));
     let _ = std::fs::remove_file(&path);
@@ -187,7 +193,14 @@ fn local_shm(rounds: u64, phases: bool) {
 /// both sides wait with `poll_imm_more` (no waiting prefetches). The client
 /// records round trip n while round trip n + 1 is in flight, as `rpc bench`
 /// does, so only the clock read is between seeing the echo and writing again.
-fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool) {
+fn raw(
+    role: &str,
+    path: &str,
+    core: usize,
+    len: usize,
+    slots: u64,
+    (plain, vary, token): (bool, bool, bool),
+) {
     use linerate::rpc::transport::shm::ShmTransport;
     use linerate::rpc::Transport;
     let id = core_affinity::get_core_ids()
@@ -196,7 +209,20 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
         .find(|c| c.id == core)
         .unwrap();
     core_affinity::set_for_current(id);
-    let data = vec![7u8; len];
+    let mut data = vec![7u8; len];
+    // With `vary`, three words change from one write to the next, as in the
+    // endpoint's batches (consumer position, call id, payload sequence).
+    let mut stamp = 0u64;
+    let mut next = move |d: &mut [u8]| {
+        if vary {
+            stamp += 1;
+            for o in [0, 32, 48] {
+                if let Some(w) = d.get_mut(o..o + 8) {
+                    w.copy_from_slice(&stamp.to_le_bytes());
+                }
+            }
+        }
+    };
     let mut off = 0u64;
     let ring = 65536u64;
     let poll = |t: &mut ShmTransport| {
@@ -209,29 +235,40 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
     if role == "local" {
         // Both sides in this thread: the transport's software alone, per
         // write and its receipt (no cache-line transfers, no wait).
-        let mut a = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
+        let mut a =
+            ShmTransport::create_opts(std::path::Path::new(path), ring, slots, token).unwrap();
         let mut b = ShmTransport::open(std::path::Path::new(path)).unwrap();
-        let n = 20_000_000u64;
+        // Echoed, as the client and server do, so the writes take the
+        // token line as theirs do.
+        let n = 10_000_000u64;
         let start = std::time::Instant::now();
         for _ in 0..n {
+            next(&mut data);
             a.write_with_imm(off, &data, 4).unwrap();
             std::hint::black_box(b.poll_imm().unwrap());
             std::hint::black_box(b.recv_bytes(off, len as u64));
+            next(&mut data);
+            b.write_with_imm(off, &data, 4).unwrap();
+            std::hint::black_box(a.poll_imm().unwrap());
+            std::hint::black_box(a.recv_bytes(off, len as u64));
             off = (off + 128) % ring;
         }
         println!(
-            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns",
-            start.elapsed().as_nanos() as f64 / n as f64
+            "raw transport, one thread: {len}-byte write and its receipt {:.2} ns ({:.1} % in the token line)",
+            start.elapsed().as_nanos() as f64 / (2 * n) as f64,
+            (a.via_token() + b.via_token()) as f64 / (2 * n) as f64 * 100.0
         );
         let _ = std::fs::remove_file(path);
         return;
     }
     if role == "server" {
-        let mut t = ShmTransport::create_with(std::path::Path::new(path), ring, slots).unwrap();
+        let mut t =
+            ShmTransport::create_opts(std::path::Path::new(path), ring, slots, token).unwrap();
         let mut n = 0u64;
         while n < 3_000_000 {
             if let Some(imm) = poll(&mut t) {
                 std::hint::black_box(t.recv_bytes(off, len as u64));
+                next(&mut data);
                 t.write_with_imm(off, &data, imm).unwrap();
                 off = (off + 128) % ring;
                 n += 1;
@@ -249,6 +286,7 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
         let mut prev = std::time::Instant::now();
         let mut now = prev;
         for i in 0..3_000_000u64 {
+            next(&mut data);
             t.write_with_imm(off, &data, 4).unwrap();
             if i > 0 {
                 hist.record((now - prev).as_nanos() as u64).unwrap();
@@ -260,8 +298,10 @@ fn raw(role: &str, path: &str, core: usize, len: usize, slots: u64, plain: bool)
             now = std::time::Instant::now();
         }
         println!(
-            "raw transport echo of {len} bytes ({slots} slots{}): RTT p10 {} p50 {} p90 {} p99 {} ns",
+            "raw transport echo of {len} bytes ({slots} slots{}{}, {:.1} % of echoes in the token line): RTT p10 {} p50 {} p90 {} p99 {} ns",
             if plain { ", no waiting prefetch" } else { "" },
+            if vary { ", 3 words changing" } else { "" },
+            t.via_token() as f64 / 3e4,
             hist.value_at_quantile(0.1),
             hist.value_at_quantile(0.5),
             hist.value_at_quantile(0.9),
@@ -343,6 +383,9 @@ fn lines(reps: usize) {
         lines: usize,
         /// The answer goes into the slot the question came in.
         same: bool,
+        /// Dependent arithmetic steps the server does between reading the
+        /// question and answering (an endpoint's work: about 1 ns each).
+        work: u64,
     }
     let send = |s: &Slot, tag: u64, lines: usize| {
         if lines == 0 {
@@ -409,6 +452,11 @@ fn lines(reps: usize) {
                 }
                 let i = k as usize % slots;
                 recv(&ask[i], 2 * k + 1, p.lines);
+                let mut x = k;
+                for _ in 0..p.work {
+                    x = std::hint::black_box(x.wrapping_mul(3).wrapping_add(1));
+                }
+                std::hint::black_box(x);
                 send(&ans[i], 2 * k + 2, p.lines);
             }
         });
@@ -443,54 +491,105 @@ fn lines(reps: usize) {
             slots: 0,
             lines: 1,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "256 one-line slots each way",
             slots: 256,
             lines: 1,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "256 two-line slots each way (inline 96 B)",
             slots: 256,
             lines: 2,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "answer in the question's line, 256 slots",
             slots: 256,
             lines: 1,
             same: true,
+            work: 0,
+        },
+        Pattern {
+            name: "answer in the question's line, 8 slots",
+            slots: 8,
+            lines: 1,
+            same: true,
+            work: 0,
+        },
+        Pattern {
+            name: "answer in the question's line, 1 slot",
+            slots: 1,
+            lines: 1,
+            same: true,
+            work: 0,
+        },
+        Pattern {
+            name: "answer in the question's line, 1 slot, work 30",
+            slots: 1,
+            lines: 1,
+            same: true,
+            work: 30,
+        },
+        Pattern {
+            name: "1 one-line slot each way, work 30",
+            slots: 1,
+            lines: 1,
+            same: false,
+            work: 30,
+        },
+        Pattern {
+            name: "answer in the question's line, 1 slot, work 100",
+            slots: 1,
+            lines: 1,
+            same: true,
+            work: 100,
+        },
+        Pattern {
+            name: "1 one-line slot each way, work 100",
+            slots: 1,
+            lines: 1,
+            same: false,
+            work: 100,
         },
         Pattern {
             name: "answer in the question's two lines",
             slots: 256,
             lines: 2,
             same: true,
+            work: 0,
         },
         Pattern {
             name: "one word on its own line each way",
             slots: 1,
             lines: 0,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "1 one-line slot each way",
             slots: 1,
             lines: 1,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "4 one-line slots each way",
             slots: 4,
             lines: 1,
             same: false,
+            work: 0,
         },
         Pattern {
             name: "16 one-line slots each way",
             slots: 16,
             lines: 1,
             same: false,
+            work: 0,
         },
     ];
     let mut p50s = vec![Vec::new(); patterns.len()];
@@ -532,7 +631,11 @@ fn main() {
             if args[2] == "server" { 0 } else { 1 },
             len,
             slots,
-            args.iter().any(|a| a == "plain"),
+            (
+                args.iter().any(|a| a == "plain"),
+                args.iter().any(|a| a == "vary"),
+                args.iter().any(|a| a == "token"),
+            ),
         );
         return;
     }
@@ -542,6 +645,7 @@ fn main() {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(1_000_000),
             args[1] == "local-phases",
+            args.iter().any(|a| a == "token"),
         );
         return;
     }

@@ -264,6 +264,7 @@ fn main() {
                 shm: Some(path),
                 ring: 1 << 16,
                 comp_slots: 16,
+                token_line: true,
                 core: None,
                 timeout: Duration::from_secs(60),
                 reply_later: false,

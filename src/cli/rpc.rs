@@ -58,6 +58,12 @@ pub struct ServeArgs {
     /// Completion slots per side of the shared-memory region (a power of two).
     #[arg(long, default_value_t = crate::rpc::transport::shm::COMP_SLOTS)]
     pub comp_slots: u64,
+    /// Let packed one-line writes of both directions share one cache line
+    /// (the token line) instead of a completion slot each way: faster when
+    /// the two cores are far apart, slower when they share a cache (see the
+    /// manual's RPC chapter).
+    #[arg(long)]
+    pub token_line: bool,
     /// Core to pin to.
     #[arg(long)]
     pub core: Option<usize>,
@@ -182,6 +188,7 @@ impl ServeArgs {
             shm: self.shm.clone(),
             ring: self.ring,
             comp_slots: self.comp_slots,
+            token_line: self.token_line,
             core: self.core,
             timeout: self.timeout,
             reply_later: self.reply_later,

@@ -25,6 +25,8 @@ pub struct ServeConfig {
     pub ring: u64,
     /// Completion slots per side of the shared-memory region (a power of two).
     pub comp_slots: u64,
+    /// Use the region's token line ([`ShmTransport::create_opts`]).
+    pub token_line: bool,
     /// Core to pin to.
     pub core: Option<usize>,
     /// Give up when no client connects, or it goes quiet, for this long.
@@ -158,7 +160,7 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
     let config = Config::new(args.ring);
     let mut created = Err((1, "no region path".to_string()));
     for path in region_paths(&args.shm) {
-        created = ShmTransport::create_with(&path, args.ring, args.comp_slots)
+        created = ShmTransport::create_opts(&path, args.ring, args.comp_slots, args.token_line)
             .map(|t| (t, path))
             .map_err(|e| (1, e.to_string()));
         if created.is_ok() {

@@ -11,6 +11,7 @@
 //!       side 1's receive ring
 //!       side 0's completion ring (COMP_SLOTS slots of 128 bytes, see [`slot`])
 //!       side 1's completion ring
+//!       a page holding the token line in its middle
 //! ```
 //!
 //! Side 0 creates the file ([`ShmTransport::create`]), side 1 opens it
@@ -108,6 +109,28 @@
 //! position is a Release store and an Acquire load, which is also what keeps the
 //! peer from overwriting bytes still being read.
 //!
+//! **The token line** (only in a region created with it,
+//! [`ShmTransport::create_opts`], `rpc serve --token-line`): one cache line
+//! both directions share. A side *holds the token* when the line holds
+//! nothing the peer has not taken: side 0 at the start, then whichever side
+//! last took the other's write from the line, until it writes the line
+//! itself. Only the holder writes the line, and only a packed write of at
+//! most seven changed words (line 0 of a slot, the same codec and the same
+//! per-direction reference and sequence numbers); every other write goes to
+//! its completion slot as above. So the line is never overwritten unread, and
+//! at queue depth 1 (each side answering what it took) all writes pass
+//! through it. The tag's kind says which side wrote it (the two directions'
+//! sequence numbers are counted separately and may be equal). The reader at
+//! sequence `s` looks in slot `s`, and, when the token is away, in the line:
+//! exactly one of them can hold write `s`, so order is kept. A slot skipped
+//! because its write came through the line keeps an old sequence; when that
+//! lags half the 16-bit range the reader stores the skipped write's sequence
+//! into it (before publishing the taken count that lets the writer reuse
+//! it), so it never comes round to the one expected a lap later. A write to
+//! the line needs no free slot and does not read the taken count. The idle
+//! poll loads two words while the token is away (the slot's is a line only
+//! this side touches at depth 1).
+//!
 //! Cache lines a depth-1 round trip moves between the two cores (32-byte
 //! request and response, so 96-byte batches, packed): line 0 of the server's
 //! completion slot (call), line 0 of the client's (reply), and the reader's
@@ -119,7 +142,20 @@
 //! are private, so neither moves. The reader polls one word (the tag) and
 //! prefetches line 1 and the receive-ring lines the next write will be
 //! copied to while it waits. A cache-line ping-pong moves 2 lines per round
-//! trip, as does this transport's common case.
+//! trip, as does this transport's common case. With the token line, the
+//! round trip moves that one line twice and nothing else (the taken count is
+//! not read). That is not always faster. On this project's AMD EPYC VM it
+//! saved about 120 ns a depth-1 round trip when the two cores were far apart
+//! (two-line ping-pong about 480 ns: about 475 against 605 ns) and was even
+//! with slots when they were close (about 130 ns: 220-250 ns either way; a
+//! build with the token paths inlined into `take_imm` and `write_with_imm`
+//! was 30-40 ns slower there). The `lines` diagnostic shows the risk:
+//! answering in the line the question came in beats a line of one's own each
+//! way only when the answer follows at once; with 30 ns of work in between
+//! it is 30 ns slower (likely because the answering core must then take the
+//! line from the asker, who owns it and keeps reading it, where with a line
+//! of its own it only invalidates the asker's copy). Off by default
+//! ([`TOKEN_LINE`]) until it is measured on more machines.
 //!
 //! This is the only file of the RPC module with `unsafe`: raw accesses to the
 //! shared mapping.
@@ -135,11 +171,13 @@ use thiserror::Error;
 
 pub mod slot;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"LRRPC001");
+// 002: the token line (a packed write may travel in it instead of a slot).
+const MAGIC: u64 = u64::from_le_bytes(*b"LRRPC002");
 const HEADER_SIZE: usize = 4096;
 const OFF_MAGIC: usize = 0;
 const OFF_RING_SIZE: usize = 8;
 const OFF_COMP_ENTRIES: usize = 16;
+const OFF_TOKEN_ON: usize = 24; // 1: the token line is in use
 const OFF_INFO: usize = 256; // 2 x 128: ready, ring_size, initial_credit, max_r
 const OFF_CONTROL: usize = 1024; // CONTROL_WORDS x u64
 const OFF_PINGPONG: usize = 1536;
@@ -158,6 +196,12 @@ const SLOT_SIZE: usize = slot::SLOT_WORDS * 8;
 /// Longest write that may travel inside a completion slot (it does when at
 /// most 14 of its words differ from the previous such write, see [`slot`]).
 pub const INLINE_MAX: usize = slot::PACK_MAX;
+/// Whether [`ShmTransport::create`] and [`create_with`](ShmTransport::create_with)
+/// put the token line to use. Off: on this project's AMD EPYC VM it made
+/// depth-1 round trips about 120 ns faster when the two cores are far apart
+/// (two-line ping-pong ~480 ns) and no faster when they are close (~130 ns),
+/// where a build of it was 30-40 ns slower; see the module doc.
+pub const TOKEN_LINE: bool = false;
 /// Number of control words tools may use for their own coordination.
 pub const CONTROL_WORDS: usize = 16;
 
@@ -205,7 +249,36 @@ pub fn default_path(name: &str) -> PathBuf {
 
 #[inline]
 fn layout_len(ring_size: u64, comp_slots: u64) -> usize {
-    HEADER_SIZE + 2 * ring_size as usize + 2 * comp_slots as usize * SLOT_SIZE
+    token_offset(ring_size, comp_slots) - TOKEN_IN_PAGE + 4096
+}
+
+/// Where the token line sits in its page: the middle, far from the
+/// neighbouring pages' hot lines.
+const TOKEN_IN_PAGE: usize = 2048;
+
+/// Offset of the token line: alone in the page after the completion rings,
+/// away from the header's words that each side stores on every receipt (a
+/// precaution against the hardware prefetchers, which work within a page,
+/// pulling the peer's lines along with it; not measured to matter).
+#[inline]
+fn token_offset(ring_size: u64, comp_slots: u64) -> usize {
+    (HEADER_SIZE + 2 * ring_size as usize + 2 * comp_slots as usize * SLOT_SIZE)
+        .next_multiple_of(4096)
+        + TOKEN_IN_PAGE
+}
+
+/// Who may write the token line, as one side sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// This side: the line holds nothing the peer has not taken (side 0 at
+    /// the start; then whoever took the other's token-line write last,
+    /// until it writes the line itself).
+    Held,
+    /// The peer, or this side's own write is in the line: the peer's next
+    /// write may arrive there.
+    Away,
+    /// The region does not use the token line.
+    Off,
 }
 
 /// One side of a shared-memory connection.
@@ -233,6 +306,12 @@ pub struct ShmTransport {
     slots: [*mut u8; 2],
     /// The taken count is published when `recv_seq & publish_mask == 0`.
     publish_mask: u64,
+    /// Who may write the token line.
+    token_state: Token,
+    /// Writes taken from the token line (a diagnostic).
+    via_token: u64,
+    /// The token line (inside the mapping, see `set_layout`).
+    token: *mut u8,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -250,6 +329,19 @@ impl ShmTransport {
     /// [`create`](Self::create) with `comp_slots` completion slots per side (a
     /// power of two in [`COMP_SLOTS_RANGE`]).
     pub fn create_with(path: &Path, ring_size: u64, comp_slots: u64) -> Result<Self, ShmError> {
+        Self::create_opts(path, ring_size, comp_slots, TOKEN_LINE)
+    }
+
+    /// [`create_with`](Self::create_with), with the token line in use when
+    /// `token_line` (see the module doc): side 0 starts with the token, so
+    /// the first packed one-line write takes the line and both sides pass
+    /// it on from there. Without it neither side ever writes the line.
+    pub fn create_opts(
+        path: &Path,
+        ring_size: u64,
+        comp_slots: u64,
+        token_line: bool,
+    ) -> Result<Self, ShmError> {
         check_ring_size(ring_size)?;
         if !comp_slots.is_power_of_two() || !COMP_SLOTS_RANGE.contains(&comp_slots) {
             return Err(ShmError::CompSlots(comp_slots));
@@ -289,8 +381,14 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
+            token_state: Token::Off,
+            via_token: 0,
+            token: base,
         };
         t.set_layout(ring_size, comp_slots);
+        t.token_state = if token_line { Token::Held } else { Token::Off };
+        t.word(OFF_TOKEN_ON)
+            .store(u64::from(token_line), Ordering::Relaxed);
         t.word(OFF_RING_SIZE).store(ring_size, Ordering::Relaxed);
         t.word(OFF_COMP_ENTRIES)
             .store(comp_slots, Ordering::Relaxed);
@@ -334,6 +432,9 @@ impl ShmTransport {
             rings: [base; 2],
             slots: [base; 2],
             publish_mask: 0,
+            token_state: Token::Off,
+            via_token: 0,
+            token: base,
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -347,6 +448,11 @@ impl ShmTransport {
         {
             return Err(ShmError::Corrupt(path.to_owned()));
         }
+        t.token_state = match t.word(OFF_TOKEN_ON).load(Ordering::Relaxed) {
+            0 => Token::Off,
+            1 => Token::Away,
+            _ => return Err(ShmError::Corrupt(path.to_owned())),
+        };
         t.set_layout(ring_size, comp);
         Ok(t)
     }
@@ -366,6 +472,7 @@ impl ShmTransport {
                 .base
                 .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE);
         }
+        self.token = self.base.wrapping_add(token_offset(ring_size, comp_slots));
     }
 
     /// The file backing the region.
@@ -467,6 +574,25 @@ impl ShmTransport {
         unsafe { &*(slot as *const [AtomicU64; slot::SLOT_WORDS]) }
     }
 
+    /// The token line's eight words: a tag and seven changed words, as
+    /// line 0 of a slot.
+    #[inline(always)]
+    fn token_words(&self) -> &[AtomicU64; 8] {
+        // SAFETY: `token` is a 128-byte aligned address inside the mapping
+        // (whose length `layout_len` covers the token page), with 128 bytes
+        // of its own; as in `slot_words`, the words are only ever accessed
+        // atomically, by both processes.
+        unsafe { &*(self.token as *const [AtomicU64; 8]) }
+    }
+
+    /// How many of the peer's writes this side took from the token line
+    /// rather than from a completion slot (a diagnostic: at queue depth 1
+    /// with packable writes, all but the first few).
+    #[inline]
+    pub fn via_token(&self) -> u64 {
+        self.via_token
+    }
+
     #[inline]
     fn consumer_word(&self, side: usize) -> &AtomicU64 {
         self.word(OFF_CONSUMER + 128 * side)
@@ -507,6 +633,7 @@ impl ShmTransport {
 
     /// Rebuilds the packed write in completion slot `ptr` (tag `tag`,
     /// announced as `map`, `len`, `count`) at this side's receive position.
+    /// `ptr` may be the token line too (its 128 bytes are its own).
     #[inline(always)]
     fn take_packed(
         &mut self,
@@ -533,7 +660,9 @@ impl ShmTransport {
         // The slot words stay valid beside `&mut self.recv_ref`: they live in
         // the mapping, not in `self`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
-            // SAFETY: as in `slot_words`.
+            // SAFETY: as in `slot_words`; the token line too is 128-byte
+            // aligned with 128 bytes of its own inside the mapping, accessed
+            // only atomically.
             unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
         slot::unpack(
             map,
@@ -545,19 +674,73 @@ impl ShmTransport {
         Ok(())
     }
 
-    /// The next completion of this side's ring: [`Transport::poll_imm`],
-    /// with the waiting prefetches when `PREFETCH` and nothing arrived.
+    /// The next completion: [`Transport::poll_imm`], with the waiting
+    /// prefetches when `PREFETCH` and nothing arrived. Write `recv_seq` is
+    /// in this side's completion slot for it or, when this side does not
+    /// hold the token, possibly in the token line.
     #[inline(always)]
     fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
         let seq = self.recv_seq;
-        let ptr = self.slot_ptr(self.me, seq);
-        let tag = self.slot_words(ptr)[0].load(Ordering::Acquire);
-        if !slot::holds(tag, seq) {
+        let slot_ptr = self.slot_ptr(self.me, seq);
+        let slot_tag = self.slot_words(slot_ptr)[0].load(Ordering::Acquire);
+        if !slot::holds(slot_tag, seq) {
+            // The peer writes the token line only while it holds the token,
+            // so unless the token is away nothing can arrive there.
+            if self.token_state == Token::Away {
+                return self.take_token::<PREFETCH>(slot_ptr, slot_tag);
+            }
             if PREFETCH {
-                self.prefetch_waiting(ptr);
+                self.prefetch_waiting(slot_ptr);
             }
             return Ok(None);
         }
+        self.take_at(slot_ptr, slot_tag)
+    }
+
+    /// [`take_imm`](Self::take_imm) when write `recv_seq` is not in its
+    /// slot (tag `slot_tag` at `slot_ptr`) and the token is away: the write
+    /// may be in the token line. Not inlined, so a region without the token
+    /// line keeps `take_imm` as small as before the line existed.
+    #[inline(never)]
+    fn take_token<const PREFETCH: bool>(
+        &mut self,
+        slot_ptr: *mut u8,
+        slot_tag: u64,
+    ) -> Result<Option<u32>, TransportError> {
+        let seq = self.recv_seq;
+        let token = self.token_words()[0].load(Ordering::Acquire);
+        if !slot::token_holds(token, seq, 1 - self.me) {
+            if PREFETCH {
+                self.prefetch_waiting(slot_ptr);
+            }
+            return Ok(None);
+        }
+        if slot::stale(slot_tag, seq) {
+            // The skipped slot gets this write's sequence (which the reader
+            // never asks for again), so its field never comes round to
+            // the one expected a lap later. Before the taken count that
+            // lets the writer reuse the slot (Release in `take_at`).
+            self.slot_words(slot_ptr)[0].store(slot::seq_field(seq), Ordering::Relaxed);
+        }
+        self.token_state = Token::Held;
+        self.via_token += 1;
+        // The tag stored back unchanged (only this side may write the
+        // line now, and the peer looks for a tag of this side's): the
+        // line becomes this core's at once, while the peer keeps reading
+        // it, so the next write here finds a line it owns instead of
+        // taking it from the peer on the round trip. Measured: raw echo
+        // 180 against 200 ns (cores close), 260-300 against 380 (far).
+        self.token_words()[0].store(token, Ordering::Relaxed);
+        // A token-line tag claiming more than seven words is refused by
+        // `take_packed`: the line's second 64 bytes, where a slot has
+        // the tag's copy, are never written.
+        self.take_at(self.token, slot::from_token(token))
+    }
+
+    /// Takes the write announced by `tag` in the slot or token line at
+    /// `ptr` (which holds write `recv_seq`).
+    #[inline(always)]
+    fn take_at(&mut self, ptr: *mut u8, tag: u64) -> Result<Option<u32>, TransportError> {
         let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
         let imm = match slot::parse(tag, room) {
             Ok(slot::Announce::Ring { imm }) => imm,
@@ -588,6 +771,39 @@ impl ShmTransport {
         Ok(Some(imm))
     }
 
+    /// Writes the next write (at the peer's receive position) into the
+    /// token line, which this side holds, if it packs into one line; false
+    /// (nothing written) if not. Needs no free completion slot (the taken
+    /// count is not read): the token line is free because the peer took
+    /// what it last held, the write of its own that handed this side the
+    /// token. Not inlined, so a region without the token line keeps
+    /// `write_with_imm` as small as before the line existed.
+    #[inline(never)]
+    fn write_token(&mut self, data: &[u8], imm: u32) -> bool {
+        let Some(map) = slot::plan(data, imm, &self.send_ref) else {
+            return false;
+        };
+        if !slot::one_line(data.len(), map) {
+            return false;
+        }
+        let seq = self.send_seq;
+        // The line lives in the mapping, not in `self`, so it stays
+        // borrowed beside `self.send_ref`.
+        // SAFETY: as in `token_words`.
+        let words: &[AtomicU64; 8] = unsafe { &*(self.token as *const [AtomicU64; 8]) };
+        let (tag, _) = slot::emit(seq, data, imm, map, &mut self.send_ref, |j, w| {
+            words[slot::slot_word(j) & 7].store(w, Ordering::Relaxed)
+        });
+        // Last, with Release, as a slot's tag (see the module doc). Until the
+        // peer takes it the line is the peer's: this side writes the next
+        // writes into slots.
+        words[0].store(slot::token_tag(tag, self.me), Ordering::Release);
+        self.token_state = Token::Away;
+        self.send_seq += 1;
+        self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
+        true
+    }
+
     /// Length of the mapping.
     #[inline]
     pub fn mapped_len(&self) -> usize {
@@ -607,6 +823,13 @@ impl Transport for ShmTransport {
             });
         }
         let peer = 1 - self.me;
+        // A packed write lands at the peer's receive position, so only a write
+        // there may travel in a slot or the token line (the endpoint's writes
+        // always do).
+        let at_pos = offset == self.peer_pos & (self.ring_size - 1);
+        if self.token_state == Token::Held && at_pos && self.write_token(data, imm) {
+            return Ok(());
+        }
         if self.send_seq - self.peer_taken >= self.comp_slots {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
             if self.send_seq.wrapping_sub(self.peer_taken) >= self.comp_slots {
@@ -622,9 +845,7 @@ impl Transport for ShmTransport {
         // SAFETY: as in `slot_words`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
             unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
-        // A packed write lands at the peer's receive position, so only a write
-        // there may travel in the slot (the endpoint's writes always do).
-        let packed = if offset == self.peer_pos & (self.ring_size - 1) {
+        let packed = if at_pos {
             slot::pack(seq, data, imm, &mut self.send_ref, |j, w| {
                 words[slot::slot_word(j)].store(w, Ordering::Relaxed)
             })
@@ -747,10 +968,26 @@ mod test {
             assert_eq!(b.poll_imm().unwrap(), Some(len as u32));
             assert_eq!(b.recv_bytes(1024, len as u64), &data[..], "length {len}");
         }
+        // A region created without the token line never uses it, even for
+        // depth-1 exchanges of packable writes.
+        for i in 0..100u64 {
+            let (pa, pb) = (a.peer_pos & 4095, b.peer_pos & 4095);
+            a.write_with_imm(pa, &i.to_le_bytes(), 1).unwrap();
+            assert_eq!(b.poll_imm().unwrap(), Some(1));
+            b.write_with_imm(pb, &i.to_le_bytes(), 1).unwrap();
+            assert_eq!(a.poll_imm().unwrap(), Some(1));
+        }
+        assert_eq!((a.via_token(), b.via_token()), (0, 0));
     }
 
-    /// How write `seq` travelled, from the tag in the reader's slot.
+    /// How write `seq` to `r` travelled, from where `r` will find it: 0
+    /// through the ring, 1 packed in a slot's line 0, 2 in both its lines,
+    /// 3 in the token line.
     fn kind_of(r: &ShmTransport, seq: u64) -> usize {
+        let token = r.token_words()[0].load(Ordering::Relaxed);
+        if r.token_state == Token::Away && slot::token_holds(token, seq, 1 - r.me) {
+            return 3;
+        }
         let tag = r.slot_words(r.slot_ptr(r.me, seq))[0].load(Ordering::Relaxed);
         assert!(slot::holds(tag, seq), "tag {tag:#x} for write {seq}");
         match slot::parse(tag, r.ring_size) {
@@ -760,42 +997,62 @@ mod test {
         }
     }
 
-    /// A writer that writes as the endpoint does (each write at the reader's
-    /// receive position, the immediate counting 32-byte blocks, a short
-    /// write announcing the rest of the ring at its end) and checks what the
-    /// reader gets.
-    struct Pair {
-        w: ShmTransport,
-        r: ShmTransport,
+    /// One direction's writes, as the test wrote them.
+    #[derive(Default)]
+    struct Dir {
+        /// The reader's receive position (where the next write lands).
         pos: u64,
         sent: std::collections::VecDeque<(u64, Vec<u8>, u32)>,
         prev: Vec<u8>,
-        /// Writes through the ring, packed in one line, packed in two.
-        kinds: [u64; 3],
+        /// Writes by [`kind_of`].
+        kinds: [u64; 4],
+    }
+
+    /// Two sides that write as the endpoint does (each write at the reader's
+    /// receive position, the immediate counting 32-byte blocks, a short
+    /// write announcing the rest of the ring at its end) and check what the
+    /// other side gets.
+    struct Pair {
+        t: [ShmTransport; 2],
+        /// By writer side.
+        d: [Dir; 2],
     }
 
     impl Pair {
         fn new(dir: &Path, ring: u64, slots: u64) -> Pair {
             let path = dir.join(format!("slots-{slots}"));
-            let w = ShmTransport::create_with(&path, ring, slots).unwrap();
-            let r = ShmTransport::open(&path).unwrap();
-            assert_eq!(r.comp_slots, slots);
-            let prev = Vec::new();
+            let a = ShmTransport::create_opts(&path, ring, slots, true).unwrap();
+            let b = ShmTransport::open(&path).unwrap();
+            assert_eq!(b.comp_slots, slots);
             Pair {
-                w,
-                r,
-                pos: 0,
-                sent: Default::default(),
-                prev,
-                kinds: [0; 3],
+                t: [a, b],
+                d: Default::default(),
             }
         }
 
-        /// Writes `len` bytes keeping the previous write's 8-byte word `i`
-        /// when bit `i` of `keep` is set (others get `fill`); false when Busy.
+        /// Side 0 writes (see [`write_from`](Self::write_from)).
         fn write(&mut self, len: usize, keep: u64, fill: u8) -> bool {
-            let ring = self.w.ring_size;
-            let off = self.pos & (ring - 1);
+            self.write_from(0, len, keep, fill)
+        }
+
+        /// Side 1 takes (see [`take_by`](Self::take_by)).
+        fn take(&mut self) -> bool {
+            self.take_by(1)
+        }
+
+        /// Side `side` writes `len` bytes keeping the previous write's
+        /// 8-byte word `i` when bit `i` of `keep` is set (others get
+        /// `fill`); false when Busy or the reader's ring is full.
+        fn write_from(&mut self, side: usize, len: usize, keep: u64, fill: u8) -> bool {
+            let (lo, hi) = self.t.split_at_mut(1);
+            let (w, r) = if side == 0 {
+                (&mut lo[0], &hi[0])
+            } else {
+                (&mut hi[0], &lo[0])
+            };
+            let d = &mut self.d[side];
+            let ring = w.ring_size;
+            let off = d.pos & (ring - 1);
             let (data, imm) = if ring - off < wire_len(len) {
                 (
                     vec![fill; (ring - off).min(32) as usize],
@@ -803,7 +1060,7 @@ mod test {
                 )
             } else {
                 let data = (0..len)
-                    .map(|i| match self.prev.get(i) {
+                    .map(|i| match d.prev.get(i) {
                         Some(&p) if keep >> (i / 8 % 64) & 1 == 1 => p,
                         _ => fill.wrapping_add(i as u8),
                     })
@@ -812,32 +1069,34 @@ mod test {
             };
             // The endpoint never writes over bytes the reader has not taken
             // (its credits bound the ring): nor does this writer.
-            let unread: u64 = self.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
+            let unread: u64 = d.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
             if unread + u64::from(imm) * 32 > ring {
                 return false;
             }
-            match self.w.write_with_imm(off, &data, imm) {
+            match w.write_with_imm(off, &data, imm) {
                 Ok(()) => {}
                 Err(TransportError::Busy) => return false,
                 Err(e) => panic!("{e}"),
             }
-            let seq = self.w.send_seq - 1;
-            self.kinds[kind_of(&self.r, seq)] += 1;
-            self.sent.push_back((off, data.clone(), imm));
-            self.prev = data;
-            self.pos += u64::from(imm) * 32;
+            d.kinds[kind_of(r, w.send_seq - 1)] += 1;
+            d.sent.push_back((off, data.clone(), imm));
+            d.prev = data;
+            d.pos += u64::from(imm) * 32;
             true
         }
 
-        /// Polls one completion and checks it; false when there was none.
-        fn take(&mut self) -> bool {
-            let Some(imm) = self.r.poll_imm().unwrap() else {
-                assert!(self.sent.is_empty(), "{} writes not seen", self.sent.len());
+        /// Side `side` polls one completion and checks it; false when there
+        /// was none.
+        fn take_by(&mut self, side: usize) -> bool {
+            let r = &mut self.t[side];
+            let d = &mut self.d[1 - side];
+            let Some(imm) = r.poll_imm().unwrap() else {
+                assert!(d.sent.is_empty(), "{} writes not seen", d.sent.len());
                 return false;
             };
-            let (off, data, want) = self.sent.pop_front().expect("a completion nobody wrote");
+            let (off, data, want) = d.sent.pop_front().expect("a completion nobody wrote");
             assert_eq!(imm, want);
-            assert_eq!(self.r.recv_bytes(off, data.len() as u64), &data[..]);
+            assert_eq!(r.recv_bytes(off, data.len() as u64), &data[..]);
             true
         }
     }
@@ -877,10 +1136,12 @@ mod test {
                 assert!(p.take());
             }
             assert!(!p.take());
+            // The first write takes the token line (side 0 holds the token
+            // at the start), and side 1, which never writes, keeps it.
+            let kinds = p.d[0].kinds;
             assert!(
-                p.kinds.iter().all(|&k| k > 0),
-                "{slots} slots: kinds {:?}",
-                p.kinds
+                kinds[..3].iter().all(|&k| k > 0) && kinds[3] == 1,
+                "{slots} slots: kinds {kinds:?}"
             );
             // A full completion ring is Busy until the reader polls. The reader
             // publishes its count every eighth of the ring (every receipt for 8
@@ -927,13 +1188,137 @@ mod test {
             }
             while p.take() {}
         }
+
+        /// Both sides write and poll on a random schedule, each side often
+        /// several writes ahead of its reader, so writes through the token
+        /// line, slots of one and two lines and the ring mix in both
+        /// directions: every byte arrives, in order.
+        #[test]
+        fn both_ways_random_schedule(
+            shift in 2u32..=5,
+            ops in proptest::collection::vec((0u8..4, 0usize..=136, proptest::prelude::any::<u64>()), 1..400),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut p = Pair::new(dir.path(), 2048, 1 << shift);
+            for (i, (op, len, keep)) in ops.into_iter().enumerate() {
+                let side = usize::from(op & 1);
+                if op < 2 {
+                    // Mostly repeated words, so many writes fit one line.
+                    let keep = keep | keep >> 7 | keep << 3;
+                    while !p.write_from(side, len, keep, i as u8) {
+                        proptest::prop_assert!(p.take_by(1 - side));
+                    }
+                } else {
+                    p.take_by(side);
+                }
+            }
+            while p.take_by(0) {}
+            while p.take_by(1) {}
+        }
+    }
+
+    /// A small deterministic generator for the schedule tests.
+    fn xorshift(x: &mut u64) -> u64 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        *x
+    }
+
+    /// Depth 1 both ways (a call, its answer): after the first exchange
+    /// every write travels in the token line, past the 16-bit sequence's
+    /// wrap (where a slot skipped since the start would otherwise hold the
+    /// field the reader expects); then bursts of several writes each way
+    /// (slots again, the token line where it is free), and depth 1 again.
+    #[test]
+    fn depth_one_uses_the_token_line() {
+        let dir = tempfile::tempdir().unwrap();
+        for slots in [4, 8, 64] {
+            let mut p = Pair::new(dir.path(), 1 << 16, slots);
+            let n = 70_000u64;
+            // 64-byte writes (so the ring never wraps in the middle of one,
+            // which would put a two-line write into a slot) with 3 words
+            // changing, as the endpoint's batch.
+            let keep = !0b1000_0101u64;
+            let round = |p: &mut Pair, i: u64, len: usize| {
+                assert!(p.write_from(1, len, keep, i as u8));
+                assert!(p.take_by(0) && !p.take_by(0));
+                assert!(p.write_from(0, len, keep, !i as u8));
+                assert!(p.take_by(1) && !p.take_by(1));
+            };
+            for i in 0..n {
+                round(&mut p, i, 64);
+            }
+            // The first writes of each side change all their words (two
+            // slot lines); side 1's second found the token still at side 0.
+            let (a, b) = (p.d[0].kinds, p.d[1].kinds);
+            assert_eq!(
+                (a, b),
+                ([0, 0, 1, n - 1], [0, 1, 1, n - 2]),
+                "{slots} slots"
+            );
+            assert_eq!((p.t[1].via_token(), p.t[0].via_token()), (a[3], b[3]));
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for burst in 0..2000u64 {
+                // At most what the writer surely finds free (the reader
+                // publishes its count every eighth of the ring).
+                let depth = 1 + xorshift(&mut x) % (slots + 1 - (slots / 8).max(1));
+                for k in 0..depth {
+                    let len = [64, 96, 8][(burst % 3) as usize];
+                    assert!(p.write_from(1, len, keep, (burst + k) as u8));
+                    assert!(p.write_from(0, len, keep, !(burst + k) as u8));
+                }
+                for _ in 0..depth {
+                    assert!(p.take_by(0) && p.take_by(1));
+                }
+                assert!(!p.take_by(0) && !p.take_by(1));
+            }
+            for i in 0..1000 {
+                round(&mut p, i, 96);
+            }
+            let (a2, b2) = (p.d[0].kinds, p.d[1].kinds);
+            for (k0, k) in [(a, a2), (b, b2)] {
+                assert!(
+                    k[1] > k0[1] && k[3] - k0[3] >= 1000,
+                    "{slots}: {k0:?} -> {k:?}"
+                );
+            }
+        }
+    }
+
+    /// Both sides several writes ahead on a long random schedule (past the
+    /// 16-bit wrap), writes of the endpoint's size mostly: the token line
+    /// and one-line slots both carry writes in each direction.
+    #[test]
+    fn both_ways_long_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Pair::new(dir.path(), 1 << 14, 8);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..300_000u64 {
+            let r = xorshift(&mut x);
+            let side = (r & 1) as usize;
+            if r >> 1 & 3 != 0 {
+                let len = [96, 96, 96, 32, 8, 120, 129][(r >> 3) as usize % 7];
+                let keep = !(1 << (r >> 8 & 15) | 1 << (r >> 12 & 15));
+                if !p.write_from(side, len, keep, i as u8) {
+                    assert!(p.take_by(1 - side));
+                }
+            } else {
+                p.take_by(side);
+            }
+        }
+        while p.take_by(0) {}
+        while p.take_by(1) {}
+        for d in &p.d {
+            assert!(d.kinds.iter().all(|&k| k > 1000), "kinds {:?}", d.kinds);
+        }
     }
 
     #[test]
     fn corrupt_tag_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c");
-        let mut a = ShmTransport::create_with(&path, 4096, 8).unwrap();
+        let mut a = ShmTransport::create_opts(&path, 4096, 8, true).unwrap();
         let mut b = ShmTransport::open(&path).unwrap();
         // A packed write claiming 128 bytes 64 bytes before the ring end.
         a.write_with_imm(0, &[0; 32], 126).unwrap();
@@ -951,6 +1336,22 @@ mod test {
         // An unknown kind.
         c.slot_words(c.slot_ptr(1, 2))[0].store(slot::seq_field(2) | 3 << 46, Ordering::Release);
         assert!(c.poll_imm().is_err());
+        // In the token line: a packed write of more than seven words, which
+        // the line cannot hold.
+        let mut d = ShmTransport::open(&path).unwrap();
+        d.recv_seq = 3;
+        let (tag, n) = slot::pack(3, &[1; 96], 1, &mut [0; 128], |_, _| ()).unwrap();
+        assert!(slot::two_lines(n));
+        d.token_words()[0].store(slot::token_tag(tag, 0), Ordering::Release);
+        assert!(d.poll_imm().is_err());
+        // A token-line write of this side's own (side 1) is not the peer's.
+        let mut d = ShmTransport::open(&path).unwrap();
+        d.recv_seq = 3;
+        let (tag, _) = slot::pack(3, &[0; 8], 1, &mut [0; 128], |_, _| ()).unwrap();
+        d.token_words()[0].store(slot::token_tag(tag, 1), Ordering::Release);
+        assert_eq!(d.poll_imm().unwrap(), None);
+        d.token_words()[0].store(slot::token_tag(tag, 0), Ordering::Release);
+        assert_eq!(d.poll_imm().unwrap(), Some(1));
         drop(a);
     }
 

@@ -11,6 +11,7 @@
 //! ```text
 //! bits 63..48  sequence + 1 (low 16 bits): the write this slot holds
 //! bits 47..46  kind: 0 = data in the receive ring, 1 = data in the slot
+//!              (3: in the token line, written by side 1; never in a slot)
 //! kind 0:  bits 31..0 the immediate; bits 45..32 zero
 //! kind 1:  bits 45..30 word map (bit i: word i of the write is in the slot)
 //!          bits 29..22 length in bytes (0..=128)
@@ -31,6 +32,11 @@
 //! fewer travel and the write is one cache line, tag included. A packed write
 //! always lands at the reader's next receive position (the sum of the
 //! immediates so far), so the slot carries no offset.
+//!
+//! The transport's token line, which both directions share, carries a packed
+//! write of at most 7 changed words as line 0 of a slot does, with the kind
+//! field naming the writer: 1 for side 0 (as in a slot), 3 for side 1
+//! ([`token_tag`], [`token_holds`], [`from_token`]).
 
 #![forbid(unsafe_code)]
 
@@ -168,15 +174,25 @@ fn copy_short(dst: &mut [u8], src: &[u8], n: usize) {
 /// (having put nothing) when the write does not fit a slot: longer than
 /// [`PACK_MAX`], an immediate above [`PACK_IMM_MAX`], or more than
 /// [`MAX_CHANGED`] changed words. On success `reference` holds the write's
-/// words, as the reader's will after [`unpack`].
+/// words, as the reader's will after [`unpack`]. [`plan`] and [`emit`] are
+/// its two halves, for a writer that picks the destination by the count.
 #[inline(always)]
 pub fn pack(
     seq: u64,
     data: &[u8],
     imm: u32,
     reference: &mut Reference,
-    mut put: impl FnMut(usize, u64),
+    put: impl FnMut(usize, u64),
 ) -> Option<(u64, usize)> {
+    let map = plan(data, imm, reference)?;
+    Some(emit(seq, data, imm, map, reference, put))
+}
+
+/// The first half of [`pack`]: the word map of `data` against `reference`
+/// (bit `i`: word `i` changed), or `None` when the write does not fit a
+/// slot. Changes nothing.
+#[inline(always)]
+pub fn plan(data: &[u8], imm: u32, reference: &Reference) -> Option<u64> {
     if data.len() > PACK_MAX || imm > PACK_IMM_MAX {
         return None;
     }
@@ -186,6 +202,28 @@ pub fn pack(
     if data.len() > 8 * MAX_CHANGED && map.count_ones() as usize > MAX_CHANGED {
         return None;
     }
+    Some(map)
+}
+
+/// Whether a write of `len` bytes with word map `map` (from [`plan`]) fits
+/// one line with its tag: at most [`LINE0_CHANGED`] changed words (the bit
+/// count only for writes longer than that many words).
+#[inline(always)]
+pub fn one_line(len: usize, map: u64) -> bool {
+    len <= 8 * LINE0_CHANGED || map.count_ones() as usize <= LINE0_CHANGED
+}
+
+/// The second half of [`pack`]: puts the words `map` (from [`plan`] on the
+/// same `data` and `reference`) names and returns the tag and the count.
+#[inline(always)]
+pub fn emit(
+    seq: u64,
+    data: &[u8],
+    imm: u32,
+    map: u64,
+    reference: &mut Reference,
+    mut put: impl FnMut(usize, u64),
+) -> (u64, usize) {
     let mut m = map;
     let mut count = 0;
     while m != 0 {
@@ -211,7 +249,46 @@ pub fn pack(
         | ((data.len() as u64) << LEN_SHIFT)
         | ((count as u64) << COUNT_SHIFT)
         | u64::from(imm);
-    Some((tag, count))
+    (tag, count)
+}
+
+/// The token line's kind field for a packed write by `side`: kind 1 for
+/// side 0, 3 for side 1 (the line carries both directions' writes, whose
+/// sequence numbers are counted separately and may be equal).
+#[inline(always)]
+const fn token_kind(side: usize) -> u64 {
+    KIND_PACKED | ((side as u64 & 1) << 1)
+}
+
+/// The token-line tag of packed tag `tag` (from [`pack`] or [`emit`],
+/// at most [`LINE0_CHANGED`] words) written by `side`.
+#[inline(always)]
+pub fn token_tag(tag: u64, side: usize) -> u64 {
+    tag | (token_kind(side) << KIND_SHIFT)
+}
+
+/// Whether token-line tag `tag` holds write `seq` of `side` (the writer).
+#[inline(always)]
+pub fn token_holds(tag: u64, seq: u64, side: usize) -> bool {
+    tag & (0xffff << SEQ_SHIFT | KIND_MASK << KIND_SHIFT)
+        == seq_field(seq) | token_kind(side) << KIND_SHIFT
+}
+
+/// The slot tag a token-line tag that [`token_holds`] stands for, for
+/// [`parse`].
+#[inline(always)]
+pub fn from_token(tag: u64) -> u64 {
+    tag & !(2 << KIND_SHIFT)
+}
+
+/// Whether a ring slot whose tag is `tag` must be marked when write `seq`,
+/// which that slot would have held, came through the token line instead: its
+/// sequence field lags `seq` by half the 16-bit range or more. A slot the
+/// writer keeps skipping would otherwise come to hold, 65,536 writes after
+/// its last, a field equal to the one the reader expects next lap.
+#[inline(always)]
+pub fn stale(tag: u64, seq: u64) -> bool {
+    (seq.wrapping_add(1).wrapping_sub(tag >> SEQ_SHIFT)) & 0xffff >= 0x8000
 }
 
 /// Sets word `i` (`i < PACK_WORDS`) of a reference.
@@ -399,6 +476,28 @@ mod tests {
         // A packed write longer than the room to the ring end.
         let (tag, _) = pack(2, &[7; 64], 2, &mut [0; PACK_MAX], |_, _| ()).unwrap();
         assert!(parse(tag, 63).is_err() && parse(tag, 64).is_ok());
+    }
+
+    #[test]
+    fn token_tags() {
+        let (tag, n) = pack(7, &[3; 40], 2, &mut [0; PACK_MAX], |_, _| ()).unwrap();
+        assert_eq!(n, 5);
+        for side in 0..2 {
+            let t = token_tag(tag, side);
+            // The writer's side is in the tag: the other side's write of the
+            // same sequence and words is not this one.
+            assert!(token_holds(t, 7, side) && !token_holds(t, 7, 1 - side));
+            assert!(!token_holds(t, 8, side) && !token_holds(t, 7 + 65536 - 1, side));
+            assert_eq!(from_token(t), tag);
+        }
+        // A zeroed line and ring tags never hold a token-line write.
+        assert!((0..70_000).all(|s| !token_holds(0, s, 0) && !token_holds(ring_tag(s, 5), s, 0)));
+        // A slot is stale when its field lags half the 16-bit range or more.
+        assert!(!stale(ring_tag(100, 1), 100 + 4096) && !stale(0, 4000));
+        assert!(stale(ring_tag(100, 1), 100 + 0x8000) && stale(0, 0x7fff));
+        assert!(!stale(ring_tag(65530, 1), 65530 + 20) && !stale(seq_field(9), 9));
+        // One line: at most seven changed words.
+        assert!(one_line(56, 0x7f) && one_line(96, 0x7f) && !one_line(96, 0xff));
     }
 
     proptest! {
