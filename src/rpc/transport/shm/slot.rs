@@ -119,7 +119,12 @@ fn word(b: &[u8], i: usize) -> u64 {
 /// RPC endpoint's batches change 3 of 12 words) skips the per-word work for
 /// most of it. The count of changed words is left to [`pack`]'s walk over
 /// the set bits.
-#[inline(always)]
+///
+/// Not inlined: inlined into the endpoint's flush, its `zip` loop compiled
+/// differently from one build to the next (after the token line's change
+/// around it, 160 more instructions per depth-1 RPC, `Zip::new` a call);
+/// on its own it compiles the same everywhere, for one call.
+#[inline(never)]
 fn changed_map(data: &[u8], reference: &Reference) -> u64 {
     let pieces = data.chunks_exact(16);
     let rest = pieces.remainder();
