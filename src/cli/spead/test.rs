@@ -27,6 +27,15 @@ enum Cmd {
     Spead(SpeadArgs),
 }
 
+/// A loopback UDP port nothing listens on now (the OS's pick, released).
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 fn parse(args: &[&str]) -> SpeadArgs {
     let Cmd::Spead(a) = Top::try_parse_from(args).unwrap().cmd;
     a
@@ -34,11 +43,7 @@ fn parse(args: &[&str]) -> SpeadArgs {
 
 #[test]
 fn loopback_fsim_send_and_checked_chunk_recv() {
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_udp_port();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("recv.json");
     let geo = [
@@ -102,11 +107,7 @@ fn loopback_fsim_send_and_checked_chunk_recv() {
 
 #[test]
 fn loopback_generic_heaps_send_and_recv() {
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_udp_port();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("heaps.json");
     let json_s = json.to_str().unwrap().to_string();
