@@ -169,6 +169,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
+mod simd;
 pub mod slot;
 
 // 002: the token line (a packed write may travel in it instead of a slot).
@@ -312,6 +313,8 @@ pub struct ShmTransport {
     via_token: u64,
     /// The token line (inside the mapping, see `set_layout`).
     token: *mut u8,
+    /// The slot codec's word compare this CPU runs fastest (see `simd`).
+    codec: simd::Codec,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -384,6 +387,7 @@ impl ShmTransport {
             token_state: Token::Off,
             via_token: 0,
             token: base,
+            codec: simd::Codec::detect(),
         };
         t.set_layout(ring_size, comp_slots);
         t.token_state = if token_line { Token::Held } else { Token::Off };
@@ -435,6 +439,7 @@ impl ShmTransport {
             token_state: Token::Off,
             via_token: 0,
             token: base,
+            codec: simd::Codec::detect(),
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -771,21 +776,15 @@ impl ShmTransport {
         Ok(Some(imm))
     }
 
-    /// Writes the next write (at the peer's receive position) into the
-    /// token line, which this side holds, if it packs into one line; false
-    /// (nothing written) if not. Needs no free completion slot (the taken
-    /// count is not read): the token line is free because the peer took
-    /// what it last held, the write of its own that handed this side the
-    /// token. Not inlined, so a region without the token line keeps
+    /// Writes the next write (at the peer's receive position, word map
+    /// `map` from [`slot::plan_by`], one line: [`slot::one_line`]) into the
+    /// token line, which this side holds. Needs no free completion slot (the
+    /// taken count is not read): the token line is free because the peer
+    /// took what it last held, the write of its own that handed this side
+    /// the token. Not inlined, so a region without the token line keeps
     /// `write_with_imm` as small as before the line existed.
     #[inline(never)]
-    fn write_token(&mut self, data: &[u8], imm: u32) -> bool {
-        let Some(map) = slot::plan(data, imm, &self.send_ref) else {
-            return false;
-        };
-        if !slot::one_line(data.len(), map) {
-            return false;
-        }
+    fn write_token(&mut self, data: &[u8], imm: u32, map: u64) {
         let seq = self.send_seq;
         // The line lives in the mapping, not in `self`, so it stays
         // borrowed beside `self.send_ref`.
@@ -801,7 +800,6 @@ impl ShmTransport {
         self.token_state = Token::Away;
         self.send_seq += 1;
         self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
-        true
     }
 
     /// Length of the mapping.
@@ -825,10 +823,20 @@ impl Transport for ShmTransport {
         let peer = 1 - self.me;
         // A packed write lands at the peer's receive position, so only a write
         // there may travel in a slot or the token line (the endpoint's writes
-        // always do).
-        let at_pos = offset == self.peer_pos & (self.ring_size - 1);
-        if self.token_state == Token::Held && at_pos && self.write_token(data, imm) {
-            return Ok(());
+        // always do). Its word map is computed once, for the token line and
+        // the slot alike (it changes nothing, so a write refused as Busy
+        // below only cost the compare).
+        let plan = if offset == self.peer_pos & (self.ring_size - 1) {
+            let codec = self.codec;
+            slot::plan_by(data, imm, &self.send_ref, |d, r| codec.changed_map(d, r))
+        } else {
+            None
+        };
+        if self.token_state == Token::Held {
+            if let Some(map) = plan.filter(|&m| slot::one_line(data.len(), m)) {
+                self.write_token(data, imm, map);
+                return Ok(());
+            }
         }
         if self.send_seq - self.peer_taken >= self.comp_slots {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
@@ -845,13 +853,11 @@ impl Transport for ShmTransport {
         // SAFETY: as in `slot_words`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
             unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
-        let packed = if at_pos {
-            slot::pack(seq, data, imm, &mut self.send_ref, |j, w| {
+        let packed = plan.map(|map| {
+            slot::emit(seq, data, imm, map, &mut self.send_ref, |j, w| {
                 words[slot::slot_word(j)].store(w, Ordering::Relaxed)
             })
-        } else {
-            None
-        };
+        });
         let tag = match packed {
             Some((tag, count)) => {
                 if slot::two_lines(count) {

@@ -100,7 +100,10 @@ pub const fn two_lines(count: usize) -> bool {
 /// line 0, 9-15 in line 1 (masked into the slot for any `j`).
 #[inline(always)]
 pub const fn slot_word(j: usize) -> usize {
-    (1 + j + (j >= LINE0_CHANGED) as usize) & (SLOT_WORDS - 1)
+    // 1 + j, plus one from j = 7 on (k >> 3 is 1 exactly for k in 8..=15),
+    // in fewer instructions than a compare: this is per word on both sides.
+    let k = j + 1;
+    (k + (k >> 3)) & (SLOT_WORDS - 1)
 }
 
 /// Little-endian word `i` of `b` (`8 * i + 8 <= b.len()`, else 0).
@@ -120,12 +123,15 @@ fn word(b: &[u8], i: usize) -> u64 {
 /// most of it. The count of changed words is left to [`pack`]'s walk over
 /// the set bits.
 ///
+/// The portable form; the transport uses SIMD forms of it on x86-64
+/// (`shm/simd.rs`), property-tested to give the same map.
+///
 /// Not inlined: inlined into the endpoint's flush, its `zip` loop compiled
 /// differently from one build to the next (after the token line's change
 /// around it, 160 more instructions per depth-1 RPC, `Zip::new` a call);
 /// on its own it compiles the same everywhere, for one call.
 #[inline(never)]
-fn changed_map(data: &[u8], reference: &Reference) -> u64 {
+pub fn changed_map(data: &[u8], reference: &Reference) -> u64 {
     let pieces = data.chunks_exact(16);
     let rest = pieces.remainder();
     let mut map = 0u64;
@@ -198,16 +204,49 @@ pub fn pack(
 /// slot. Changes nothing.
 #[inline(always)]
 pub fn plan(data: &[u8], imm: u32, reference: &Reference) -> Option<u64> {
+    plan_by(data, imm, reference, changed_map)
+}
+
+/// [`plan`] with the word map computed by `changed` (a form of
+/// [`changed_map`] that gives the same map, called only for `data` of at
+/// most [`PACK_MAX`] bytes).
+#[inline(always)]
+pub fn plan_by(
+    data: &[u8],
+    imm: u32,
+    reference: &Reference,
+    changed: impl FnOnce(&[u8], &Reference) -> u64,
+) -> Option<u64> {
     if data.len() > PACK_MAX || imm > PACK_IMM_MAX {
         return None;
     }
-    let map = changed_map(data, reference);
+    let map = changed(data, reference);
     // Only a write of more than 14 words can have more changed words than
     // a slot carries; the bit count is needed only then.
-    if data.len() > 8 * MAX_CHANGED && map.count_ones() as usize > MAX_CHANGED {
+    if data.len() > 8 * MAX_CHANGED && count16(map) > MAX_CHANGED {
         return None;
     }
     Some(map)
+}
+
+/// Set bits of each byte value.
+const BITS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u32).count_ones() as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Set bits among the low 16 of `map` (a word map of at most [`PACK_MAX`]
+/// bytes has no others) in two table lookups: the x86-64 baseline has no
+/// `popcnt`, and `count_ones` there is about 15 instructions, which LLVM
+/// computed even for lengths whose count is not needed (+26 per write).
+#[inline(always)]
+fn count16(map: u64) -> usize {
+    usize::from(BITS[(map & 0xff) as usize]) + usize::from(BITS[(map >> 8 & 0xff) as usize])
 }
 
 /// Whether a write of `len` bytes with word map `map` (from [`plan`]) fits
@@ -215,7 +254,7 @@ pub fn plan(data: &[u8], imm: u32, reference: &Reference) -> Option<u64> {
 /// count only for writes longer than that many words).
 #[inline(always)]
 pub fn one_line(len: usize, map: u64) -> bool {
-    len <= 8 * LINE0_CHANGED || map.count_ones() as usize <= LINE0_CHANGED
+    len <= 8 * LINE0_CHANGED || count16(map) <= LINE0_CHANGED
 }
 
 /// The second half of [`pack`]: puts the words `map` (from [`plan`] on the
@@ -459,6 +498,16 @@ mod tests {
         let mut b = batch(100);
         b[52..76].fill(0x11);
         assert_eq!(pack(100, &b, 3, &mut wr.clone(), |_, _| ()).unwrap().1, 7);
+    }
+
+    #[test]
+    fn slot_words_and_counts() {
+        let want: Vec<usize> = (1..8).chain(9..16).collect();
+        assert_eq!((0..MAX_CHANGED).map(slot_word).collect::<Vec<_>>(), want);
+        assert!((0..1000).all(|j| slot_word(j) < SLOT_WORDS));
+        for m in 0..=0xffffu64 {
+            assert_eq!(count16(m), m.count_ones() as usize);
+        }
     }
 
     #[test]
