@@ -248,7 +248,8 @@ mod tests {
 
         /// On random data and references (words often equal, as in the
         /// endpoint's batches), any length: every compare gives the scalar
-        /// map, and packing with it puts the same words, tag and reference.
+        /// map, packing with it puts the same words, tag and reference, and
+        /// unpacking those words rebuilds the write and the reference.
         #[test]
         fn vector_map_is_scalar_map(
             data in proptest::collection::vec(any::<u8>(), 0..=PACK_MAX),
@@ -271,8 +272,18 @@ mod tests {
                 let pb = slot::plan_by(&data, 5, &b, |d, r| codec.changed_map(d, r))
                     .map(|m| slot::emit(seq, &data, 5, m, &mut b, |j, w| wb.push((j, w))));
                 prop_assert_eq!(pa, pb);
-                prop_assert_eq!(wa, wb);
+                prop_assert_eq!(&wa, &wb);
                 prop_assert_eq!(a, b);
+                // The reader, from the same reference, rebuilds the write.
+                if let Some((_, count)) = pb {
+                    let map = slot::plan_by(&data, 5, &r, |d, r| codec.changed_map(d, r));
+                    prop_assert_eq!(count, wb.len());
+                    let (mut rd, mut out) = (r, [0u8; PACK_MAX]);
+                    let map = map.unwrap_or(0) as u16;
+                    slot::unpack(map, data.len(), |j| wb[j].1, &mut rd, &mut out);
+                    prop_assert_eq!(&out[..data.len()], &data[..]);
+                    prop_assert_eq!(rd, b);
+                }
             }
         }
     }
