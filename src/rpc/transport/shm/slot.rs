@@ -382,7 +382,7 @@ pub fn parse(tag: u64, room: u64) -> Result<Announce, BadTag> {
             let count = ((tag >> COUNT_SHIFT) & 0xf) as usize;
             // `len` is at most 255 here: no overflow, and two instructions
             // where `div_ceil` takes seven.
-            let n = (len + 7) / 8;
+            let n = (len + 7) >> 3;
             if len > PACK_MAX
                 || u32::from(map) >> n != 0
                 || count > MAX_CHANGED
