@@ -389,6 +389,52 @@ fn both_ways_long_schedule() {
     }
 }
 
+/// Each side picks its word compare for itself (the slot bytes are the
+/// same): every pairing of the compares this CPU runs carries writes both
+/// ways, through the token line and one- and two-line slots.
+#[test]
+fn mixed_codecs() {
+    use super::simd::Codec;
+    let mut codecs = vec![Codec::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        codecs.push(Codec::Sse2);
+        if std::arch::is_x86_feature_detected!("avx2") {
+            codecs.push(Codec::Avx2);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for &c0 in &codecs {
+        for &c1 in &codecs {
+            let mut p = Pair::new(dir.path(), 1 << 14, 8);
+            (p.t[0].codec, p.t[1].codec) = (c0, c1);
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for i in 0..20_000u64 {
+                let r = xorshift(&mut x);
+                let side = (r & 1) as usize;
+                if r >> 1 & 3 != 0 {
+                    let len = [96, 96, 3, 32, 13, 120, 128, 129][(r >> 3) as usize % 8];
+                    let keep = !(1 << (r >> 8 & 15) | 1 << (r >> 12 & 15) | 1 << (r >> 16 & 15));
+                    if !p.write_from(side, len, keep, i as u8) {
+                        assert!(p.take_by(1 - side));
+                    }
+                } else {
+                    p.take_by(side);
+                }
+            }
+            while p.take_by(0) {}
+            while p.take_by(1) {}
+            for d in &p.d {
+                assert!(
+                    d.kinds.iter().all(|&k| k > 100),
+                    "{c0:?}/{c1:?}: kinds {:?}",
+                    d.kinds
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn corrupt_tag_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
