@@ -105,7 +105,9 @@
 //!
 //! The completion ring has [`COMP_SLOTS`] slots; the reader publishes how many
 //! it took, and the writer reads that only when its cached copy says the ring is
-//! full (then [`TransportError::Busy`] until the peer polls). The consumer
+//! full (then [`TransportError::Busy`] until the peer polls), and after a
+//! write's tag store when the next write would find it so (the load then
+//! misses while the writer waits for the answer, not on the round trip). The consumer
 //! position is a Release store and an Acquire load, which is also what keeps the
 //! peer from overwriting bytes still being read.
 //!
@@ -886,6 +888,14 @@ impl Transport for ShmTransport {
         words[0].store(tag, Ordering::Release);
         self.send_seq += 1;
         self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
+        // When the next write would find the ring full by the cached count,
+        // the peer's count is read now, after the tag store, instead of in
+        // that write before its stores: the load misses (the reader's line)
+        // while this side waits for the answer, not on the round trip, which
+        // at queue depth 1 it lengthened once every lap of the ring.
+        if self.send_seq.wrapping_sub(self.peer_taken) >= self.comp_slots {
+            self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
+        }
         Ok(())
     }
 
