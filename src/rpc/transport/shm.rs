@@ -138,7 +138,11 @@
 //! completion slot (call), line 0 of the client's (reply), and the reader's
 //! taken count about once per lap of the completion ring (the writer reads
 //! it when it believes the ring full: with 8 slots, once per 8 writes, and
-//! the reader's next store pulls it back). The consumer positions are written
+//! the reader's next store pulls it back). Both of those transfers are kept
+//! off the round trip: the writer reads the count after a tag store, while
+//! it waits for the answer, and the reader publishes it when a poll finds
+//! nothing, after its own answer went out (a store waiting for the line
+//! would hold the answer's tag store behind it). The consumer positions are written
 //! by their owner and read by the peer only in the fallback; the receive
 //! rings are written only by their owner (packed copies) and the send rings
 //! are private, so neither moves. The reader polls one word (the tag) and
@@ -307,8 +311,11 @@ pub struct ShmTransport {
     /// the per-poll address arithmetic is one mask, shift and add.
     rings: [*mut u8; 2],
     slots: [*mut u8; 2],
-    /// The taken count is published when `recv_seq & publish_mask == 0`.
-    publish_mask: u64,
+    /// The taken count this side last published.
+    published: u64,
+    /// Receipts after which the taken count is published at once (half
+    /// the ring); fewer wait for a poll that finds nothing.
+    publish_every: u64,
     /// Who may write the token line.
     token_state: Token,
     /// Writes taken from the token line (a diagnostic).
@@ -385,7 +392,8 @@ impl ShmTransport {
             base,
             rings: [base; 2],
             slots: [base; 2],
-            publish_mask: 0,
+            published: 0,
+            publish_every: 1,
             token_state: Token::Off,
             via_token: 0,
             token: base,
@@ -437,7 +445,8 @@ impl ShmTransport {
             base,
             rings: [base; 2],
             slots: [base; 2],
-            publish_mask: 0,
+            published: 0,
+            publish_every: 1,
             token_state: Token::Off,
             via_token: 0,
             token: base,
@@ -469,7 +478,7 @@ impl ShmTransport {
     fn set_layout(&mut self, ring_size: u64, comp_slots: u64) {
         self.ring_size = ring_size;
         self.comp_slots = comp_slots;
-        self.publish_mask = (comp_slots / 8).max(1) - 1;
+        self.publish_every = comp_slots / 2;
         let ring = ring_size as usize;
         let comp = HEADER_SIZE + 2 * ring;
         for side in 0..2 {
@@ -697,7 +706,7 @@ impl ShmTransport {
                 return self.take_token::<PREFETCH>(slot_ptr, slot_tag);
             }
             if PREFETCH {
-                self.prefetch_waiting(slot_ptr);
+                self.idle(slot_ptr);
             }
             return Ok(None);
         }
@@ -718,7 +727,7 @@ impl ShmTransport {
         let token = self.token_words()[0].load(Ordering::Acquire);
         if !slot::token_holds(token, seq, 1 - self.me) {
             if PREFETCH {
-                self.prefetch_waiting(slot_ptr);
+                self.idle(slot_ptr);
             }
             return Ok(None);
         }
@@ -768,14 +777,36 @@ impl ShmTransport {
         };
         self.recv_seq += 1;
         self.recv_pos = self.recv_pos.wrapping_add(u64::from(imm) * 32);
-        // Published every eighth of the ring only (every receipt with 8
-        // slots or fewer): the writer reads it when it believes the ring full, and
-        // each read pulls the line from this core.
-        if self.recv_seq & self.publish_mask == 0 {
-            self.taken_word(self.me)
-                .store(self.recv_seq, Ordering::Release);
+        if self.recv_seq.wrapping_sub(self.published) >= self.publish_every {
+            self.publish_taken();
         }
         Ok(Some(imm))
+    }
+
+    /// Publishes the taken count (Release: after this side's last read of
+    /// the slots it frees). Done by the first poll that finds nothing (see
+    /// [`idle`](Self::idle)), or at once when half the ring waits for it.
+    #[inline(always)]
+    fn publish_taken(&mut self) {
+        self.published = self.recv_seq;
+        self.taken_word(self.me)
+            .store(self.recv_seq, Ordering::Release);
+    }
+
+    /// A first poll found nothing (the slot at `slot_ptr` does not yet hold
+    /// the next write): publishes the taken count if it moved and
+    /// prefetches what the next write needs. The count waits for this: the
+    /// writer reads it about once a lap of the ring, which takes its line
+    /// from this core, and a store to the line then holds every later store
+    /// of this core (x86-64 keeps stores in order) until the line is back.
+    /// Stored at intake, it held the answer's tag store; stored here, after
+    /// the answer went out, it holds nothing that waits.
+    #[inline(always)]
+    fn idle(&mut self, slot_ptr: *mut u8) {
+        if self.published != self.recv_seq {
+            self.publish_taken();
+        }
+        self.prefetch_waiting(slot_ptr);
     }
 
     /// Writes the next write (at the peer's receive position, word map
