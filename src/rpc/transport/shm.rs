@@ -324,6 +324,8 @@ pub struct ShmTransport {
     token: *mut u8,
     /// The slot codec's word compare this CPU runs fastest (see `simd`).
     codec: simd::Codec,
+    /// Whether this CPU has `prefetchw` (see `prefetch_for_write`).
+    prefetchw: bool,
 }
 
 // SAFETY: `base` points into `map`, which the struct owns; every access through
@@ -398,6 +400,7 @@ impl ShmTransport {
             via_token: 0,
             token: base,
             codec: simd::Codec::detect(),
+            prefetchw: simd::has_prefetchw(),
         };
         t.set_layout(ring_size, comp_slots);
         t.token_state = if token_line { Token::Held } else { Token::Off };
@@ -451,6 +454,7 @@ impl ShmTransport {
             via_token: 0,
             token: base,
             codec: simd::Codec::detect(),
+            prefetchw: simd::has_prefetchw(),
         };
         if t.word(OFF_MAGIC).load(Ordering::Acquire) != MAGIC {
             return Err(ShmError::NotReady(path.to_owned()));
@@ -641,6 +645,29 @@ impl ShmTransport {
                 _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(64) as *const i8);
                 _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
                 _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
+    /// Asks for line 0 of the completion slot at `slot` in the state a
+    /// store needs, before the word compare: the line is the reader's (it
+    /// polls the tag there), so the first store would otherwise start that
+    /// transfer only after the compare. Measured on the AMD EPYC VM, cores
+    /// close: raw 96-byte echo p50 141-150 against 151-160 ns, depth-1 RPC
+    /// p50 200 against 210 ns. (Issued when a write is taken in, for the
+    /// answer to come, it was slower there: the asker, polling the line,
+    /// takes it back before the answer is written.)
+    #[inline(always)]
+    fn prefetch_for_write(&self, slot: *mut u8) {
+        #[cfg(target_arch = "x86_64")]
+        if self.prefetchw {
+            // SAFETY: `prefetchw` is a hint, not a memory access (no fault,
+            // no data race with the peer), on a CPU that has it (`prefetchw`
+            // is set only then); `slot` lies inside the mapping.
+            unsafe {
+                std::arch::asm!("prefetchw [{0}]", in(reg) slot, options(nostack, preserves_flags, readonly));
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -854,6 +881,9 @@ impl Transport for ShmTransport {
             });
         }
         let peer = 1 - self.me;
+        if self.token_state != Token::Held {
+            self.prefetch_for_write(self.slot_ptr(peer, self.send_seq));
+        }
         // A packed write lands at the peer's receive position, so only a write
         // there may travel in a slot or the token line (the endpoint's writes
         // always do). Its word map is computed once, for the token line and

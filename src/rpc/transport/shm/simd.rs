@@ -60,6 +60,28 @@ impl Codec {
     }
 }
 
+/// Whether the CPU has `prefetchw` (CPUID 8000_0001h ECX bit 8, "3DNow!
+/// prefetch": every AMD x86-64 CPU, Intel from Broadwell on).
+pub(super) fn has_prefetchw() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 8000_0000h gives the
+        // highest extended leaf, asked before leaf 8000_0001h. (`__cpuid` is
+        // an unsafe function in Rust 1.85, the MSRV, and safe in later ones.)
+        #[allow(unused_unsafe)]
+        let ecx = unsafe {
+            if __cpuid(0x8000_0000).eax < 0x8000_0001 {
+                return false;
+            }
+            __cpuid(0x8000_0001).ecx
+        };
+        ecx & (1 << 8) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::slot::{Reference, PACK_MAX};
