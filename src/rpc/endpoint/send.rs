@@ -187,9 +187,11 @@ impl<U> Endpoint<U> {
     /// open batch that is all there is to send, closed and written in one
     /// step, the store that publishes it as soon as the batch is closed, the
     /// bookkeeping after it. Everything else is in
-    /// [`flush_general`](Self::flush_general), so this function holds one copy
-    /// of the transport's write, not two.
-    #[inline(never)]
+    /// [`flush_general`](Self::flush_general), out of line. Inline at its
+    /// two callers (`flush` and `poll`): a call in between was a frame's
+    /// setup and teardown on the round trip on both sides (-27 instructions
+    /// on a client's call and flush, -23 on a server's poll).
+    #[inline(always)]
     pub(super) fn flush_inner<T: Transport + ?Sized>(
         &mut self,
         t: &mut T,
