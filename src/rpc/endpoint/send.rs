@@ -196,13 +196,18 @@ impl<U> Endpoint<U> {
         &mut self,
         t: &mut T,
     ) -> Result<bool, RpcError> {
-        let Some(seg) = self.send.sole_batch() else {
+        let consumer = self.recv.consumer();
+        #[cfg(debug_assertions)]
+        let sole = self.send.sole_batch();
+        let flow = &mut self.flow;
+        let Some(seg) = self.send.close_sole(consumer, |end| flow.take_grant(end)) else {
             return self.flush_general(t);
         };
-        let consumer = self.recv.consumer();
-        let g = self.flow.take_grant(self.send.producer());
-        self.send.close_batch(consumer, g);
-        debug_assert_eq!(Some(seg), self.send.next_segment());
+        #[cfg(debug_assertions)]
+        {
+            debug_assert_eq!(sole, Some(seg));
+            debug_assert_eq!(Some(seg), self.send.next_segment());
+        }
         let r = t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm);
         self.flow.note_reported_consumer(consumer);
         match r {
