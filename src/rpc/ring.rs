@@ -343,6 +343,47 @@ impl SendRing {
         }
     }
 
+    /// [`sole_batch`](Self::sole_batch) and [`close_batch`](Self::close_batch)
+    /// in one step: when the open batch is all that is unflushed, closes it
+    /// with `consumer_pos` and the grant `grant` returns for the producer
+    /// (the batch's end), and returns its segment; otherwise does nothing
+    /// (and does not call `grant`). One check of the batch's position, not
+    /// one to find the segment and another to close it (the express flush,
+    /// on the round trip).
+    #[inline(always)]
+    pub fn close_sole(
+        &mut self,
+        consumer_pos: u64,
+        grant: impl FnOnce(u64) -> u64,
+    ) -> Option<Segment> {
+        let m = self.flushed;
+        if self.meta_pos != Some(m) {
+            return None;
+        }
+        let delta = self.producer - m;
+        let off = self.offset(m);
+        let repr = FlowMetaRepr {
+            consumer_pos,
+            credit_grant: grant(self.producer),
+            message_count: self.batch_count,
+        };
+        repr.emit(&mut FlowMeta::new_unchecked(
+            &mut self.buf[off..off + FLOW_METADATA_SIZE],
+        ));
+        self.meta_pos = None;
+        self.batch_count = 0;
+        // A batch lies within the ring, which is at most `MAX_RING_SIZE`
+        // bytes: its 32-byte blocks always fit the immediate.
+        debug_assert!(delta <= MAX_RING_SIZE);
+        Some(Segment {
+            pos: m,
+            offset: off as u64,
+            copy_len: delta,
+            delta,
+            imm: (delta / ALIGNMENT) as u32,
+        })
+    }
+
     /// The bytes of a segment returned by [`next_segment`](Self::next_segment).
     #[inline]
     pub fn segment_bytes(&self, seg: &Segment) -> &[u8] {
@@ -539,6 +580,70 @@ mod test {
         r.write_wrap_marker(0, 0);
         r.append_message(repr, &[3; 40]);
         assert_eq!(r.sole_batch(), None);
+    }
+
+    /// `close_sole` is `sole_batch` then `close_batch`: the same segment,
+    /// the same ring bytes and state, the grant asked for at the batch's
+    /// end; and nothing at all (no grant asked for) when the open batch is
+    /// not alone.
+    #[test]
+    fn close_sole_is_sole_batch_and_close() {
+        let (mut a, mut b) = (SendRing::new(256).unwrap(), SendRing::new(256).unwrap());
+        for step in 0..40u32 {
+            let len = [0, 20, 40, 52, 100][step as usize % 5];
+            let repr = MessageRepr {
+                call_id: step,
+                piggyback: 2,
+                len,
+            };
+            for r in [&mut a, &mut b] {
+                if r.needs_wrap(padded_message_size(len)) {
+                    r.write_wrap_marker(7, 32);
+                    let s = r.next_segment().unwrap();
+                    r.mark_flushed(&s);
+                }
+                for _ in 0..1 + step % 2 {
+                    if !r.needs_wrap(padded_message_size(len)) {
+                        r.append_message(repr, &[step as u8; 100][..len as usize]);
+                    }
+                }
+            }
+            let sole = a.sole_batch();
+            let end = a.producer();
+            a.close_batch(u64::from(step), 64);
+            let mut asked = None;
+            let got = b.close_sole(u64::from(step), |p| {
+                asked = Some(p);
+                64
+            });
+            assert_eq!(got, sole);
+            assert_eq!(asked, sole.map(|_| end));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            if let Some(s) = got {
+                a.mark_flushed(&s);
+                b.mark_flushed(&s);
+            }
+        }
+        // Not alone: a closed batch before it, or a wrap marker in between.
+        let repr = MessageRepr {
+            call_id: 1,
+            piggyback: 2,
+            len: 40,
+        };
+        let mut r = SendRing::new(256).unwrap();
+        r.append_message(repr, &[3; 40]);
+        r.close_batch(0, 0);
+        r.append_message(repr, &[3; 40]);
+        let before = format!("{r:?}");
+        assert_eq!(r.close_sole(0, |_| unreachable!()), None);
+        assert_eq!(format!("{r:?}"), before);
+        r.close_batch(0, 0);
+        r.write_wrap_marker(0, 0);
+        r.append_message(repr, &[3; 40]);
+        assert_eq!(r.close_sole(0, |_| unreachable!()), None);
+        // No batch open.
+        let mut r = SendRing::new(256).unwrap();
+        assert_eq!(r.close_sole(0, |_| unreachable!()), None);
     }
 
     #[test]

@@ -48,14 +48,13 @@ impl<U> Endpoint<U> {
             self.send.warm();
             return Ok(());
         }
-        let (requests, responses) = (self.stats.requests, self.stats.responses);
+        self.took = 0;
         while let Some((offset, len)) = self.recv.pending() {
             let pos = self.recv.consumer();
             let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
             self.recv.consume(n);
         }
-        if self.stats.responses != responses
-            && self.stats.requests == requests
+        if self.took == TOOK_RESPONSE
             && !self.deferred
             && !self.send.batch_open()
             && !self.has_unflushed()
@@ -289,10 +288,12 @@ impl<U> Endpoint<U> {
                 Ok(())
             })?;
             self.stats.responses += 1;
+            self.took |= TOOK_RESPONSE;
             h.on_response(id, user, payload);
         } else {
             self.flow.on_request(allowance)?;
             self.stats.requests += 1;
+            self.took |= TOOK_REQUEST;
             let req = Request { call_id, allowance };
             match h.answer(req, payload) {
                 Some(resp) if self.answer_fits(&req, resp.len()) => {
@@ -304,6 +305,11 @@ impl<U> Endpoint<U> {
         Ok(())
     }
 }
+
+/// [`Endpoint::took`](super::Endpoint) bit: the poll took a response.
+pub(super) const TOOK_RESPONSE: u8 = 1;
+/// [`Endpoint::took`](super::Endpoint) bit: the poll took a request.
+pub(super) const TOOK_REQUEST: u8 = 2;
 
 /// Bytes [`Endpoint::take_batch`] reads a sole message's batch from: the
 /// flow metadata and the message header.

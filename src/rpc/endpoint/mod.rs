@@ -335,6 +335,8 @@ pub struct Endpoint<U> {
     settled: bool,
     /// The last `poll` took responses in and skipped its tail (see `poll_inner`).
     deferred: bool,
+    /// What the current `poll` took in: `intake::TOOK_*` bits.
+    took: u8,
     stats: Stats,
     /// [`max_payload`](Self::max_payload) and
     /// [`max_response_allowance`](Self::max_response_allowance), fixed at
@@ -426,6 +428,7 @@ impl<U> Endpoint<U> {
             published: 0,
             settled: false,
             deferred: false,
+            took: 0,
             stats: Stats::default(),
             max_payload,
             max_resp_allowance,

@@ -21,6 +21,11 @@ impl<U> Endpoint<U> {
     /// Sends a request with `payload`, reserving room for a response of up to
     /// `response_allowance` bytes. Returns the call id; the response comes to
     /// [`Handler::on_response`](super::Handler::on_response) with `user`.
+    ///
+    /// Inline at the caller: a call at queue depth 1 is on the round trip,
+    /// and a function of its own cost a frame and the result's return
+    /// through memory (48 instructions of a call and its flush).
+    #[inline(always)]
     pub fn call(
         &mut self,
         payload: &[u8],
@@ -187,20 +192,27 @@ impl<U> Endpoint<U> {
     /// open batch that is all there is to send, closed and written in one
     /// step, the store that publishes it as soon as the batch is closed, the
     /// bookkeeping after it. Everything else is in
-    /// [`flush_general`](Self::flush_general), so this function holds one copy
-    /// of the transport's write, not two.
-    #[inline(never)]
+    /// [`flush_general`](Self::flush_general), out of line. Inline at its
+    /// two callers (`flush` and `poll`): a call in between was a frame's
+    /// setup and teardown on the round trip on both sides (-27 instructions
+    /// on a client's call and flush, -23 on a server's poll).
+    #[inline(always)]
     pub(super) fn flush_inner<T: Transport + ?Sized>(
         &mut self,
         t: &mut T,
     ) -> Result<bool, RpcError> {
-        let Some(seg) = self.send.sole_batch() else {
+        let consumer = self.recv.consumer();
+        #[cfg(debug_assertions)]
+        let sole = self.send.sole_batch();
+        let flow = &mut self.flow;
+        let Some(seg) = self.send.close_sole(consumer, |end| flow.take_grant(end)) else {
             return self.flush_general(t);
         };
-        let consumer = self.recv.consumer();
-        let g = self.flow.take_grant(self.send.producer());
-        self.send.close_batch(consumer, g);
-        debug_assert_eq!(Some(seg), self.send.next_segment());
+        #[cfg(debug_assertions)]
+        {
+            debug_assert_eq!(sole, Some(seg));
+            debug_assert_eq!(Some(seg), self.send.next_segment());
+        }
         let r = t.write_with_imm(seg.offset, self.send.segment_bytes(&seg), seg.imm);
         self.flow.note_reported_consumer(consumer);
         match r {

@@ -620,3 +620,89 @@ mod sole {
         }
     }
 }
+
+mod deferral {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One step of a random schedule on a pair of endpoints.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// `a` calls with this payload length and response allowance.
+        CallA(usize, u32),
+        /// `b` calls `a` the other way.
+        CallB(usize),
+        /// `b` replies to the requests it holds, with this many bytes each.
+        ReplyB(usize),
+        /// `a` or `b` polls (`true`: `a`).
+        Poll(bool),
+        /// `a` or `b` flushes.
+        Flush(bool),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            3 => (0usize..200, 0u32..120).prop_map(|(n, r)| Step::CallA(n, r)),
+            1 => (0usize..60).prop_map(Step::CallB),
+            2 => (0usize..60).prop_map(Step::ReplyB),
+            6 => any::<bool>().prop_map(Step::Poll),
+            1 => any::<bool>().prop_map(Step::Flush),
+        ]
+    }
+
+    /// The rule `poll` defers its tail by, as it was written before the
+    /// poll noted what it took in a byte (`took`): the poll took responses
+    /// and no request, did not defer the time before, and found nothing to
+    /// send (answers written during the intake would be something to send,
+    /// but a poll that answered took a request).
+    fn old_rule(before: (Stats, bool, bool, bool), after: Stats) -> bool {
+        let (stats, deferred, batch_open, unflushed) = before;
+        after.responses != stats.responses
+            && after.requests == stats.requests
+            && !deferred
+            && !batch_open
+            && !unflushed
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..Default::default() })]
+        /// Over random schedules of calls both ways, answers during `poll`
+        /// (odd first bytes), later replies, polls and flushes around a small
+        /// ring, every `poll` defers its tail exactly when the old rule says.
+        #[test]
+        fn poll_defers_by_the_old_rule(steps in proptest::collection::vec(step(), 1..300)) {
+            let (mut a, mut b, mut link) = pair(4096);
+            let (mut ha, mut hb) = (OddAnswers::default(), OddAnswers::default());
+            let mut user = 0u32;
+            for s in steps {
+                match s {
+                    Step::CallA(n, r) => {
+                        let p: Vec<u8> = (0..n).map(|i| (i as u32 + user) as u8).collect();
+                        if a.call(&p, r, user).is_ok() {
+                            user += 1;
+                        }
+                    }
+                    Step::CallB(n) => {
+                        let _ = b.call(&vec![(n % 2) as u8 | 1; n.max(1)], 40, user);
+                    }
+                    Step::ReplyB(n) => {
+                        for (r, _) in std::mem::take(&mut hb.rec.requests) {
+                            let n = n.min(r.max_response() as usize);
+                            b.reply(&r, &vec![0x5a; n]).unwrap();
+                        }
+                    }
+                    Step::Poll(side_a) => {
+                        let (e, h, side) = if side_a { (&mut a, &mut ha, 0) } else { (&mut b, &mut hb, 1) };
+                        let before = (e.stats(), e.deferred, e.send.batch_open(), e.has_unflushed());
+                        e.poll(&mut link.side(side), h).unwrap();
+                        prop_assert_eq!(e.deferred, old_rule(before, e.stats()));
+                    }
+                    Step::Flush(side_a) => {
+                        let (e, side) = if side_a { (&mut a, 0) } else { (&mut b, 1) };
+                        e.flush(&mut link.side(side)).unwrap();
+                    }
+                }
+            }
+        }
+    }
+}
