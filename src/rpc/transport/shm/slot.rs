@@ -270,7 +270,7 @@ pub fn emit(
 ) -> (u64, usize) {
     let mut m = map;
     let mut count = 0;
-    while m != 0 {
+    let mut next = |m: &mut u64, count: &mut usize| {
         let i = m.trailing_zeros() as usize & (PACK_WORDS - 1);
         let w = match data.get(8 * i..8 * i + 8) {
             Some(c) => word(c, 0),
@@ -282,10 +282,18 @@ pub fn emit(
                 u64::from_le_bytes(b)
             }
         };
-        put(count, w);
+        put(*count, w);
         set_word(reference, i, w);
-        count += 1;
-        m &= m - 1;
+        *count += 1;
+        *m &= *m - 1;
+    };
+    // Line 0's words, then line 1's: in the first loop the count is below
+    // 7, so a caller's `slot_word(count)` folds to `count + 1`.
+    while m != 0 && count < LINE0_CHANGED {
+        next(&mut m, &mut count);
+    }
+    while m != 0 {
+        next(&mut m, &mut count);
     }
     let tag = seq_field(seq)
         | (KIND_PACKED << KIND_SHIFT)
@@ -427,15 +435,22 @@ pub fn unpack(
     let full = len / 8;
     let mut m = u32::from(map) & ((1 << full) - 1);
     let mut j = 0;
-    while m != 0 {
+    let mut next = |m: &mut u32, j: &mut usize| {
         let i = m.trailing_zeros() as usize;
-        let w = changed(j);
+        let w = changed(*j);
         set_word(reference, i, w);
         if let Some(dst) = out.get_mut(8 * i..8 * i + 8) {
             dst.copy_from_slice(&w.to_le_bytes());
         }
-        j += 1;
-        m &= m - 1;
+        *j += 1;
+        *m &= *m - 1;
+    };
+    // Line 0's words, then line 1's, as in `emit`.
+    while m != 0 && j < LINE0_CHANGED {
+        next(&mut m, &mut j);
+    }
+    while m != 0 {
+        next(&mut m, &mut j);
     }
     if len % 8 != 0 && u32::from(map) >> full & 1 != 0 {
         let w = changed(j);
