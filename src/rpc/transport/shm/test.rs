@@ -359,20 +359,18 @@ fn depth_one_uses_the_token_line() {
     }
 }
 
-/// Both sides several writes ahead on a long random schedule (past the
-/// 16-bit wrap), writes of the endpoint's size mostly: the token line
-/// and one-line slots both carry writes in each direction.
-#[test]
-fn both_ways_long_schedule() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = Pair::new(dir.path(), 1 << 14, 8);
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    for i in 0..300_000u64 {
+/// `n` random steps from `seed`, then both sides drained: a write by a
+/// random side of a length from `lens` that changes the words at `changes`
+/// random places (a side whose completion ring is full lets the peer take
+/// one first), or a take by a random side.
+fn random_schedule(p: &mut Pair, seed: u64, n: u64, lens: &[usize], changes: u32) {
+    let mut x = seed;
+    for i in 0..n {
         let r = xorshift(&mut x);
         let side = (r & 1) as usize;
         if r >> 1 & 3 != 0 {
-            let len = [96, 96, 96, 32, 8, 120, 129][(r >> 3) as usize % 7];
-            let keep = !(1 << (r >> 8 & 15) | 1 << (r >> 12 & 15));
+            let len = lens[(r >> 3) as usize % lens.len()];
+            let keep = !(0..changes).fold(0u64, |m, k| m | 1 << (r >> (8 + 4 * k) & 15));
             if !p.write_from(side, len, keep, i as u8) {
                 assert!(p.take_by(1 - side));
             }
@@ -382,6 +380,17 @@ fn both_ways_long_schedule() {
     }
     while p.take_by(0) {}
     while p.take_by(1) {}
+}
+
+/// Both sides several writes ahead on a long random schedule (past the
+/// 16-bit wrap), writes of the endpoint's size mostly: the token line
+/// and one-line slots both carry writes in each direction.
+#[test]
+fn both_ways_long_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Pair::new(dir.path(), 1 << 14, 8);
+    let lens = [96, 96, 96, 32, 8, 120, 129];
+    random_schedule(&mut p, 0x2545_f491_4f6c_dd1d, 300_000, &lens, 2);
     for d in &p.d {
         assert!(d.kinds.iter().all(|&k| k > 1000), "kinds {:?}", d.kinds);
     }
@@ -406,22 +415,8 @@ fn mixed_codecs() {
         for &c1 in &codecs {
             let mut p = Pair::new(dir.path(), 1 << 14, 8);
             (p.t[0].codec, p.t[1].codec) = (c0, c1);
-            let mut x = 0x9e37_79b9_7f4a_7c15u64;
-            for i in 0..20_000u64 {
-                let r = xorshift(&mut x);
-                let side = (r & 1) as usize;
-                if r >> 1 & 3 != 0 {
-                    let len = [96, 96, 3, 32, 13, 120, 128, 129][(r >> 3) as usize % 8];
-                    let keep = !(1 << (r >> 8 & 15) | 1 << (r >> 12 & 15) | 1 << (r >> 16 & 15));
-                    if !p.write_from(side, len, keep, i as u8) {
-                        assert!(p.take_by(1 - side));
-                    }
-                } else {
-                    p.take_by(side);
-                }
-            }
-            while p.take_by(0) {}
-            while p.take_by(1) {}
+            let lens = [96, 96, 3, 32, 13, 120, 128, 129];
+            random_schedule(&mut p, 0x9e37_79b9_7f4a_7c15, 20_000, &lens, 3);
             for d in &p.d {
                 assert!(
                     d.kinds.iter().all(|&k| k > 100),
