@@ -277,10 +277,27 @@ pub struct ShmTransport {
     recv_seq: u64,
     recv_pos: u64,
     base: *mut u8,
-    /// Both receive rings and both completion rings, by side: computed once so
-    /// the per-poll address arithmetic is one mask, shift and add.
+    /// Both receive rings and both completion rings, by side.
     rings: [*mut u8; 2],
     slots: [*mut u8; 2],
+    /// This side's receive ring and the peer's, and `ring_size - 1`: the
+    /// per-write and per-poll address arithmetic without the side index.
+    my_ring: *mut u8,
+    peer_ring: *mut u8,
+    ring_mask: u64,
+    /// This side's completion ring and the peer's.
+    my_slots: *mut u8,
+    peer_slots: *mut u8,
+    /// Byte offset mask of a completion ring (`(comp_slots - 1) * 128`).
+    slot_mask: usize,
+    /// The completion slot of write `recv_seq` (this side's ring) and the
+    /// sequence field its tag has when it holds that write: kept from one
+    /// take to the next, so a poll is one load and one compare (a depth-1
+    /// round trip polls four times).
+    recv_slot: *mut u8,
+    recv_want: u64,
+    /// The completion slot of write `send_seq` (the peer's ring).
+    send_slot: *mut u8,
     /// The taken count this side last published.
     published: u64,
     /// Receipts after which the taken count is published at once (half
@@ -376,19 +393,23 @@ impl ShmTransport {
         })
     }
 
-    /// Base of `side`'s receive ring (inside the mapping, see `set_layout`).
-    #[inline]
-    fn ring_ptr(&self, side: usize) -> *mut u8 {
-        self.rings[side & 1]
-    }
-
-    /// Base of completion slot `seq` of `side`'s completion ring.
-    #[inline]
+    /// Base of completion slot `seq` of `side`'s completion ring (the
+    /// tests'; the data path keeps its slots in `recv_slot` and `send_slot`).
+    #[cfg(test)]
     fn slot_ptr(&self, side: usize, seq: u64) -> *mut u8 {
         let idx = (seq & (self.comp_slots - 1)) as usize;
         // In bounds: `idx < comp_slots` and the ring lies inside the mapping
         // (its length was checked against the layout).
         self.slots[side & 1].wrapping_add(idx * SLOT_SIZE)
+    }
+
+    /// Base of completion slot `seq` of the completion ring at `ring`
+    /// (this side's or the peer's), without the side index.
+    #[inline(always)]
+    fn seq_slot(&self, ring: *mut u8, seq: u64) -> *mut u8 {
+        // In bounds as in `slot_ptr`: the mask keeps the offset below
+        // `comp_slots * 128`.
+        ring.wrapping_add((seq as usize).wrapping_mul(SLOT_SIZE) & self.slot_mask)
     }
 
     /// The words of the completion slot at `slot` (from [`slot_ptr`](Self::slot_ptr)).
@@ -442,8 +463,8 @@ impl ShmTransport {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let off = (self.recv_pos & (self.ring_size - 1)) as usize & !63;
-            let line = self.ring_ptr(self.me).wrapping_add(off);
+            let off = (self.recv_pos & self.ring_mask) as usize & !63;
+            let line = self.my_ring.wrapping_add(off);
             // SAFETY: SSE is part of the x86_64 baseline. A prefetch is a hint,
             // not a memory access (no fault, no data race with the peer's
             // writes), and these lines lie inside the slot and the ring, the
@@ -499,15 +520,14 @@ impl ShmTransport {
                 "corrupt completion slot: line 1 does not repeat tag {tag:#x}"
             )));
         }
-        let offset = (self.recv_pos & (self.ring_size - 1)) as usize;
+        let offset = (self.recv_pos & self.ring_mask) as usize;
         // SAFETY: `slot::parse` checked `len` against the room from this
         // offset to the ring end, so the range lies inside this side's
         // receive ring in the mapping, which only this side writes while the
         // range is unconsumed (the peer writes only ranges past the consumer
         // position, and this one is ahead of it); nothing else borrows it
         // (the endpoint asks for ring bytes only after the poll).
-        let out =
-            unsafe { std::slice::from_raw_parts_mut(self.ring_ptr(self.me).add(offset), len) };
+        let out = unsafe { std::slice::from_raw_parts_mut(self.my_ring.add(offset), len) };
         // The slot words stay valid beside `&mut self.recv_ref`: they live in
         // the mapping, not in `self`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
@@ -531,10 +551,9 @@ impl ShmTransport {
     /// hold the token, possibly in the token line.
     #[inline(always)]
     fn take_imm<const PREFETCH: bool>(&mut self) -> Result<Option<u32>, TransportError> {
-        let seq = self.recv_seq;
-        let slot_ptr = self.slot_ptr(self.me, seq);
+        let slot_ptr = self.recv_slot;
         let slot_tag = self.slot_words(slot_ptr)[0].load(Ordering::Acquire);
-        if !slot::holds(slot_tag, seq) {
+        if slot::seq_bits(slot_tag) != self.recv_want {
             // The peer writes the token line only while it holds the token,
             // so unless the token is away nothing can arrive there.
             if self.token_state == Token::Away {
@@ -592,7 +611,7 @@ impl ShmTransport {
     /// `ptr` (which holds write `recv_seq`).
     #[inline(always)]
     fn take_at(&mut self, ptr: *mut u8, tag: u64) -> Result<Option<u32>, TransportError> {
-        let room = self.ring_size - (self.recv_pos & (self.ring_size - 1));
+        let room = self.ring_size - (self.recv_pos & self.ring_mask);
         let imm = match slot::parse(tag, room) {
             Ok(slot::Announce::Ring { imm }) => imm,
             Ok(slot::Announce::Packed {
@@ -611,6 +630,8 @@ impl ShmTransport {
             }
         };
         self.recv_seq += 1;
+        self.recv_want = self.recv_want.wrapping_add(slot::SEQ_ONE);
+        self.recv_slot = self.seq_slot(self.my_slots, self.recv_seq);
         self.recv_pos = self.recv_pos.wrapping_add(u64::from(imm) * 32);
         if self.recv_seq.wrapping_sub(self.published) >= self.publish_every {
             self.publish_taken();
@@ -666,64 +687,90 @@ impl ShmTransport {
         // writes into slots.
         words[0].store(slot::token_tag(tag, self.me), Ordering::Release);
         self.token_state = Token::Away;
+        self.sent(imm);
+    }
+
+    /// Counts a write of immediate `imm` as sent (its tag stored).
+    #[inline(always)]
+    fn sent(&mut self, imm: u32) {
         self.send_seq += 1;
+        self.send_slot = self.seq_slot(self.peer_slots, self.send_seq);
         self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
     }
 
-    /// Length of the mapping.
-    #[inline]
-    pub fn mapped_len(&self) -> usize {
-        self.map.len()
-    }
-}
-
-impl Transport for ShmTransport {
+    /// The word map of a write ([`slot::plan_by`] with this CPU's compare),
+    /// or `None` when it does not travel packed (see
+    /// [`at_peer_pos`](Self::at_peer_pos)). For the token line, which picks
+    /// the line or a slot by the map's count; computed once for either (it
+    /// changes nothing, so a write refused as Busy only cost the compare).
     #[inline(always)]
-    fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
-        let len = data.len() as u64;
-        if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
-            return Err(TransportError::OutOfRange {
-                offset,
-                len,
-                size: self.ring_size,
-            });
+    fn plan(&self, offset: u64, data: &[u8], imm: u32) -> Option<u64> {
+        if !self.at_peer_pos(offset) {
+            return None;
         }
-        let peer = 1 - self.me;
+        let codec = self.codec;
+        slot::plan_by(data, imm, &self.send_ref, |d, r| codec.changed_map(d, r))
+    }
+
+    /// Whether a write at `offset` may travel packed: a packed write lands at
+    /// the peer's receive position, so only a write there may travel in a
+    /// slot or the token line (the endpoint's writes always do).
+    #[inline(always)]
+    fn at_peer_pos(&self, offset: u64) -> bool {
+        offset == self.peer_pos & self.ring_mask
+    }
+
+    /// [`Transport::write_with_imm`] in a region with the token line (its
+    /// range checked): into the line when this side holds it and the write
+    /// packs into one line, else into a slot. Not inlined, as the other
+    /// token paths.
+    #[inline(never)]
+    fn write_token_region(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        imm: u32,
+    ) -> Result<(), TransportError> {
         if self.token_state != Token::Held {
-            self.prefetch_for_write(self.slot_ptr(peer, self.send_seq));
+            self.prefetch_for_write(self.send_slot);
         }
-        // A packed write lands at the peer's receive position, so only a write
-        // there may travel in a slot or the token line (the endpoint's writes
-        // always do). Its word map is computed once, for the token line and
-        // the slot alike (it changes nothing, so a write refused as Busy
-        // below only cost the compare).
-        let plan = if offset == self.peer_pos & (self.ring_size - 1) {
-            let codec = self.codec;
-            slot::plan_by(data, imm, &self.send_ref, |d, r| codec.changed_map(d, r))
-        } else {
-            None
-        };
+        let plan = self.plan(offset, data, imm);
         if self.token_state == Token::Held {
             if let Some(map) = plan.filter(|&m| slot::one_line(data.len(), m)) {
                 self.write_token(data, imm, map);
                 return Ok(());
             }
         }
+        self.write_slot(offset, data, imm, plan)
+    }
+
+    /// Writes a write (its range checked; word map `plan` from
+    /// [`plan`](Self::plan)) into completion slot `send_seq` of the peer,
+    /// packed or with its bytes copied into the peer's receive ring. Busy,
+    /// having written nothing, when the slot is not free.
+    #[inline(always)]
+    fn write_slot(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        imm: u32,
+        plan: Option<u64>,
+    ) -> Result<(), TransportError> {
+        let peer = 1 - self.me;
         if self.send_seq - self.peer_taken >= self.comp_slots {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
             if self.send_seq.wrapping_sub(self.peer_taken) >= self.comp_slots {
                 return Err(TransportError::Busy);
             }
         }
-        let seq = self.send_seq;
         // The slot is free: the peer published a taken count past its
         // previous write (Acquire above, Release at the peer after its last
         // read of the slot). The slot words live in the mapping, not in
         // `self`, so they stay borrowed beside `self.send_ref`.
-        let ptr = self.slot_ptr(peer, seq);
         // SAFETY: as in `slot_words`.
         let words: &[AtomicU64; slot::SLOT_WORDS] =
-            unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
+            unsafe { &*(self.send_slot as *const [AtomicU64; slot::SLOT_WORDS]) };
+        let seq = self.send_seq;
         let packed = plan.map(|map| {
             slot::emit(seq, data, imm, map, &mut self.send_ref, |j, w| {
                 words[slot::slot_word(j)].store(w, Ordering::Relaxed)
@@ -745,7 +792,7 @@ impl Transport for ShmTransport {
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         data.as_ptr(),
-                        self.ring_ptr(peer).add(offset as usize),
+                        self.peer_ring.add(offset as usize),
                         data.len(),
                     );
                 }
@@ -755,8 +802,7 @@ impl Transport for ShmTransport {
         // Last, with Release: the reader's Acquire load of this word makes
         // every store above visible to it (see the module doc).
         words[0].store(tag, Ordering::Release);
-        self.send_seq += 1;
-        self.peer_pos = self.peer_pos.wrapping_add(u64::from(imm) * 32);
+        self.sent(imm);
         // When the next write would find the ring full by the cached count,
         // the peer's count is read now, after the tag store, instead of in
         // that write before its stores: the load misses (the reader's line)
@@ -766,6 +812,34 @@ impl Transport for ShmTransport {
             self.peer_taken = self.taken_word(peer).load(Ordering::Acquire);
         }
         Ok(())
+    }
+
+    /// Length of the mapping.
+    #[inline]
+    pub fn mapped_len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+impl Transport for ShmTransport {
+    #[inline(always)]
+    fn write_with_imm(&mut self, offset: u64, data: &[u8], imm: u32) -> Result<(), TransportError> {
+        let len = data.len() as u64;
+        if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
+            return Err(TransportError::OutOfRange {
+                offset,
+                len,
+                size: self.ring_size,
+            });
+        }
+        // A region with the token line takes its own path, out of line, so
+        // this one (every region by default) tests the state once.
+        if self.token_state != Token::Off {
+            return self.write_token_region(offset, data, imm);
+        }
+        self.prefetch_for_write(self.send_slot);
+        let plan = self.plan(offset, data, imm);
+        self.write_slot(offset, data, imm, plan)
     }
 
     #[inline(always)]
@@ -790,9 +864,7 @@ impl Transport for ShmTransport {
         // after the returned borrow ended. A peer that breaks that protocol can
         // change the bytes under us; the endpoint parses them with bounds checks
         // on every access, so that yields a protocol error, not an out-of-ring access.
-        unsafe {
-            std::slice::from_raw_parts(self.ring_ptr(self.me).add(offset as usize), len as usize)
-        }
+        unsafe { std::slice::from_raw_parts(self.my_ring.add(offset as usize), len as usize) }
     }
 
     #[inline]

@@ -168,6 +168,15 @@ impl ShmTransport {
             base,
             rings: [base; 2],
             slots: [base; 2],
+            my_ring: base,
+            peer_ring: base,
+            ring_mask: 0,
+            my_slots: base,
+            peer_slots: base,
+            slot_mask: 0,
+            recv_slot: base,
+            recv_want: slot::seq_field(0),
+            send_slot: base,
             published: 0,
             publish_every: 1,
             token_state: Token::Off,
@@ -194,5 +203,20 @@ impl ShmTransport {
                 .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE);
         }
         self.token = self.base.wrapping_add(token_offset(ring_size, comp_slots));
+        let (me, peer) = (self.me & 1, (1 - self.me) & 1);
+        (self.my_ring, self.peer_ring) = (self.rings[me], self.rings[peer]);
+        (self.my_slots, self.peer_slots) = (self.slots[me], self.slots[peer]);
+        self.ring_mask = ring_size - 1;
+        self.slot_mask = (comp_slots as usize - 1) * SLOT_SIZE;
+        self.set_recv_seq(self.recv_seq);
+        self.send_slot = self.seq_slot(self.peer_slots, self.send_seq);
+    }
+
+    /// Sets the next write to take (and the slot and tag field it has):
+    /// `set_layout`, and the tests that start a side mid-stream.
+    pub(super) fn set_recv_seq(&mut self, seq: u64) {
+        self.recv_seq = seq;
+        self.recv_want = slot::seq_field(seq);
+        self.recv_slot = self.seq_slot(self.my_slots, seq);
     }
 }

@@ -77,10 +77,20 @@ pub fn seq_field(seq: u64) -> u64 {
     (seq.wrapping_add(1) & 0xffff) << SEQ_SHIFT
 }
 
+/// [`seq_field`] of the next write: `seq_field(s + 1)` is
+/// `seq_field(s).wrapping_add(SEQ_ONE)` (the field is the top 16 bits).
+pub const SEQ_ONE: u64 = 1 << SEQ_SHIFT;
+
+/// The sequence field of `tag`: [`holds`] is `seq_bits(tag) == seq_field(seq)`.
+#[inline(always)]
+pub fn seq_bits(tag: u64) -> u64 {
+    tag & (0xffff << SEQ_SHIFT)
+}
+
 /// Whether `tag` holds write number `seq`.
 #[inline(always)]
 pub fn holds(tag: u64, seq: u64) -> bool {
-    tag & (0xffff << SEQ_SHIFT) == seq_field(seq)
+    seq_bits(tag) == seq_field(seq)
 }
 
 /// The tag of write `seq` whose bytes were copied into the receive ring.
@@ -546,6 +556,11 @@ mod tests {
         // slot that held the write one lap (at most 4096 writes) earlier.
         assert!(holds(ring_tag(65535, 0), 65535) && !holds(0, 65535 - 4096));
         assert!(!holds(0, 0) && holds(ring_tag(0, 9), 0));
+        // The next write's field by one addition, across the 16-bit wrap.
+        for s in [0, 1, 65534, 65535, 65536, 1 << 40] {
+            assert_eq!(seq_field(s).wrapping_add(SEQ_ONE), seq_field(s + 1));
+            assert!(holds(ring_tag(s, 1), s) && seq_bits(ring_tag(s, 1)) == seq_field(s));
+        }
         assert_eq!(parse(ring_tag(5, 77), 0), Ok(Announce::Ring { imm: 77 }));
         assert!(parse(ring_tag(5, 77) | 1 << 40, 0).is_err());
         assert!(parse(3 << KIND_SHIFT, 0).is_err());

@@ -444,7 +444,7 @@ fn corrupt_tag_is_an_error() {
     let (tag, n) = slot::pack(2, &[1; 96], 1, &mut [0; 128], |_, _| ()).unwrap();
     assert!(slot::two_lines(n));
     let mut c = ShmTransport::open(&path).unwrap();
-    c.recv_seq = 2;
+    c.set_recv_seq(2);
     c.slot_words(c.slot_ptr(1, 2))[0].store(tag, Ordering::Release);
     assert!(c.poll_imm().is_err());
     // An unknown kind.
@@ -453,14 +453,14 @@ fn corrupt_tag_is_an_error() {
     // In the token line: a packed write of more than seven words, which
     // the line cannot hold.
     let mut d = ShmTransport::open(&path).unwrap();
-    d.recv_seq = 3;
+    d.set_recv_seq(3);
     let (tag, n) = slot::pack(3, &[1; 96], 1, &mut [0; 128], |_, _| ()).unwrap();
     assert!(slot::two_lines(n));
     d.token_words()[0].store(slot::token_tag(tag, 0), Ordering::Release);
     assert!(d.poll_imm().is_err());
     // A token-line write of this side's own (side 1) is not the peer's.
     let mut d = ShmTransport::open(&path).unwrap();
-    d.recv_seq = 3;
+    d.set_recv_seq(3);
     let (tag, _) = slot::pack(3, &[0; 8], 1, &mut [0; 128], |_, _| ()).unwrap();
     d.token_words()[0].store(slot::token_tag(tag, 1), Ordering::Release);
     assert_eq!(d.poll_imm().unwrap(), None);
