@@ -2,12 +2,13 @@
 //! slot words as a (corrupt) peer may leave them must parse to an error or to
 //! a write that fits the room given, and unpack without panicking; and writes
 //! cut from the input must come out of `pack`, `parse` and `unpack` as they
-//! went in, with writer and reader references equal.
+//! went in, with writer and reader references equal (and the reader that
+//! rebuilds a write in its reference alone, `unpack_ref`, gets the same).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use linerate::rpc::transport::shm::slot::{
-    holds, pack, parse, slot_word, unpack, Announce, MAX_CHANGED, PACK_MAX, SLOT_WORDS,
+    holds, pack, parse, slot_word, unpack, unpack_ref, Announce, MAX_CHANGED, PACK_MAX, SLOT_WORDS,
 };
 
 fn u64_at(d: &[u8], i: usize) -> u64 {
@@ -29,8 +30,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Announce::Packed { len, map, count, .. }) = parse(tag, room) {
         assert!(len as u64 <= room && len <= PACK_MAX && count <= MAX_CHANGED);
         let mut r = [data.get(3).copied().unwrap_or(0); PACK_MAX];
+        let mut held = r;
         let mut out = [0u8; PACK_MAX];
         unpack(map, len, |j| words[j % MAX_CHANGED], &mut r, &mut out);
+        unpack_ref(map, len, |j| words[j % MAX_CHANGED], &mut held);
+        assert_eq!(held, r);
     }
     // Writes: a length byte, then that many bytes (the rest of the input).
     let (mut wr, mut rd) = ([0u8; PACK_MAX], [0u8; PACK_MAX]);
@@ -48,10 +52,13 @@ fuzz_target!(|data: &[u8]| {
                 panic!("a packed tag does not parse");
             };
             assert_eq!((i, len, count), (imm, write.len(), n));
+            let mut held = rd;
             let mut out = [0u8; PACK_MAX];
             unpack(map, len, |j| slot[slot_word(j)], &mut rd, &mut out);
+            unpack_ref(map, len, |j| slot[slot_word(j)], &mut held);
             assert_eq!(&out[..len], write);
             assert_eq!(wr, rd);
+            assert_eq!(held, rd);
         } else {
             assert!(write.len() > 8 * MAX_CHANGED);
         }

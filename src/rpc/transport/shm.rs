@@ -79,10 +79,15 @@
 //! layout): only the 64-bit words that differ from the previous such write
 //! of the same direction, which both sides remember, in the tag's own cache
 //! line (7 words) and, when more changed, the slot's second line (7 more).
-//! The receiving side rebuilds the write from them and copies it to its
-//! receive position when it polls: the shared-memory form of a NIC's "data
+//! The receiving side rebuilds the write from them in its copy of the
+//! previous write when it polls: the shared-memory form of a NIC's "data
 //! in the completion entry", which saves the dependent transfers of the ring
-//! lines. Either way the endpoint sees ring bytes announced by an immediate.
+//! lines. Either way the endpoint sees ring bytes announced by an immediate:
+//! a rebuilt write is copied to its receive position, except while it is the
+//! only write taken and not yet released by a published consumer position
+//! (every write at queue depth 1): then the endpoint's read of that range is
+//! served from the rebuilt copy itself, and the copy to the ring is made only
+//! if another write is taken first (see `Held`).
 //! The RPC endpoint's batch of one 32-byte message (96 bytes: flow metadata
 //! and the message) changes in at most 7 words from one batch to the next
 //! (consumer position, call id, payload), so it is one cache line, tag
@@ -258,6 +263,23 @@ enum Token {
     Off,
 }
 
+/// A packed write taken into the reference alone: `recv_bytes` serves its
+/// range from the reference until the consumer position passes it, and it
+/// is copied to the ring only if another write is taken first. At queue
+/// depth 1 the copy never happens (each side releases a write, by
+/// publishing its consumer position, before the next arrives), which takes
+/// the copy of every write off the round trip. Held only when every earlier
+/// byte is released, so while a write is held its range is all that the
+/// endpoint may ask for.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// Ring offset and length (the whole batch the immediate announces).
+    off: u64,
+    len: u64,
+    /// Absolute receive position just past it.
+    end: u64,
+}
+
 /// One side of a shared-memory connection.
 #[derive(Debug)]
 pub struct ShmTransport {
@@ -276,6 +298,12 @@ pub struct ShmTransport {
     recv_ref: slot::Reference,
     recv_seq: u64,
     recv_pos: u64,
+    /// The packed write whose bytes `recv_ref` stands in for, not copied to
+    /// the receive ring (see [`Held`]).
+    held: Option<Held>,
+    /// The consumer position last published (`publish_consumer`): bytes
+    /// before it are released.
+    released: u64,
     base: *mut u8,
     /// Both receive rings and both completion rings, by side.
     rings: [*mut u8; 2],
@@ -457,7 +485,8 @@ impl ShmTransport {
     /// words) and for the two lines of this side's receive ring where the
     /// next write lands (the receive position: writes are sequential), so
     /// copying a packed write there does not miss on a line last used a lap
-    /// ago.
+    /// ago. Not the ring lines when everything taken is released: a packed
+    /// write is then held in the reference (see [`Held`]), not copied.
     #[inline(always)]
     fn prefetch_waiting(&self, slot: *mut u8) {
         #[cfg(target_arch = "x86_64")]
@@ -472,8 +501,10 @@ impl ShmTransport {
             // thing in the mapping).
             unsafe {
                 _mm_prefetch::<_MM_HINT_T0>(slot.wrapping_add(64) as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-                _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
+                if self.recv_pos != self.released {
+                    _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(line.wrapping_add(64) as *const i8);
+                }
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -511,7 +542,7 @@ impl ShmTransport {
         &mut self,
         ptr: *mut u8,
         tag: u64,
-        (map, len, count): (u16, usize, usize),
+        (map, len, count, imm): (u16, usize, usize, u32),
     ) -> Result<(), TransportError> {
         if count > slot::LINE0_CHANGED
             && self.slot_words(ptr)[slot::LINE1_TAG].load(Ordering::Acquire) != tag
@@ -521,6 +552,25 @@ impl ShmTransport {
             )));
         }
         let offset = (self.recv_pos & self.ring_mask) as usize;
+        let words: &[AtomicU64; slot::SLOT_WORDS] =
+            // SAFETY: as in `slot_words`; the token line too is 128-byte
+            // aligned with 128 bytes of its own inside the mapping, accessed
+            // only atomically.
+            unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
+        if self.recv_pos == self.released && len == imm as usize * 32 {
+            slot::unpack_ref(
+                map,
+                len,
+                |j| words[slot::slot_word(j)].load(Ordering::Relaxed),
+                &mut self.recv_ref,
+            );
+            self.held = Some(Held {
+                off: offset as u64,
+                len: len as u64,
+                end: self.recv_pos.wrapping_add(len as u64),
+            });
+            return Ok(());
+        }
         // SAFETY: `slot::parse` checked `len` against the room from this
         // offset to the ring end, so the range lies inside this side's
         // receive ring in the mapping, which only this side writes while the
@@ -530,11 +580,6 @@ impl ShmTransport {
         let out = unsafe { std::slice::from_raw_parts_mut(self.my_ring.add(offset), len) };
         // The slot words stay valid beside `&mut self.recv_ref`: they live in
         // the mapping, not in `self`.
-        let words: &[AtomicU64; slot::SLOT_WORDS] =
-            // SAFETY: as in `slot_words`; the token line too is 128-byte
-            // aligned with 128 bytes of its own inside the mapping, accessed
-            // only atomically.
-            unsafe { &*(ptr as *const [AtomicU64; slot::SLOT_WORDS]) };
         slot::unpack(
             map,
             len,
@@ -611,6 +656,10 @@ impl ShmTransport {
     /// `ptr` (which holds write `recv_seq`).
     #[inline(always)]
     fn take_at(&mut self, ptr: *mut u8, tag: u64) -> Result<Option<u32>, TransportError> {
+        // A held write goes to the ring before another write is taken: the
+        // endpoint may then ask for both at once, and the reference is about
+        // to change.
+        self.release_held();
         let room = self.ring_size - (self.recv_pos & self.ring_mask);
         let imm = match slot::parse(tag, room) {
             Ok(slot::Announce::Ring { imm }) => imm,
@@ -620,7 +669,7 @@ impl ShmTransport {
                 map,
                 count,
             }) => {
-                self.take_packed(ptr, tag, (map, len, count))?;
+                self.take_packed(ptr, tag, (map, len, count, imm))?;
                 imm
             }
             Err(slot::BadTag(t)) => {
@@ -637,6 +686,27 @@ impl ShmTransport {
             self.publish_taken();
         }
         Ok(Some(imm))
+    }
+
+    /// Copies a held write (see [`Held`]) from the reference to its place in
+    /// the receive ring.
+    #[inline(always)]
+    fn release_held(&mut self) {
+        if let Some(h) = self.held.take() {
+            // SAFETY: `h` was a packed write's range, which `slot::parse`
+            // checked against the room to the ring end, so it lies inside
+            // this side's receive ring in the mapping; it is not released
+            // (the peer does not write it) and nothing borrows it: while
+            // held, `recv_bytes` served it from the reference. `recv_ref`
+            // is local memory of `PACK_MAX >= h.len` bytes, so no overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.recv_ref.as_ptr(),
+                    self.my_ring.add(h.off as usize),
+                    (h.len as usize).min(slot::PACK_MAX),
+                );
+            }
+        }
     }
 
     /// Publishes the taken count (Release: after this side's last read of
@@ -854,6 +924,18 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {
+        // A held write's range is served from the reference (see `Held`):
+        // the endpoint asks for exactly that range, a part of it is served
+        // from the same bytes.
+        if let Some(h) = self.held {
+            if offset == h.off && len == h.len {
+                return self.recv_ref.get(..h.len as usize).unwrap_or(&[]);
+            }
+            if offset >= h.off && offset.saturating_add(len) <= h.off + h.len {
+                let o = (offset - h.off) as usize;
+                return self.recv_ref.get(o..o + len as usize).unwrap_or(&[]);
+            }
+        }
         if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
             return &[];
         }
@@ -870,6 +952,12 @@ impl Transport for ShmTransport {
     #[inline]
     fn publish_consumer(&mut self, pos: u64) {
         self.consumer_word(self.me).store(pos, Ordering::Release);
+        // Released bytes are never asked for again: a held write past here
+        // needs no copy.
+        self.released = pos;
+        if matches!(self.held, Some(h) if pos >= h.end) {
+            self.held = None;
+        }
     }
 
     #[inline]

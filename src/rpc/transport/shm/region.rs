@@ -165,6 +165,8 @@ impl ShmTransport {
             recv_ref: [0; slot::PACK_MAX],
             recv_seq: 0,
             recv_pos: 0,
+            held: None,
+            released: 0,
             base,
             rings: [base; 2],
             slots: [base; 2],

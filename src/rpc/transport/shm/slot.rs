@@ -472,6 +472,31 @@ pub fn unpack(
     }
 }
 
+/// [`unpack`] into `reference` alone, for a reader that hands out the
+/// reference itself as the write's bytes until they are released (the shm
+/// transport's *held* write): afterwards `reference` is what `unpack` leaves
+/// in it, and its first `len` bytes (at most [`PACK_MAX`]) are the write.
+#[inline(always)]
+pub fn unpack_ref(map: u16, len: usize, changed: impl Fn(usize) -> u64, reference: &mut Reference) {
+    let len = len.min(PACK_MAX);
+    // All the write's words, the partial last one included: the reference
+    // keeps whole words, zero-padded as the writer's.
+    let words = (len + 7) >> 3;
+    let mut m = u32::from(map) & ((1 << words) - 1);
+    let mut j = 0;
+    // Line 0's words, then line 1's, as in `emit`.
+    while m != 0 && j < LINE0_CHANGED {
+        set_word(reference, m.trailing_zeros() as usize, changed(j));
+        j += 1;
+        m &= m - 1;
+    }
+    while m != 0 {
+        set_word(reference, m.trailing_zeros() as usize, changed(j));
+        j += 1;
+        m &= m - 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,10 +522,15 @@ mod tests {
             panic!("tag {tag:#x} does not parse");
         };
         assert_eq!((i, len, count), (imm, data.len(), n));
+        // The reader that holds the write in its reference gets the same.
+        let mut held = *rd;
+        unpack_ref(map, len, |j| slot[slot_word(j)], &mut held);
         let mut out = [0u8; PACK_MAX];
         unpack(map, len, |j| slot[slot_word(j)], rd, &mut out);
         assert_eq!(&out[..len], data);
         assert_eq!(wr, rd);
+        assert_eq!(&held, rd);
+        assert_eq!(&held[..len], data);
         true
     }
 

@@ -81,6 +81,13 @@ struct Dir {
     prev: Vec<u8>,
     /// Writes by [`kind_of`].
     kinds: [u64; 4],
+    /// With [`Pair::releasing`]: the writes taken and not yet released by
+    /// the reader's published consumer position (ring offset, bytes,
+    /// immediate), and the reader's position past the last one taken.
+    taken: std::collections::VecDeque<(u64, Vec<u8>, u32)>,
+    taken_end: u64,
+    /// Takes after which the reader held the write in its reference.
+    held: u64,
 }
 
 /// Two sides that write as the endpoint does (each write at the reader's
@@ -91,6 +98,11 @@ struct Pair {
     t: [ShmTransport; 2],
     /// By writer side.
     d: [Dir; 2],
+    /// The readers keep taken writes until [`release`](Self::release), as
+    /// the endpoint does: every take checks them all again (a held write
+    /// must read the same from the reference and, once a later write was
+    /// taken, from the ring), and the writer counts them as unread.
+    releasing: bool,
 }
 
 impl Pair {
@@ -102,6 +114,7 @@ impl Pair {
         Pair {
             t: [a, b],
             d: Default::default(),
+            releasing: false,
         }
     }
 
@@ -144,7 +157,12 @@ impl Pair {
         };
         // The endpoint never writes over bytes the reader has not taken
         // (its credits bound the ring): nor does this writer.
-        let unread: u64 = d.sent.iter().map(|&(_, _, i)| u64::from(i) * 32).sum();
+        let unread: u64 = d
+            .sent
+            .iter()
+            .chain(&d.taken)
+            .map(|&(_, _, i)| u64::from(i) * 32)
+            .sum();
         if unread + u64::from(imm) * 32 > ring {
             return false;
         }
@@ -172,7 +190,43 @@ impl Pair {
         let (off, data, want) = d.sent.pop_front().expect("a completion nobody wrote");
         assert_eq!(imm, want);
         assert_eq!(r.recv_bytes(off, data.len() as u64), &data[..]);
+        if self.releasing {
+            d.held += u64::from(r.held.is_some());
+            d.taken_end += u64::from(imm) * 32;
+            d.taken.push_back((off, data, imm));
+            for (off, data, _) in &d.taken {
+                assert_eq!(r.recv_bytes(*off, data.len() as u64), &data[..]);
+            }
+            // The endpoint asks for all it took at once: whole writes from
+            // the first on, while their ring offsets run on.
+            let (first, _, _) = d.taken[0];
+            let mut run = Vec::new();
+            for (off, data, imm) in &d.taken {
+                if *off != first + run.len() as u64 || data.len() != *imm as usize * 32 {
+                    break;
+                }
+                run.extend_from_slice(data);
+            }
+            assert_eq!(r.recv_bytes(first, run.len() as u64), &run[..]);
+        }
         true
+    }
+
+    /// Side `side` publishes its consumer position past the first `n` of
+    /// the writes it took (all of them when `n` is larger; see
+    /// [`releasing`](Self::releasing)).
+    fn release(&mut self, side: usize, n: usize) {
+        let d = &mut self.d[1 - side];
+        let keep = d.taken.len().saturating_sub(n);
+        let kept: u64 = d
+            .taken
+            .iter()
+            .rev()
+            .take(keep)
+            .map(|&(_, _, i)| u64::from(i) * 32)
+            .sum();
+        d.taken.drain(..d.taken.len() - keep);
+        self.t[side].publish_consumer(d.taken_end - kept);
     }
 }
 
@@ -371,9 +425,19 @@ fn random_schedule(p: &mut Pair, seed: u64, n: u64, lens: &[usize], changes: u32
         if r >> 1 & 3 != 0 {
             let len = lens[(r >> 3) as usize % lens.len()];
             let keep = !(0..changes).fold(0u64, |m, k| m | 1 << (r >> (8 + 4 * k) & 15));
-            if !p.write_from(side, len, keep, i as u8) {
-                assert!(p.take_by(1 - side));
+            if !p.write_from(side, len, keep, i as u8) && !p.take_by(1 - side) {
+                // Nothing to take: the reader's ring is full of writes it
+                // took and has not released.
+                assert!(p.releasing && !p.d[side].taken.is_empty());
+                p.release(1 - side, usize::MAX);
             }
+        } else if p.releasing && r >> 3 & 1 == 1 {
+            // Often all, sometimes all but the last one or two.
+            let n = p.d[1 - side]
+                .taken
+                .len()
+                .saturating_sub((r >> 4 & 3).saturating_sub(1) as usize);
+            p.release(side, n);
         } else {
             p.take_by(side);
         }
@@ -393,6 +457,28 @@ fn both_ways_long_schedule() {
     random_schedule(&mut p, 0x2545_f491_4f6c_dd1d, 300_000, &lens, 2);
     for d in &p.d {
         assert!(d.kinds.iter().all(|&k| k > 1000), "kinds {:?}", d.kinds);
+    }
+}
+
+/// Readers that keep what they took until they publish their consumer
+/// position, at random points, as the endpoint does: a packed write is
+/// held in the reference while it is the only one unreleased, and every
+/// take reads all unreleased writes again, one by one and as one range, so
+/// a held write must read the same before and after a later take copies it
+/// to the ring (both ways, token line and slots, at every length).
+#[test]
+fn held_writes_read_the_same_until_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Pair::new(dir.path(), 1 << 12, 8);
+    p.releasing = true;
+    let lens = [96, 96, 96, 32, 3, 8, 64, 120, 128, 129];
+    random_schedule(&mut p, 0x6a09_e667_f3bc_c908, 100_000, &lens, 2);
+    for d in &p.d {
+        assert!(d.kinds.iter().all(|&k| k > 500), "kinds {:?}", d.kinds);
+    }
+    // Held at depth 1: a write taken, read and released before the next.
+    for d in &p.d {
+        assert!(d.held > 1000, "{} held", d.held);
     }
 }
 
