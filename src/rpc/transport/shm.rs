@@ -708,8 +708,7 @@ impl ShmTransport {
         if !self.at_peer_pos(offset) {
             return None;
         }
-        let codec = self.codec;
-        slot::plan_by(data, imm, &self.send_ref, |d, r| codec.changed_map(d, r))
+        self.codec.plan(data, imm, &self.send_ref)
     }
 
     /// Whether a write at `offset` may travel packed: a packed write lands at
