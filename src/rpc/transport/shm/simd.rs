@@ -42,10 +42,12 @@ impl Codec {
         Codec::Scalar
     }
 
-    /// [`slot::changed_map`] (the tests'; the writer uses [`plan`](Self::plan)): bit `i` set when word `i` of `data` (the last
+    /// [`slot::changed_map`]: bit `i` set when word `i` of `data` (the last
     /// one zero-padded) differs from word `i` of `reference`. For `data` of
     /// at most [`slot::PACK_MAX`] bytes (as [`slot::plan_by`] passes); a
-    /// longer one gets some map, never an access out of bounds.
+    /// longer one gets some map, never an access out of bounds. The tests';
+    /// the writer uses [`plan`](Self::plan).
+    #[cfg(test)]
     #[inline(always)]
     pub(super) fn changed_map(self, data: &[u8], reference: &Reference) -> u64 {
         match self {
