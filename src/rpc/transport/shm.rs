@@ -853,7 +853,8 @@ impl Transport for ShmTransport {
 
     #[inline]
     fn recv_bytes(&self, offset: u64, len: u64) -> &[u8] {
-        if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
+        // `offset + len <= ring_size` without an overflow.
+        if len > self.ring_size || offset > self.ring_size - len {
             return &[];
         }
         // SAFETY: the range lies inside this side's receive ring in the mapping,

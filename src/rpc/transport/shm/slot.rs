@@ -305,12 +305,13 @@ pub fn emit(
     while m != 0 {
         next(&mut m, &mut count);
     }
-    let tag = seq_field(seq)
-        | (KIND_PACKED << KIND_SHIFT)
-        | (map << MAP_SHIFT)
-        | ((data.len() as u64) << LEN_SHIFT)
-        | ((count as u64) << COUNT_SHIFT)
-        | u64::from(imm);
+    // The map, length and count fields are adjacent (16, 8 and 4 bits; a
+    // packable write's fit): shifted in one after the other.
+    let fields = ((map << (MAP_SHIFT - LEN_SHIFT) | data.len() as u64)
+        << (LEN_SHIFT - COUNT_SHIFT)
+        | count as u64)
+        << COUNT_SHIFT;
+    let tag = seq_field(seq) | (KIND_PACKED << KIND_SHIFT) | fields | u64::from(imm);
     (tag, count)
 }
 
@@ -567,6 +568,30 @@ mod tests {
         // A packed write longer than the room to the ring end.
         let (tag, _) = pack(2, &[7; 64], 2, &mut [0; PACK_MAX], |_, _| ()).unwrap();
         assert!(parse(tag, 63).is_err() && parse(tag, 64).is_ok());
+    }
+
+    #[test]
+    fn tag_layout() {
+        // The packed tag's fields where the module doc puts them, written
+        // out one by one (the wire format; `emit` shifts them in together).
+        for (len, seq, imm) in [(96, 5, 3), (128, 65535, PACK_IMM_MAX), (1, 0, 0), (0, 9, 1)] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x33).collect();
+            let mut r = [0u8; PACK_MAX];
+            // The first five words unchanged, but for word 2.
+            let k = len.min(40);
+            r[..k].copy_from_slice(&data[..k]);
+            r[16] ^= 1;
+            let map = plan(&data, imm, &r).unwrap();
+            let (tag, count) = pack(seq, &data, imm, &mut r, |_, _| ()).unwrap();
+            assert_eq!(count, map.count_ones() as usize);
+            let want = ((seq + 1) & 0xffff) << 48
+                | 1 << 46
+                | map << 30
+                | (len as u64) << 22
+                | (count as u64) << 18
+                | u64::from(imm);
+            assert_eq!(tag, want, "len {len}");
+        }
     }
 
     #[test]
