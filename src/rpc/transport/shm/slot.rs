@@ -171,15 +171,21 @@ pub fn changed_map(data: &[u8], reference: &Reference) -> u64 {
 }
 
 /// Copies `src[..n]` to `dst[..n]` (both at least `n` long, `n <= PACK_MAX`)
-/// as two overlapping fixed-size moves for the lengths packed writes have,
+/// as two (possibly overlapping) fixed-size moves for the lengths packed writes have,
 /// not a `memcpy` call: this is on the round trip at queue depth 1.
 #[inline(always)]
 fn copy_short(dst: &mut [u8], src: &[u8], n: usize) {
     let (dst, src) = (&mut dst[..n], &src[..n]);
     match n {
-        64..=PACK_MAX => {
+        97..=PACK_MAX => {
             dst[..64].copy_from_slice(&src[..64]);
             dst[n - 64..].copy_from_slice(&src[n - 64..]);
+        }
+        // The RPC endpoint's 96-byte batch: 64 bytes and the last 32, not
+        // two 64-byte moves that overlap by 32.
+        64..=96 => {
+            dst[..64].copy_from_slice(&src[..64]);
+            dst[n - 32..].copy_from_slice(&src[n - 32..]);
         }
         32..=63 => {
             dst[..32].copy_from_slice(&src[..32]);
