@@ -778,8 +778,7 @@ impl ShmTransport {
         if !self.at_peer_pos(offset) {
             return None;
         }
-        let codec = self.codec;
-        slot::plan_by(data, imm, &self.send_ref, |d, r| codec.changed_map(d, r))
+        self.codec.plan(data, imm, &self.send_ref)
     }
 
     /// Whether a write at `offset` may travel packed: a packed write lands at
@@ -936,7 +935,8 @@ impl Transport for ShmTransport {
                 return self.recv_ref.get(o..o + len as usize).unwrap_or(&[]);
             }
         }
-        if !matches!(offset.checked_add(len), Some(e) if e <= self.ring_size) {
+        // `offset + len <= ring_size` without an overflow.
+        if len > self.ring_size || offset > self.ring_size - len {
             return &[];
         }
         // SAFETY: the range lies inside this side's receive ring in the mapping,

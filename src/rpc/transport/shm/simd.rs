@@ -45,7 +45,9 @@ impl Codec {
     /// [`slot::changed_map`]: bit `i` set when word `i` of `data` (the last
     /// one zero-padded) differs from word `i` of `reference`. For `data` of
     /// at most [`slot::PACK_MAX`] bytes (as [`slot::plan_by`] passes); a
-    /// longer one gets some map, never an access out of bounds.
+    /// longer one gets some map, never an access out of bounds. The tests';
+    /// the writer uses [`plan`](Self::plan).
+    #[cfg(test)]
     #[inline(always)]
     pub(super) fn changed_map(self, data: &[u8], reference: &Reference) -> u64 {
         match self {
@@ -56,6 +58,28 @@ impl Codec {
             // that has AVX2.
             #[cfg(target_arch = "x86_64")]
             Codec::Avx2 => unsafe { x86::changed_map_avx2(data, reference) },
+        }
+    }
+}
+
+impl Codec {
+    /// [`slot::plan_by`] with this compare: the word map of a write of
+    /// `data` (immediate `imm`) against `reference`, or `None` when it does
+    /// not pack. The compare is called straight from the match (a closure
+    /// that matched inside was compiled as a function of its own, one more
+    /// call per write).
+    #[inline(always)]
+    pub(super) fn plan(self, data: &[u8], imm: u32, reference: &Reference) -> Option<u64> {
+        match self {
+            Codec::Scalar => slot::plan_by(data, imm, reference, slot::changed_map),
+            #[cfg(target_arch = "x86_64")]
+            Codec::Sse2 => slot::plan_by(data, imm, reference, x86::changed_map_sse2),
+            // SAFETY: `Avx2` is only chosen (`detect`) or tested on a CPU
+            // that has AVX2.
+            #[cfg(target_arch = "x86_64")]
+            Codec::Avx2 => slot::plan_by(data, imm, reference, |d, r| unsafe {
+                x86::changed_map_avx2(d, r)
+            }),
         }
     }
 }

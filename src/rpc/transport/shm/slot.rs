@@ -171,15 +171,21 @@ pub fn changed_map(data: &[u8], reference: &Reference) -> u64 {
 }
 
 /// Copies `src[..n]` to `dst[..n]` (both at least `n` long, `n <= PACK_MAX`)
-/// as two overlapping fixed-size moves for the lengths packed writes have,
+/// as two (possibly overlapping) fixed-size moves for the lengths packed writes have,
 /// not a `memcpy` call: this is on the round trip at queue depth 1.
 #[inline(always)]
 fn copy_short(dst: &mut [u8], src: &[u8], n: usize) {
     let (dst, src) = (&mut dst[..n], &src[..n]);
     match n {
-        64..=PACK_MAX => {
+        97..=PACK_MAX => {
             dst[..64].copy_from_slice(&src[..64]);
             dst[n - 64..].copy_from_slice(&src[n - 64..]);
+        }
+        // The RPC endpoint's 96-byte batch: 64 bytes and the last 32, not
+        // two 64-byte moves that overlap by 32.
+        64..=96 => {
+            dst[..64].copy_from_slice(&src[..64]);
+            dst[n - 32..].copy_from_slice(&src[n - 32..]);
         }
         32..=63 => {
             dst[..32].copy_from_slice(&src[..32]);
@@ -305,12 +311,13 @@ pub fn emit(
     while m != 0 {
         next(&mut m, &mut count);
     }
-    let tag = seq_field(seq)
-        | (KIND_PACKED << KIND_SHIFT)
-        | (map << MAP_SHIFT)
-        | ((data.len() as u64) << LEN_SHIFT)
-        | ((count as u64) << COUNT_SHIFT)
-        | u64::from(imm);
+    // The map, length and count fields are adjacent (16, 8 and 4 bits; a
+    // packable write's fit): shifted in one after the other.
+    let fields = ((map << (MAP_SHIFT - LEN_SHIFT) | data.len() as u64)
+        << (LEN_SHIFT - COUNT_SHIFT)
+        | count as u64)
+        << COUNT_SHIFT;
+    let tag = seq_field(seq) | (KIND_PACKED << KIND_SHIFT) | fields | u64::from(imm);
     (tag, count)
 }
 
@@ -597,6 +604,30 @@ mod tests {
         // A packed write longer than the room to the ring end.
         let (tag, _) = pack(2, &[7; 64], 2, &mut [0; PACK_MAX], |_, _| ()).unwrap();
         assert!(parse(tag, 63).is_err() && parse(tag, 64).is_ok());
+    }
+
+    #[test]
+    fn tag_layout() {
+        // The packed tag's fields where the module doc puts them, written
+        // out one by one (the wire format; `emit` shifts them in together).
+        for (len, seq, imm) in [(96, 5, 3), (128, 65535, PACK_IMM_MAX), (1, 0, 0), (0, 9, 1)] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x33).collect();
+            let mut r = [0u8; PACK_MAX];
+            // The first five words unchanged, but for word 2.
+            let k = len.min(40);
+            r[..k].copy_from_slice(&data[..k]);
+            r[16] ^= 1;
+            let map = plan(&data, imm, &r).unwrap();
+            let (tag, count) = pack(seq, &data, imm, &mut r, |_, _| ()).unwrap();
+            assert_eq!(count, map.count_ones() as usize);
+            let want = ((seq + 1) & 0xffff) << 48
+                | 1 << 46
+                | map << 30
+                | (len as u64) << 22
+                | (count as u64) << 18
+                | u64::from(imm);
+            assert_eq!(tag, want, "len {len}");
+        }
     }
 
     #[test]
