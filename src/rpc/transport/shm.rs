@@ -343,8 +343,10 @@ pub struct ShmTransport {
     prefetchw: bool,
 }
 
-// SAFETY: `base` points into `map`, which the struct owns; every access through
-// it is either an atomic or covered by the ring protocol, not by thread affinity.
+// SAFETY: `base` and every other pointer field (rings, slots, the token line)
+// point into `map`, which the struct owns (moving the struct does not move the
+// mapping); every access through them is either an atomic or covered by the
+// ring protocol, not by thread affinity.
 unsafe impl Send for ShmTransport {}
 
 impl ShmTransport {
