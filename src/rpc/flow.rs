@@ -107,6 +107,11 @@ pub struct Flow {
     peer_r: u64,
     peer_capacity: u64,
     reported_consumer: u64,
+    /// The most bytes in flight at which the invariant holds whatever `R`
+    /// is: `C - 2 * R` at the largest `R` can be (`max_R`, or the initial
+    /// credit if larger). Below it the invariant needs no arithmetic on `R`
+    /// (every call and every grant at queue depth 1).
+    room_at_max: u64,
 }
 
 impl Flow {
@@ -132,6 +137,7 @@ impl Flow {
             peer_r: peer_initial,
             peer_capacity,
             reported_consumer: 0,
+            room_at_max: capacity.saturating_sub(max_r.max(local_initial).saturating_mul(2)),
         }
     }
 
@@ -188,7 +194,8 @@ impl Flow {
     /// Whether `extra` more bytes fit under the invariant.
     #[inline]
     pub fn has_room(&self, producer: u64, extra: u64) -> bool {
-        self.invariant_holds(producer.saturating_add(extra))
+        let end = producer.saturating_add(extra);
+        self.in_flight(end) <= self.room_at_max || self.invariant_holds(end)
     }
 
     /// The grant the invariant allows with the send ring at `producer`
@@ -215,7 +222,13 @@ impl Flow {
         if self.r >= self.max_r {
             return 0;
         }
-        let g = self.grant(producer);
+        // Little in flight (the common case): the invariant allows at least
+        // `max_R - R`, so the policy term is the grant.
+        let g = if self.in_flight(producer) <= self.room_at_max {
+            align_down(self.max_r - self.r)
+        } else {
+            self.grant(producer)
+        };
         self.r += g;
         g
     }
@@ -377,11 +390,41 @@ mod test {
         for r in (0..=1120).step_by(32) {
             for producer in (0..4200).step_by(24) {
                 for remote in [0, 96, 1000] {
-                    let mut f = Flow::new(4096, 1024, r, 1024, 4096);
-                    f.remote_consumer = remote.min(producer);
-                    let g = f.grant(producer);
-                    assert_eq!(f.take_grant(producer), g);
-                    assert_eq!(f.resp_reservation(), r + g);
+                    // R as the initial credit, and R after replies released
+                    // some of an initial credit at the cap.
+                    for initial in [r, 1024] {
+                        let mut f = Flow::new(4096, 1024, initial, 1024, 4096);
+                        f.r = r.min(1024.max(initial));
+                        f.remote_consumer = remote.min(producer);
+                        let (r0, g) = (f.r, f.grant(producer));
+                        assert_eq!(f.take_grant(producer), g);
+                        assert_eq!(f.resp_reservation(), r0 + g);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `has_room` is `invariant_holds` at the end of the extra bytes, with
+    /// or without its shortcut for little in flight, at every producer,
+    /// reservation (also above the cap, as an initial credit may be) and
+    /// consumer around the limits.
+    #[test]
+    fn has_room_is_the_invariant() {
+        for (max_r, initial) in [(1024, 1024), (1024, 0), (512, 1024), (64, 64)] {
+            for r in (0..=1120).step_by(32) {
+                for producer in (0..4400).step_by(24) {
+                    for remote in [0, 96, 1000, 4000] {
+                        for extra in [0, 32, 96, 3000, u64::MAX] {
+                            let mut f = Flow::new(4096, max_r, initial, 1024, 4096);
+                            f.r = r.min(max_r.max(initial));
+                            f.remote_consumer = remote.min(producer);
+                            assert_eq!(
+                                f.has_room(producer, extra),
+                                f.invariant_holds(producer.saturating_add(extra))
+                            );
+                        }
+                    }
                 }
             }
         }

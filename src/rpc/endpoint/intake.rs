@@ -54,8 +54,9 @@ impl<U> Endpoint<U> {
             let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
             self.recv.consume(n);
         }
+        let deferred = self.deferred;
         if self.took == TOOK_RESPONSE
-            && !self.deferred
+            && !deferred
             && !self.send.batch_open()
             && !self.has_unflushed()
         {
@@ -79,6 +80,17 @@ impl<U> Endpoint<U> {
             }
         }
         let quiet = self.flush_inner(t)?;
+        if !quiet && !deferred {
+            // Something went out (at queue depth 1, a server's answer: the
+            // round trip goes on at the peer while the rest of this poll
+            // runs). The rest (the consumer position for the peer's fallback
+            // read, whether this side has settled) waits for the next poll,
+            // not settled: a server spinning on `poll` runs it before the next
+            // request arrives. As above, only every other poll may skip it.
+            self.deferred = true;
+            self.settled = false;
+            return Ok(());
+        }
         // The consumer position for the peer's fallback read goes out after the
         // flush: every batch carries it in its metadata anyway, and an answer
         // written during intake leaves a few instructions sooner.

@@ -13,8 +13,9 @@
 //!    reads the peer's when the piggy-backed one went stale, and emits one
 //!    write-with-immediate per contiguous run of closed batches (one per batch
 //!    unless a wrap marker ends the ring lap). A poll that took in only
-//!    responses and has nothing to send returns after the intake and leaves
-//!    the rest to the next poll (at most every other poll does so).
+//!    responses and has nothing to send returns after the intake, and one
+//!    that sent something returns after the send: either leaves the rest to
+//!    the next poll (at most every other poll does so).
 //!
 //! Requests are taken in order; replies may be sent in any order: a [`Request`]
 //! is a small `Copy` token. Pending calls live in a slab keyed by call id.
@@ -333,7 +334,7 @@ pub struct Endpoint<U> {
     want_read: bool,
     published: u64,
     settled: bool,
-    /// The last `poll` took responses in and skipped its tail (see `poll_inner`).
+    /// The last `poll` skipped its tail (see `poll_inner`): the next runs it.
     deferred: bool,
     /// What the current `poll` took in: `intake::TOOK_*` bits.
     took: u8,
