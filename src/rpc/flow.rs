@@ -159,6 +159,13 @@ impl Flow {
         self.max_r
     }
 
+    /// What the policy still lets this side grant: `max_R - R` (0 when `R`
+    /// is at or above its cap). Under 32 bytes, no grant can be given.
+    #[inline]
+    pub fn policy_room(&self) -> u64 {
+        self.max_r - self.r.min(self.max_r)
+    }
+
     /// Credit the peer granted this side, available for calls.
     #[inline]
     pub fn peer_credit_balance(&self) -> u64 {
@@ -260,8 +267,12 @@ impl Flow {
     /// Releases the reservation of a response that was written.
     #[inline]
     pub fn release_reply(&mut self, allowance: u64) {
-        self.r = self.r.saturating_sub(allowance);
-        self.outstanding_in = self.outstanding_in.saturating_sub(allowance);
+        // Both hold it: a reply's reservation is outstanding (`reply` checks,
+        // an answer during intake was just taken), and `on_request` keeps the
+        // outstanding reservations within `R`.
+        debug_assert!(allowance <= self.outstanding_in && self.outstanding_in <= self.r);
+        self.r -= allowance;
+        self.outstanding_in -= allowance;
     }
 
     /// Takes a peer consumer position (piggy-backed or read). Stale values are

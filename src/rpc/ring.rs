@@ -140,6 +140,17 @@ impl SendRing {
         self.meta_pos.is_some()
     }
 
+    /// Whether everything written was handed to the transport: nothing
+    /// unflushed and no batch open (an open batch's metadata block is
+    /// written, unflushed data: one comparison answers both).
+    #[inline]
+    pub fn all_flushed(&self) -> bool {
+        debug_assert!(self.flushed <= self.producer);
+        let all = self.flushed == self.producer;
+        debug_assert!(!all || self.meta_pos.is_none());
+        all
+    }
+
     /// Messages in the open batch.
     #[inline]
     pub fn batch_count(&self) -> u32 {

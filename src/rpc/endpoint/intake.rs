@@ -41,7 +41,7 @@ impl<U> Endpoint<U> {
                 self.recv.advance(decode_imm(imm))?;
             }
         }
-        if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
+        if !got && self.settled && self.send.all_flushed() {
             // Nothing arrived and nothing changed since a poll that had nothing
             // left to do: the rest would decide the same again. Warm the send
             // ring's next lines while waiting.
@@ -55,11 +55,7 @@ impl<U> Endpoint<U> {
             self.recv.consume(n);
         }
         let deferred = self.deferred;
-        if self.took == TOOK_RESPONSE
-            && !deferred
-            && !self.send.batch_open()
-            && !self.has_unflushed()
-        {
+        if self.took == TOOK_RESPONSE && !deferred && self.send.all_flushed() {
             // Responses only, and nothing to send: a caller waiting for its
             // answer (at queue depth 1, on the round trip) gets it now, and the
             // rest (the consumer position for the peer's fallback read, a read
@@ -133,11 +129,7 @@ impl<U> Endpoint<U> {
         if self.want_read {
             return true;
         }
-        let by_policy = self.flow.max_resp_reservation()
-            - self
-                .flow
-                .resp_reservation()
-                .min(self.flow.max_resp_reservation());
+        let by_policy = self.flow.policy_room();
         // R at its cap (every poll after a flush that granted the rest):
         // no grant to judge, so no target to compute.
         if by_policy < ALIGNMENT {

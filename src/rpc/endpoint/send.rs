@@ -206,6 +206,13 @@ impl<U> Endpoint<U> {
         let sole = self.send.sole_batch();
         let flow = &mut self.flow;
         let Some(seg) = self.send.close_sole(consumer, |end| flow.take_grant(end)) else {
+            // Nothing written, nothing unflushed, and no grant possible (`R`
+            // at its cap, so no credit batch is due): nothing to do, as
+            // `flush_general` would find, without its frame (every idle poll
+            // that runs its tail at queue depth 1).
+            if self.send.all_flushed() && self.flow.policy_room() < ALIGNMENT {
+                return Ok(true);
+            }
             return self.flush_general(t);
         };
         #[cfg(debug_assertions)]
@@ -294,13 +301,7 @@ impl<U> Endpoint<U> {
         // No grant can reach 32 bytes when R is within 32 of its cap (a client
         // that is never called stays there): the common answer, without the
         // ring arithmetic below (this runs after every response at depth 1).
-        if self.flow.max_resp_reservation()
-            - self
-                .flow
-                .resp_reservation()
-                .min(self.flow.max_resp_reservation())
-            < ALIGNMENT
-        {
+        if self.flow.policy_room() < ALIGNMENT {
             return None;
         }
         let producer = self.send.producer();
