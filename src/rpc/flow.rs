@@ -240,10 +240,14 @@ impl Flow {
         g
     }
 
-    /// Records the consumer position this side exposed to the peer.
+    /// Records the consumer position this side exposed to the peer: at least
+    /// the last one recorded (a receive consumer only grows).
     #[inline]
     pub fn note_reported_consumer(&mut self, pos: u64) {
-        self.reported_consumer = self.reported_consumer.max(pos);
+        // The endpoint reports its current consumer, which only grows: the
+        // latest is the largest (a store, not a maximum, at every flush).
+        debug_assert!(pos >= self.reported_consumer);
+        self.reported_consumer = pos;
     }
 
     /// Reserves credit for a call. Returns the internal allowance.
@@ -312,8 +316,14 @@ impl Flow {
         // The peer cannot know more of our consumer than we exposed, so at least
         // this much of its data was in flight when it computed the grant.
         let in_flight = batch_end.saturating_sub(self.reported_consumer);
-        let need = in_flight.saturating_add(reservation.saturating_mul(2));
-        if need > self.peer_capacity {
+        // `in_flight + 2 * reservation <= C`, saturating, as `R <= (C -
+        // in_flight) / 2` (one subtraction and a shift instead of a
+        // saturating product and sum: on the round trip, every response).
+        let fits = self
+            .peer_capacity
+            .checked_sub(in_flight)
+            .is_some_and(|room| reservation <= room / 2);
+        if !fits {
             return Err(FlowError::GrantBreaksInvariant {
                 grant,
                 reservation,
@@ -476,6 +486,71 @@ mod test {
         // Responses release it.
         f.on_response(1024).unwrap();
         assert!(f.on_response(4096).is_err());
+    }
+
+    /// `on_grant`'s verdict is the invariant's saturating sum `in_flight
+    /// + 2 * reservation <= C`, for grants, releases, positions and
+    /// reservations around the limits and far beyond them.
+    #[test]
+    fn grant_check_is_the_saturating_sum() {
+        let big = [
+            0u64,
+            1,
+            31,
+            32,
+            64,
+            1000,
+            2048,
+            4064,
+            4096,
+            4128,
+            1 << 40,
+            u64::MAX / 2,
+            u64::MAX - 31,
+        ];
+        for peer_r in [0u64, 64, 1024, 2048, 2080] {
+            for &grant in &big {
+                for released in [0u64, 64, peer_r, peer_r + 32] {
+                    for &batch_end in &big {
+                        for reported in [0u64, 96, 4000] {
+                            let mut f = Flow::new(4096, 1024, 1024, 1024, 4096);
+                            f.peer_r = peer_r;
+                            f.reported_consumer = reported;
+                            let before = f.clone();
+                            let got = f.on_grant(grant, released, batch_end);
+                            let want = if grant % 32 != 0 {
+                                Err(FlowError::UnalignedGrant(grant))
+                            } else if released > peer_r {
+                                Err(FlowError::ReleaseOverReservation {
+                                    released,
+                                    reserved: peer_r,
+                                })
+                            } else if grant == 0 {
+                                Ok(())
+                            } else {
+                                let reservation = (peer_r - released).saturating_add(grant);
+                                let in_flight = batch_end.saturating_sub(reported);
+                                let need = in_flight.saturating_add(reservation.saturating_mul(2));
+                                if need > 4096 {
+                                    Err(FlowError::GrantBreaksInvariant {
+                                        grant,
+                                        reservation,
+                                        in_flight,
+                                        capacity: 4096,
+                                    })
+                                } else {
+                                    Ok(())
+                                }
+                            };
+                            assert_eq!(got, want, "grant {grant} released {released} end {batch_end} reported {reported} R {peer_r}");
+                            let grown = if got.is_ok() { grant } else { 0 };
+                            assert_eq!(f.peer_r, before.peer_r + grown);
+                            assert_eq!(f.peer_credit, before.peer_credit + grown);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
