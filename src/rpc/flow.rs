@@ -488,9 +488,9 @@ mod test {
         assert!(f.on_response(4096).is_err());
     }
 
-    /// `on_grant`'s verdict is the invariant's saturating sum `in_flight
-    /// + 2 * reservation <= C`, for grants, releases, positions and
-    /// reservations around the limits and far beyond them.
+    /// `on_grant`'s verdict is the invariant's saturating sum (`in_flight`
+    /// plus twice the reservation, at most `C`), for grants, releases,
+    /// positions and reservations around the limits and far beyond them.
     #[test]
     fn grant_check_is_the_saturating_sum() {
         let big = [
