@@ -717,3 +717,47 @@ mod deferral {
         }
     }
 }
+
+/// The slab hands out ids 0, 1, 2... and reuses the most recently freed
+/// first (the call ids on the wire depend on it), refuses when full, and
+/// keeps a call pending when its check fails or its id is free or unknown.
+#[test]
+fn slab_ids_lifo_full_and_failed_checks() {
+    let mut s: super::Slab<u32> = super::Slab::new(3);
+    assert_eq!(s.insert(10, 64).ok(), Some(0));
+    assert_eq!(s.insert(11, 96).ok(), Some(1));
+    assert_eq!(s.insert(12, 128).ok(), Some(2));
+    assert!(s.is_full());
+    assert_eq!(s.insert(13, 64).err(), Some(13));
+    let fail = |_| Err(RpcError::UnknownCallId(99));
+    assert_eq!(
+        s.take_checked(1, fail).err(),
+        Some(RpcError::UnknownCallId(99))
+    );
+    assert_eq!(
+        s.take_checked(3, |_| Ok(())).err(),
+        Some(RpcError::UnknownCallId(3))
+    );
+    assert_eq!(
+        s.take_checked(1, |r| if r == 96 { Ok(()) } else { fail(r) })
+            .ok(),
+        Some(11)
+    );
+    assert_eq!(
+        s.take_checked(1, |_| Ok(())).err(),
+        Some(RpcError::UnknownCallId(1))
+    );
+    assert_eq!(s.take_checked(0, |_| Ok(())).ok(), Some(10));
+    assert_eq!(s.len, 1);
+    assert!(!s.is_full());
+    // Freed 1, then 0: 0 comes back first, then 1, then full again.
+    assert_eq!(s.insert(20, 64).ok(), Some(0));
+    assert_eq!(s.insert(21, 64).ok(), Some(1));
+    assert!(s.is_full());
+    assert_eq!(
+        s.take_checked(2, |r| if r == 128 { Ok(()) } else { fail(r) })
+            .ok(),
+        Some(12)
+    );
+    assert_eq!(s.insert(22, 64).ok(), Some(2));
+}
