@@ -204,14 +204,16 @@ impl<U> Endpoint<U> {
         self.flow
             .on_remote_consumer(sole.consumer_pos, self.send.flushed())?;
         let allowance = u64::from(sole.piggyback) * ALIGNMENT;
-        let released = if is_response(sole.call_id) {
-            allowance
+        let end = pos + sole.total;
+        // One branch on the message's kind for the grant and the message: a
+        // request releases nothing, which the grant's check then knows.
+        if is_response(sole.call_id) {
+            self.flow.on_grant(sole.credit_grant, allowance, end)?;
+            self.take_response(sole.call_id, allowance, payload, h)?;
         } else {
-            0
-        };
-        self.flow
-            .on_grant(sole.credit_grant, released, pos + sole.total)?;
-        self.take_message(sole.call_id, allowance, payload, h)?;
+            self.flow.on_grant(sole.credit_grant, 0, end)?;
+            self.take_request(sole.call_id, allowance, payload, h)?;
+        }
         Ok(sole.total)
     }
 
@@ -269,42 +271,67 @@ impl<U> Endpoint<U> {
         h: &mut H,
     ) -> Result<(), RpcError> {
         if is_response(call_id) {
-            let id = from_response_id(call_id);
-            let len = payload.len() as u32;
-            let flow = &mut self.flow;
-            // One look-up of the call: checked, then taken.
-            let user = self.pending.take_checked(id, |reserved| {
-                if allowance != reserved {
-                    return Err(RpcError::AllowanceMismatch {
-                        call_id: id,
-                        got: allowance,
-                        reserved,
-                    });
-                }
-                if padded_message_size(len) + FLOW_METADATA_SIZE as u64 > reserved {
-                    return Err(RpcError::ResponseOverAllowance {
-                        call_id: id,
-                        len,
-                        reserved,
-                    });
-                }
-                flow.on_response(allowance)?;
-                Ok(())
-            })?;
-            self.stats.responses += 1;
-            self.took |= TOOK_RESPONSE;
-            h.on_response(id, user, payload);
+            self.take_response(call_id, allowance, payload, h)
         } else {
-            self.flow.on_request(allowance)?;
-            self.stats.requests += 1;
-            self.took |= TOOK_REQUEST;
-            let req = Request { call_id, allowance };
-            match h.answer(req, payload) {
-                Some(resp) if self.answer_fits(&req, resp.len()) => {
-                    self.write_reply_in_place(&req, resp);
-                }
-                _ => h.on_request(req, payload),
+            self.take_request(call_id, allowance, payload, h)
+        }
+    }
+
+    /// [`take_message`](Self::take_message) for a response.
+    #[inline(always)]
+    fn take_response<H: Handler<U>>(
+        &mut self,
+        call_id: u32,
+        allowance: u64,
+        payload: &[u8],
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        let id = from_response_id(call_id);
+        let len = payload.len() as u32;
+        let flow = &mut self.flow;
+        // One look-up of the call: checked, then taken.
+        let user = self.pending.take_checked(id, |reserved| {
+            if allowance != reserved {
+                return Err(RpcError::AllowanceMismatch {
+                    call_id: id,
+                    got: allowance,
+                    reserved,
+                });
             }
+            if padded_message_size(len) + FLOW_METADATA_SIZE as u64 > reserved {
+                return Err(RpcError::ResponseOverAllowance {
+                    call_id: id,
+                    len,
+                    reserved,
+                });
+            }
+            flow.on_response(allowance)?;
+            Ok(())
+        })?;
+        self.stats.responses += 1;
+        self.took |= TOOK_RESPONSE;
+        h.on_response(id, user, payload);
+        Ok(())
+    }
+
+    /// [`take_message`](Self::take_message) for a request.
+    #[inline(always)]
+    fn take_request<H: Handler<U>>(
+        &mut self,
+        call_id: u32,
+        allowance: u64,
+        payload: &[u8],
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        self.flow.on_request(allowance)?;
+        self.stats.requests += 1;
+        self.took |= TOOK_REQUEST;
+        let req = Request { call_id, allowance };
+        match h.answer(req, payload) {
+            Some(resp) if self.answer_fits(&req, resp.len()) => {
+                self.write_reply_in_place(&req, resp);
+            }
+            _ => h.on_request(req, payload),
         }
         Ok(())
     }
