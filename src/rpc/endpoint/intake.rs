@@ -327,11 +327,12 @@ impl<U> Endpoint<U> {
         self.stats.requests += 1;
         self.took |= TOOK_REQUEST;
         let req = Request { call_id, allowance };
-        match h.answer(req, payload) {
-            Some(resp) if self.answer_fits(&req, resp.len()) => {
-                self.write_reply_in_place(&req, resp);
-            }
-            _ => h.on_request(req, payload),
+        let answered = match h.answer(req, payload) {
+            Some(resp) => self.write_reply_in_place(&req, resp),
+            None => false,
+        };
+        if !answered {
+            h.on_request(req, payload);
         }
         Ok(())
     }
