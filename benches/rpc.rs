@@ -25,7 +25,10 @@
 //!   trip in a function of its own (`phase_call`: the client's call and flush;
 //!   `phase_serve`: the server's poll; `phase_take`: the client's poll that
 //!   takes the response; `phase_idle`: its next poll, which runs what the
-//!   first deferred), for callgrind's inclusive per-function counts.
+//!   first deferred; `phase_idle_serve`: the server's next poll, which runs
+//!   what its answering poll deferred, as `rpc serve` spinning on `poll` does
+//!   while the client takes the response), for callgrind's inclusive
+//!   per-function counts (`*phase_idle*` takes both idle polls).
 //! * `rpc ep PATH`: depth-1 round trips against a running `rpc serve` with a
 //!   minimal client loop (core 1), to separate the bench's own bookkeeping.
 //! * `rpc lines [REPS]`: the cache-line floor of a round trip, two threads on
@@ -153,6 +156,10 @@ fn local_shm(rounds: u64, phases: bool, token: bool) {
         fn phase_idle(cl: &mut Endpoint<u64>, tc: &mut ShmTransport, hc: &mut Client) {
             cl.poll(tc, hc).unwrap();
         }
+        #[inline(never)]
+        fn phase_idle_serve(s: &mut Endpoint<()>, ts: &mut ShmTransport, hs: &mut Server) {
+            s.poll(ts, hs).unwrap();
+        }
         for i in 0..rounds {
             phase_call(&mut cl, &mut tc, &msg, i);
             phase_serve(&mut s, &mut ts, &mut hs);
@@ -163,6 +170,8 @@ fn local_shm(rounds: u64, phases: bool, token: bool) {
                 phase_serve(&mut s, &mut ts, &mut hs);
                 phase_take(&mut cl, &mut tc, &mut hc);
             }
+            // The server spins on `poll` while the client takes the response.
+            phase_idle_serve(&mut s, &mut ts, &mut hs);
             phase_idle(&mut cl, &mut tc, &mut hc);
         }
     }

@@ -107,6 +107,11 @@ pub struct Flow {
     peer_r: u64,
     peer_capacity: u64,
     reported_consumer: u64,
+    /// The most bytes in flight at which the invariant holds whatever `R`
+    /// is: `C - 2 * R` at the largest `R` can be (`max_R`, or the initial
+    /// credit if larger). Below it the invariant needs no arithmetic on `R`
+    /// (every call and every grant at queue depth 1).
+    room_at_max: u64,
 }
 
 impl Flow {
@@ -132,6 +137,7 @@ impl Flow {
             peer_r: peer_initial,
             peer_capacity,
             reported_consumer: 0,
+            room_at_max: capacity.saturating_sub(max_r.max(local_initial).saturating_mul(2)),
         }
     }
 
@@ -151,6 +157,13 @@ impl Flow {
     #[inline]
     pub fn max_resp_reservation(&self) -> u64 {
         self.max_r
+    }
+
+    /// What the policy still lets this side grant: `max_R - R` (0 when `R`
+    /// is at or above its cap). Under 32 bytes, no grant can be given.
+    #[inline]
+    pub fn policy_room(&self) -> u64 {
+        self.max_r - self.r.min(self.max_r)
     }
 
     /// Credit the peer granted this side, available for calls.
@@ -188,7 +201,8 @@ impl Flow {
     /// Whether `extra` more bytes fit under the invariant.
     #[inline]
     pub fn has_room(&self, producer: u64, extra: u64) -> bool {
-        self.invariant_holds(producer.saturating_add(extra))
+        let end = producer.saturating_add(extra);
+        self.in_flight(end) <= self.room_at_max || self.invariant_holds(end)
     }
 
     /// The grant the invariant allows with the send ring at `producer`
@@ -215,15 +229,25 @@ impl Flow {
         if self.r >= self.max_r {
             return 0;
         }
-        let g = self.grant(producer);
+        // Little in flight (the common case): the invariant allows at least
+        // `max_R - R`, so the policy term is the grant.
+        let g = if self.in_flight(producer) <= self.room_at_max {
+            align_down(self.max_r - self.r)
+        } else {
+            self.grant(producer)
+        };
         self.r += g;
         g
     }
 
-    /// Records the consumer position this side exposed to the peer.
+    /// Records the consumer position this side exposed to the peer: at least
+    /// the last one recorded (a receive consumer only grows).
     #[inline]
     pub fn note_reported_consumer(&mut self, pos: u64) {
-        self.reported_consumer = self.reported_consumer.max(pos);
+        // The endpoint reports its current consumer, which only grows: the
+        // latest is the largest (a store, not a maximum, at every flush).
+        debug_assert!(pos >= self.reported_consumer);
+        self.reported_consumer = pos;
     }
 
     /// Reserves credit for a call. Returns the internal allowance.
@@ -247,8 +271,12 @@ impl Flow {
     /// Releases the reservation of a response that was written.
     #[inline]
     pub fn release_reply(&mut self, allowance: u64) {
-        self.r = self.r.saturating_sub(allowance);
-        self.outstanding_in = self.outstanding_in.saturating_sub(allowance);
+        // Both hold it: a reply's reservation is outstanding (`reply` checks,
+        // an answer during intake was just taken), and `on_request` keeps the
+        // outstanding reservations within `R`.
+        debug_assert!(allowance <= self.outstanding_in && self.outstanding_in <= self.r);
+        self.r -= allowance;
+        self.outstanding_in -= allowance;
     }
 
     /// Takes a peer consumer position (piggy-backed or read). Stale values are
@@ -288,8 +316,14 @@ impl Flow {
         // The peer cannot know more of our consumer than we exposed, so at least
         // this much of its data was in flight when it computed the grant.
         let in_flight = batch_end.saturating_sub(self.reported_consumer);
-        let need = in_flight.saturating_add(reservation.saturating_mul(2));
-        if need > self.peer_capacity {
+        // `in_flight + 2 * reservation <= C`, saturating, as `R <= (C -
+        // in_flight) / 2` (one subtraction and a shift instead of a
+        // saturating product and sum: on the round trip, every response).
+        let fits = self
+            .peer_capacity
+            .checked_sub(in_flight)
+            .is_some_and(|room| reservation <= room / 2);
+        if !fits {
             return Err(FlowError::GrantBreaksInvariant {
                 grant,
                 reservation,
@@ -377,11 +411,41 @@ mod test {
         for r in (0..=1120).step_by(32) {
             for producer in (0..4200).step_by(24) {
                 for remote in [0, 96, 1000] {
-                    let mut f = Flow::new(4096, 1024, r, 1024, 4096);
-                    f.remote_consumer = remote.min(producer);
-                    let g = f.grant(producer);
-                    assert_eq!(f.take_grant(producer), g);
-                    assert_eq!(f.resp_reservation(), r + g);
+                    // R as the initial credit, and R after replies released
+                    // some of an initial credit at the cap.
+                    for initial in [r, 1024] {
+                        let mut f = Flow::new(4096, 1024, initial, 1024, 4096);
+                        f.r = r.min(1024.max(initial));
+                        f.remote_consumer = remote.min(producer);
+                        let (r0, g) = (f.r, f.grant(producer));
+                        assert_eq!(f.take_grant(producer), g);
+                        assert_eq!(f.resp_reservation(), r0 + g);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `has_room` is `invariant_holds` at the end of the extra bytes, with
+    /// or without its shortcut for little in flight, at every producer,
+    /// reservation (also above the cap, as an initial credit may be) and
+    /// consumer around the limits.
+    #[test]
+    fn has_room_is_the_invariant() {
+        for (max_r, initial) in [(1024, 1024), (1024, 0), (512, 1024), (64, 64)] {
+            for r in (0..=1120).step_by(32) {
+                for producer in (0..4400).step_by(24) {
+                    for remote in [0, 96, 1000, 4000] {
+                        for extra in [0, 32, 96, 3000, u64::MAX] {
+                            let mut f = Flow::new(4096, max_r, initial, 1024, 4096);
+                            f.r = r.min(max_r.max(initial));
+                            f.remote_consumer = remote.min(producer);
+                            assert_eq!(
+                                f.has_room(producer, extra),
+                                f.invariant_holds(producer.saturating_add(extra))
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -422,6 +486,71 @@ mod test {
         // Responses release it.
         f.on_response(1024).unwrap();
         assert!(f.on_response(4096).is_err());
+    }
+
+    /// `on_grant`'s verdict is the invariant's saturating sum (`in_flight`
+    /// plus twice the reservation, at most `C`), for grants, releases,
+    /// positions and reservations around the limits and far beyond them.
+    #[test]
+    fn grant_check_is_the_saturating_sum() {
+        let big = [
+            0u64,
+            1,
+            31,
+            32,
+            64,
+            1000,
+            2048,
+            4064,
+            4096,
+            4128,
+            1 << 40,
+            u64::MAX / 2,
+            u64::MAX - 31,
+        ];
+        for peer_r in [0u64, 64, 1024, 2048, 2080] {
+            for &grant in &big {
+                for released in [0u64, 64, peer_r, peer_r + 32] {
+                    for &batch_end in &big {
+                        for reported in [0u64, 96, 4000] {
+                            let mut f = Flow::new(4096, 1024, 1024, 1024, 4096);
+                            f.peer_r = peer_r;
+                            f.reported_consumer = reported;
+                            let before = f.clone();
+                            let got = f.on_grant(grant, released, batch_end);
+                            let want = if grant % 32 != 0 {
+                                Err(FlowError::UnalignedGrant(grant))
+                            } else if released > peer_r {
+                                Err(FlowError::ReleaseOverReservation {
+                                    released,
+                                    reserved: peer_r,
+                                })
+                            } else if grant == 0 {
+                                Ok(())
+                            } else {
+                                let reservation = (peer_r - released).saturating_add(grant);
+                                let in_flight = batch_end.saturating_sub(reported);
+                                let need = in_flight.saturating_add(reservation.saturating_mul(2));
+                                if need > 4096 {
+                                    Err(FlowError::GrantBreaksInvariant {
+                                        grant,
+                                        reservation,
+                                        in_flight,
+                                        capacity: 4096,
+                                    })
+                                } else {
+                                    Ok(())
+                                }
+                            };
+                            assert_eq!(got, want, "grant {grant} released {released} end {batch_end} reported {reported} R {peer_r}");
+                            let grown = if got.is_ok() { grant } else { 0 };
+                            assert_eq!(f.peer_r, before.peer_r + grown);
+                            assert_eq!(f.peer_credit, before.peer_credit + grown);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -140,6 +140,17 @@ impl SendRing {
         self.meta_pos.is_some()
     }
 
+    /// Whether everything written was handed to the transport: nothing
+    /// unflushed and no batch open (an open batch's metadata block is
+    /// written, unflushed data: one comparison answers both).
+    #[inline]
+    pub fn all_flushed(&self) -> bool {
+        debug_assert!(self.flushed <= self.producer);
+        let all = self.flushed == self.producer;
+        debug_assert!(!all || self.meta_pos.is_none());
+        all
+    }
+
     /// Messages in the open batch.
     #[inline]
     pub fn batch_count(&self) -> u32 {
@@ -257,6 +268,32 @@ impl SendRing {
     #[inline(always)]
     pub fn append_message(&mut self, repr: MessageRepr, payload: &[u8]) {
         self.open_batch();
+        self.put_message(repr, payload);
+    }
+
+    /// [`append_message`](Self::append_message) when the message fits
+    /// before the ring end without a wrap (else nothing changes): the
+    /// check [`needs_wrap`](Self::needs_wrap) makes and the append, with
+    /// the batch's state read once. Returns whether it appended.
+    #[inline(always)]
+    pub fn append_if_fits(&mut self, repr: MessageRepr, payload: &[u8]) -> bool {
+        let open = self.meta_pos.is_some();
+        let meta = if open { 0 } else { FLOW_METADATA_SIZE as u64 };
+        if !fits_before_end(self.producer, repr.buffer_len() + meta, self.size) {
+            return false;
+        }
+        if !open {
+            self.meta_pos = Some(self.producer);
+            self.producer += FLOW_METADATA_SIZE as u64;
+        }
+        self.put_message(repr, payload);
+        true
+    }
+
+    /// Writes a message at the producer, in the open batch.
+    #[inline(always)]
+    fn put_message(&mut self, repr: MessageRepr, payload: &[u8]) {
+        debug_assert!(self.meta_pos.is_some());
         let off = self.offset(self.producer);
         let padded = repr.buffer_len() as usize;
         let slot = &mut self.buf[off..off + padded];
@@ -545,6 +582,52 @@ mod test {
         assert_eq!(b2.meta().credit_grant, 64);
         r.mark_flushed(&s2);
         assert!(r.next_segment().is_none());
+    }
+
+    /// `append_if_fits` is `needs_wrap` then `append_message`: at every
+    /// ring offset, with a batch open or not, for messages up to the ring's
+    /// size, it appends exactly when no wrap is needed (the same bytes and
+    /// state as `append_message`) and otherwise changes nothing.
+    #[test]
+    fn append_if_fits_is_needs_wrap_then_append() {
+        let state = |r: &SendRing| {
+            (
+                r.buf.to_vec(),
+                r.producer,
+                r.flushed,
+                r.meta_pos,
+                r.batch_count,
+            )
+        };
+        for start in (0..512u64).step_by(32) {
+            for open in [false, true] {
+                for len in [0u32, 20, 32, 52, 100, 200, 400] {
+                    let mut a = SendRing::new(256).unwrap();
+                    a.producer = start;
+                    a.flushed = start;
+                    if open && fits_before_end(start, 32, 256) {
+                        a.open_batch();
+                    }
+                    let mut b = SendRing::new(256).unwrap();
+                    (b.producer, b.flushed, b.meta_pos) = (a.producer, a.flushed, a.meta_pos);
+                    let repr = MessageRepr {
+                        call_id: 7,
+                        piggyback: 3,
+                        len,
+                    };
+                    let payload: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
+                    let before = state(&a);
+                    let wrap = a.needs_wrap(padded_message_size(len));
+                    assert_eq!(a.append_if_fits(repr, &payload), !wrap);
+                    if wrap {
+                        assert_eq!(state(&a), before);
+                    } else {
+                        b.append_message(repr, &payload);
+                        assert_eq!(state(&a), state(&b));
+                    }
+                }
+            }
+        }
     }
 
     #[test]

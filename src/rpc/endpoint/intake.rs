@@ -41,7 +41,7 @@ impl<U> Endpoint<U> {
                 self.recv.advance(decode_imm(imm))?;
             }
         }
-        if !got && self.settled && !self.has_unflushed() && !self.send.batch_open() {
+        if !got && self.settled && self.send.all_flushed() {
             // Nothing arrived and nothing changed since a poll that had nothing
             // left to do: the rest would decide the same again. Warm the send
             // ring's next lines while waiting.
@@ -54,11 +54,8 @@ impl<U> Endpoint<U> {
             let n = self.take_batch(t.recv_bytes(offset, len), pos, h)?;
             self.recv.consume(n);
         }
-        if self.took == TOOK_RESPONSE
-            && !self.deferred
-            && !self.send.batch_open()
-            && !self.has_unflushed()
-        {
+        let deferred = self.deferred;
+        if self.took == TOOK_RESPONSE && !deferred && self.send.all_flushed() {
             // Responses only, and nothing to send: a caller waiting for its
             // answer (at queue depth 1, on the round trip) gets it now, and the
             // rest (the consumer position for the peer's fallback read, a read
@@ -79,6 +76,17 @@ impl<U> Endpoint<U> {
             }
         }
         let quiet = self.flush_inner(t)?;
+        if !quiet && !deferred {
+            // Something went out (at queue depth 1, a server's answer: the
+            // round trip goes on at the peer while the rest of this poll
+            // runs). The rest (the consumer position for the peer's fallback
+            // read, whether this side has settled) waits for the next poll,
+            // not settled: a server spinning on `poll` runs it before the next
+            // request arrives. As above, only every other poll may skip it.
+            self.deferred = true;
+            self.settled = false;
+            return Ok(());
+        }
         // The consumer position for the peer's fallback read goes out after the
         // flush: every batch carries it in its metadata anyway, and an answer
         // written during intake leaves a few instructions sooner.
@@ -121,11 +129,7 @@ impl<U> Endpoint<U> {
         if self.want_read {
             return true;
         }
-        let by_policy = self.flow.max_resp_reservation()
-            - self
-                .flow
-                .resp_reservation()
-                .min(self.flow.max_resp_reservation());
+        let by_policy = self.flow.policy_room();
         // R at its cap (every poll after a flush that granted the rest):
         // no grant to judge, so no target to compute.
         if by_policy < ALIGNMENT {
@@ -200,14 +204,16 @@ impl<U> Endpoint<U> {
         self.flow
             .on_remote_consumer(sole.consumer_pos, self.send.flushed())?;
         let allowance = u64::from(sole.piggyback) * ALIGNMENT;
-        let released = if is_response(sole.call_id) {
-            allowance
+        let end = pos + sole.total;
+        // One branch on the message's kind for the grant and the message: a
+        // request releases nothing, which the grant's check then knows.
+        if is_response(sole.call_id) {
+            self.flow.on_grant(sole.credit_grant, allowance, end)?;
+            self.take_response(sole.call_id, allowance, payload, h)?;
         } else {
-            0
-        };
-        self.flow
-            .on_grant(sole.credit_grant, released, pos + sole.total)?;
-        self.take_message(sole.call_id, allowance, payload, h)?;
+            self.flow.on_grant(sole.credit_grant, 0, end)?;
+            self.take_request(sole.call_id, allowance, payload, h)?;
+        }
         Ok(sole.total)
     }
 
@@ -265,42 +271,68 @@ impl<U> Endpoint<U> {
         h: &mut H,
     ) -> Result<(), RpcError> {
         if is_response(call_id) {
-            let id = from_response_id(call_id);
-            let len = payload.len() as u32;
-            let flow = &mut self.flow;
-            // One look-up of the call: checked, then taken.
-            let user = self.pending.take_checked(id, |reserved| {
-                if allowance != reserved {
-                    return Err(RpcError::AllowanceMismatch {
-                        call_id: id,
-                        got: allowance,
-                        reserved,
-                    });
-                }
-                if padded_message_size(len) + FLOW_METADATA_SIZE as u64 > reserved {
-                    return Err(RpcError::ResponseOverAllowance {
-                        call_id: id,
-                        len,
-                        reserved,
-                    });
-                }
-                flow.on_response(allowance)?;
-                Ok(())
-            })?;
-            self.stats.responses += 1;
-            self.took |= TOOK_RESPONSE;
-            h.on_response(id, user, payload);
+            self.take_response(call_id, allowance, payload, h)
         } else {
-            self.flow.on_request(allowance)?;
-            self.stats.requests += 1;
-            self.took |= TOOK_REQUEST;
-            let req = Request { call_id, allowance };
-            match h.answer(req, payload) {
-                Some(resp) if self.answer_fits(&req, resp.len()) => {
-                    self.write_reply_in_place(&req, resp);
-                }
-                _ => h.on_request(req, payload),
+            self.take_request(call_id, allowance, payload, h)
+        }
+    }
+
+    /// [`take_message`](Self::take_message) for a response.
+    #[inline(always)]
+    fn take_response<H: Handler<U>>(
+        &mut self,
+        call_id: u32,
+        allowance: u64,
+        payload: &[u8],
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        let id = from_response_id(call_id);
+        let len = payload.len() as u32;
+        let flow = &mut self.flow;
+        // One look-up of the call: checked, then taken.
+        let user = self.pending.take_checked(id, |reserved| {
+            if allowance != reserved {
+                return Err(RpcError::AllowanceMismatch {
+                    call_id: id,
+                    got: allowance,
+                    reserved,
+                });
             }
+            if padded_message_size(len) + FLOW_METADATA_SIZE as u64 > reserved {
+                return Err(RpcError::ResponseOverAllowance {
+                    call_id: id,
+                    len,
+                    reserved,
+                });
+            }
+            flow.on_response(allowance)?;
+            Ok(())
+        })?;
+        self.stats.responses += 1;
+        self.took |= TOOK_RESPONSE;
+        h.on_response(id, user, payload);
+        Ok(())
+    }
+
+    /// [`take_message`](Self::take_message) for a request.
+    #[inline(always)]
+    fn take_request<H: Handler<U>>(
+        &mut self,
+        call_id: u32,
+        allowance: u64,
+        payload: &[u8],
+        h: &mut H,
+    ) -> Result<(), RpcError> {
+        self.flow.on_request(allowance)?;
+        self.stats.requests += 1;
+        self.took |= TOOK_REQUEST;
+        let req = Request { call_id, allowance };
+        let answered = match h.answer(req, payload) {
+            Some(resp) => self.write_reply_in_place(&req, resp),
+            None => false,
+        };
+        if !answered {
+            h.on_request(req, payload);
         }
         Ok(())
     }

@@ -13,8 +13,9 @@
 //!    reads the peer's when the piggy-backed one went stale, and emits one
 //!    write-with-immediate per contiguous run of closed batches (one per batch
 //!    unless a wrap marker ends the ring lap). A poll that took in only
-//!    responses and has nothing to send returns after the intake and leaves
-//!    the rest to the next poll (at most every other poll does so).
+//!    responses and has nothing to send returns after the intake, and one
+//!    that sent something returns after the send: either leaves the rest to
+//!    the next poll (at most every other poll does so).
 //!
 //! Requests are taken in order; replies may be sent in any order: a [`Request`]
 //! is a small `Copy` token. Pending calls live in a slab keyed by call id.
@@ -267,32 +268,51 @@ pub struct Stats {
     pub consumer_reads: u64,
 }
 
+/// A slot of the pending-call slab: a pending call, or a link of the free
+/// list threaded through the free slots.
+enum Slot<U> {
+    Free { next: u32 },
+    Used { user: U, reserved: u64 },
+}
+
+/// Pending calls by call id. The free slots form a LIFO list through the
+/// slots themselves (the most recently freed id is reused first, as the
+/// `Vec` of free ids before it did, so call ids on the wire are the same):
+/// no second vector to push to and pop from, with its capacity check.
 struct Slab<U> {
-    slots: Vec<Option<(U, u64)>>,
-    free: Vec<u32>,
+    slots: Vec<Slot<U>>,
+    /// The first free slot; `slots.len()` when none is.
+    head: u32,
     len: u32,
 }
 
 impl<U> Slab<U> {
     fn new(cap: u32) -> Self {
-        let mut slots = Vec::with_capacity(cap as usize);
-        slots.resize_with(cap as usize, || None);
         Slab {
-            slots,
-            free: (0..cap).rev().collect(),
+            slots: (1..=cap).map(|next| Slot::Free { next }).collect(),
+            head: 0,
             len: 0,
         }
     }
     #[inline]
     fn is_full(&self) -> bool {
-        self.free.is_empty()
+        self.head as usize >= self.slots.len()
     }
     #[inline(always)]
     fn insert(&mut self, user: U, allowance: u64) -> Result<u32, U> {
-        let Some(id) = self.free.pop() else {
+        let id = self.head;
+        let Some(slot) = self.slots.get_mut(id as usize) else {
             return Err(user);
         };
-        self.slots[id as usize] = Some((user, allowance));
+        let Slot::Free { next } = *slot else {
+            // Never: the list links free slots only.
+            return Err(user);
+        };
+        *slot = Slot::Used {
+            user,
+            reserved: allowance,
+        };
+        self.head = next;
         self.len += 1;
         Ok(id)
     }
@@ -308,16 +328,21 @@ impl<U> Slab<U> {
         let Some(slot) = self.slots.get_mut(id as usize) else {
             return Err(RpcError::UnknownCallId(id));
         };
-        let Some((user, reserved)) = slot.take() else {
-            return Err(RpcError::UnknownCallId(id));
-        };
-        if let Err(e) = check(reserved) {
-            *slot = Some((user, reserved));
-            return Err(e);
+        match std::mem::replace(slot, Slot::Free { next: self.head }) {
+            Slot::Used { user, reserved } => {
+                if let Err(e) = check(reserved) {
+                    *slot = Slot::Used { user, reserved };
+                    return Err(e);
+                }
+                self.head = id;
+                self.len -= 1;
+                Ok(user)
+            }
+            free => {
+                *slot = free;
+                Err(RpcError::UnknownCallId(id))
+            }
         }
-        self.free.push(id);
-        self.len -= 1;
-        Ok(user)
     }
 }
 
@@ -333,7 +358,7 @@ pub struct Endpoint<U> {
     want_read: bool,
     published: u64,
     settled: bool,
-    /// The last `poll` took responses in and skipped its tail (see `poll_inner`).
+    /// The last `poll` skipped its tail (see `poll_inner`): the next runs it.
     deferred: bool,
     /// What the current `poll` took in: `intake::TOOK_*` bits.
     took: u8,

@@ -98,13 +98,6 @@ impl<U> Endpoint<U> {
         Ok(())
     }
 
-    /// Whether an answer of `len` bytes to `req` may be written during intake:
-    /// within the reservation and without a wrap (see [`Handler::answer`]).
-    #[inline]
-    pub(super) fn answer_fits(&self, req: &Request, len: usize) -> bool {
-        len <= req.max_response() as usize && !self.send.needs_wrap(padded_message_size(len as u32))
-    }
-
     /// Writes the response to `req` (checked by the caller) and releases its
     /// reservation.
     #[inline]
@@ -116,18 +109,23 @@ impl<U> Endpoint<U> {
         self.stats.replies += 1;
     }
 
-    /// [`write_reply`](Self::write_reply) for an answer written during
-    /// intake, which [`answer_fits`](Self::answer_fits) found needs no wrap.
+    /// [`write_reply`](Self::write_reply) for an answer given during intake,
+    /// when it fits: within the reservation and without a wrap (see
+    /// [`Handler::answer`](super::Handler::answer)). Returns whether it
+    /// wrote it (else nothing changed).
     #[inline(always)]
-    pub(super) fn write_reply_in_place(&mut self, req: &Request, payload: &[u8]) {
-        debug_assert!(!self
-            .send
-            .needs_wrap(padded_message_size(payload.len() as u32)));
+    pub(super) fn write_reply_in_place(&mut self, req: &Request, payload: &[u8]) -> bool {
+        if payload.len() > req.max_response() as usize
+            || !self
+                .send
+                .append_if_fits(reply_repr(req, payload.len() as u32), payload)
+        {
+            return false;
+        }
         self.settled = false;
-        self.send
-            .append_message(reply_repr(req, payload.len() as u32), payload);
         self.flow.release_reply(req.allowance);
         self.stats.replies += 1;
+        true
     }
 
     /// Appends a message, wrapping first when it would not fit before the ring
@@ -206,6 +204,13 @@ impl<U> Endpoint<U> {
         let sole = self.send.sole_batch();
         let flow = &mut self.flow;
         let Some(seg) = self.send.close_sole(consumer, |end| flow.take_grant(end)) else {
+            // Nothing written, nothing unflushed, and no grant possible (`R`
+            // at its cap, so no credit batch is due): nothing to do, as
+            // `flush_general` would find, without its frame (every idle poll
+            // that runs its tail at queue depth 1).
+            if self.send.all_flushed() && self.flow.policy_room() < ALIGNMENT {
+                return Ok(true);
+            }
             return self.flush_general(t);
         };
         #[cfg(debug_assertions)]
@@ -294,13 +299,7 @@ impl<U> Endpoint<U> {
         // No grant can reach 32 bytes when R is within 32 of its cap (a client
         // that is never called stays there): the common answer, without the
         // ring arithmetic below (this runs after every response at depth 1).
-        if self.flow.max_resp_reservation()
-            - self
-                .flow
-                .resp_reservation()
-                .min(self.flow.max_resp_reservation())
-            < ALIGNMENT
-        {
+        if self.flow.policy_room() < ALIGNMENT {
             return None;
         }
         let producer = self.send.producer();
