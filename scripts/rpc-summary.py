@@ -10,13 +10,15 @@ depth-1 ratio differs between the two, so a median over a mix of them says
 which regime most runs landed in, not whether the code met its target. Each
 run is put in a regime by its own two-line ping-pong p50 and depth-1 p50: both
 under 1.6x the lowest of the runs is `fast`, both over is `slow`, one of each
-(the placement changed inside the run) is `mixed`, left out of the per-regime
-figures. When every run is in the same regime they are all `one`: the split is
-relative to the fastest run and says nothing about absolute speed.
+(the placement changed between the two) is `mixed`, and so is a run whose
+two-line ping-pong or depth-1 measurement changed rate inside it (its median
+1 ms window under 0.6 of its best one); mixed runs are left out of the
+per-regime figures. When no steady run is slow they are all `one`: the split
+is relative to the fastest run and says nothing about absolute speed.
 
 The SUMMARY line keeps issue 19's definition (the median over all runs); the
 REGIMES line gives each regime's median ratio and its verdict, and says
-whether every regime that has a run meets the target.
+whether every regime judged (those with a steady run) meets the target.
 """
 import json
 import statistics
@@ -25,10 +27,19 @@ import sys
 TARGET = 1.5  # depth-1 p50 / two-line ping-pong p50 (issue 19)
 RATE_TARGET = 10e6  # RPC/s at depth 256
 SPLIT = 1.6  # a run more than this over the fastest is in the other regime
+STEADY = 0.6  # median 1 ms window over the best one, below which the rate changed inside
 
 
 def depth(run, d):
     return next(x for x in run["depths"] if x["depth"] == d)
+
+
+def steady(part):
+    """Whether a measurement kept one rate: its median 1 ms window at least
+    STEADY of its best (a regime change inside it leaves the median far
+    below the best windows of the faster regime)."""
+    w = part["windows"]
+    return w["median_per_sec"] >= STEADY * w["max_per_sec"]
 
 
 def classify(runs):
@@ -37,11 +48,14 @@ def classify(runs):
     d1 = [depth(r, 1)["latency"]["p50_ns"] for r in runs]
     t0, d0 = min(two), min(d1)
     out = []
-    for t, d in zip(two, d1):
+    for r, t, d in zip(runs, two, d1):
         fast_t, fast_d = t < SPLIT * t0, d < SPLIT * d0
+        if not (steady(r["pingpong_two_lines"]) and steady(depth(r, 1))):
+            out.append("mixed")
+            continue
         out.append("fast" if fast_t and fast_d else "slow" if not (fast_t or fast_d) else "mixed")
-    if all(g == "fast" for g in out):
-        out = ["one"] * len(out)
+    if "slow" not in out:
+        out = ["one" if g == "fast" else g for g in out]
     return out
 
 
@@ -115,7 +129,7 @@ def main():
     mixed = figs.get("mixed", {}).get("runs", 0)
     print(f"REGIMES: {'; '.join(parts) or 'no run in a single regime'}"
           f"{f'; {mixed} mixed run(s) left out' if mixed else ''}"
-          f"; every regime seen meets the target: {'yes' if every else 'no'}")
+          f"; every regime judged ({', '.join(judged) or 'none'}) meets the target: {'yes' if every else 'no'}")
     with open(f"{out}/summary.json", "w") as fh:
         json.dump({
             "runs": n,
