@@ -91,7 +91,10 @@ fn one_regime_is_judged_as_one() {
         dir.path(),
         &[(120, 168, true), (130, 190, true), (110, 160, true)],
     );
-    assert_eq!(j["regime_per_run"], serde_json::json!(["one", "one", "one"]));
+    assert_eq!(
+        j["regime_per_run"],
+        serde_json::json!(["one", "one", "one"])
+    );
     assert_eq!(j["regimes"]["one"]["runs"], 3);
     assert_eq!(j["met_every_regime"], true, "{text}");
     assert!(
