@@ -305,9 +305,6 @@ pub struct ShmTransport {
     /// before it are released.
     released: u64,
     base: *mut u8,
-    /// Both receive rings and both completion rings, by side.
-    rings: [*mut u8; 2],
-    slots: [*mut u8; 2],
     /// This side's receive ring and the peer's, and `ring_size - 1`: the
     /// per-write and per-poll address arithmetic without the side index.
     my_ring: *mut u8,
@@ -343,7 +340,8 @@ pub struct ShmTransport {
     prefetchw: bool,
 }
 
-// SAFETY: `base` and every other pointer field (rings, slots, the token line)
+// SAFETY: `base` and every other pointer field (the rings, the completion
+// rings and their next slots, the token line)
 // point into `map`, which the struct owns (moving the struct does not move the
 // mapping); every access through them is either an atomic or covered by the
 // ring protocol, not by thread affinity.
@@ -427,10 +425,12 @@ impl ShmTransport {
     /// tests'; the data path keeps its slots in `recv_slot` and `send_slot`).
     #[cfg(test)]
     fn slot_ptr(&self, side: usize, seq: u64) -> *mut u8 {
-        let idx = (seq & (self.comp_slots - 1)) as usize;
-        // In bounds: `idx < comp_slots` and the ring lies inside the mapping
-        // (its length was checked against the layout).
-        self.slots[side & 1].wrapping_add(idx * SLOT_SIZE)
+        let ring = if side & 1 == self.me {
+            self.my_slots
+        } else {
+            self.peer_slots
+        };
+        self.seq_slot(ring, seq)
     }
 
     /// Base of completion slot `seq` of the completion ring at `ring`

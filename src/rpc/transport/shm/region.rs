@@ -168,8 +168,6 @@ impl ShmTransport {
             held: None,
             released: 0,
             base,
-            rings: [base; 2],
-            slots: [base; 2],
             my_ring: base,
             peer_ring: base,
             ring_mask: 0,
@@ -197,17 +195,16 @@ impl ShmTransport {
         self.publish_every = comp_slots / 2;
         let ring = ring_size as usize;
         let comp = HEADER_SIZE + 2 * ring;
-        for side in 0..2 {
-            // Inside the mapping: the layout (`layout_len`) fits its length.
-            self.rings[side] = self.base.wrapping_add(HEADER_SIZE + side * ring);
-            self.slots[side] = self
-                .base
-                .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE);
-        }
-        self.token = self.base.wrapping_add(token_offset(ring_size, comp_slots));
+        // Inside the mapping: the layout (`layout_len`) fits its length.
+        let ring_of = |side: usize| self.base.wrapping_add(HEADER_SIZE + side * ring);
+        let slots_of = |side: usize| {
+            self.base
+                .wrapping_add(comp + side * comp_slots as usize * SLOT_SIZE)
+        };
         let (me, peer) = (self.me & 1, (1 - self.me) & 1);
-        (self.my_ring, self.peer_ring) = (self.rings[me], self.rings[peer]);
-        (self.my_slots, self.peer_slots) = (self.slots[me], self.slots[peer]);
+        (self.my_ring, self.peer_ring) = (ring_of(me), ring_of(peer));
+        (self.my_slots, self.peer_slots) = (slots_of(me), slots_of(peer));
+        self.token = self.base.wrapping_add(token_offset(ring_size, comp_slots));
         self.ring_mask = ring_size - 1;
         self.slot_mask = (comp_slots as usize - 1) * SLOT_SIZE;
         self.set_recv_seq(self.recv_seq);
