@@ -87,7 +87,11 @@ def main():
         print("usage: rpc-summary.py DIR RUNS", file=sys.stderr)
         sys.exit(2)
     out, n = sys.argv[1], int(sys.argv[2])
-    runs = [json.load(open(f"{out}/run-{i}.json")) for i in range(1, n + 1)]
+    try:
+        runs = [json.load(open(f"{out}/run-{i}.json")) for i in range(1, n + 1)]
+    except (OSError, ValueError) as e:
+        print(f"rpc-summary: cannot read the runs in {out}: {e}", file=sys.stderr)
+        sys.exit(1)
     med = statistics.median
     pp_p50 = [r["pingpong"]["rtt"]["p50_ns"] for r in runs]
     pp_best = [r["pingpong"]["windows"]["max_per_sec"] for r in runs]
