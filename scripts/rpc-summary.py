@@ -16,6 +16,12 @@ two-line ping-pong or depth-1 measurement changed rate inside it (its median
 per-regime figures. When no steady run is slow they are all `one`: the split
 is relative to the fastest run and says nothing about absolute speed.
 
+Runs that measured the transport echo (the shm transport alone carrying the
+depth-1 batches, `rpc bench`'s `shm echo` line) add, per regime, the echo's
+p50 and what the endpoint adds over it (depth-1 p50 minus the echo's, median
+over the regime's runs): the round trip split into the floor, the transport's
+share and the endpoint's.
+
 The SUMMARY line keeps issue 19's definition (the median over all runs); the
 REGIMES line gives each regime's median ratio and its verdict, and says
 whether every regime judged (those with a steady run) meets the target.
@@ -70,8 +76,14 @@ def regime_figures(runs, regimes):
         d1 = [depth(r, 1)["latency"]["p50_ns"] for r in sel]
         ratios = [d / t for d, t in zip(d1, two)]
         means = [depth(r, 1)["mean_rtt_ns"] / r["pingpong_two_lines"]["mean_rtt_ns"] for r in sel]
+        echoes = [(depth(r, 1)["latency"]["p50_ns"], r["transport_echo"]["rtt"]["p50_ns"], t)
+                  for r, t in zip(sel, two) if r.get("transport_echo")]
         figs[name] = {
             "runs": len(sel),
+            "echo_runs": len(echoes),
+            "echo_p50_ns": statistics.median([e for _, e, _ in echoes]) if echoes else None,
+            "echo_vs_two_line": statistics.median([e / t for _, e, t in echoes]) if echoes else None,
+            "endpoint_over_echo_ns": statistics.median([d - e for d, e, _ in echoes]) if echoes else None,
             "two_line_p50_ns": statistics.median(two),
             "depth1_p50_ns": statistics.median(d1),
             "ratio_p50": statistics.median(ratios),
@@ -100,6 +112,12 @@ def main():
     pp2_p50 = [r["pingpong_two_lines"]["rtt"]["p50_ns"] for r in runs]
     print(f"  2-line p-p     RTT p50 {med(pp2_p50):7.0f} ns   ({med([a / b for a, b in zip(pp2_p50, pp_p50)]):.2f}x ping-pong; each side writes its own line,"
           " the floor of any write into the peer's memory)")
+    with_echo = [r for r in runs if r.get("transport_echo")]
+    if with_echo:
+        e50 = [r["transport_echo"]["rtt"]["p50_ns"] for r in with_echo]
+        e_vs = [r["transport_echo"]["rtt"]["p50_ns"] / r["pingpong_two_lines"]["rtt"]["p50_ns"] for r in with_echo]
+        print(f"  shm echo       RTT p50 {med(e50):7.0f} ns   ({med(e_vs):.2f}x the 2-line ping-pong; the transport alone carrying"
+              f" the depth-1 batches, {len(with_echo)} of {n} runs)")
     for d in (1, 256):
         xs = [depth(r, d) for r in runs]
         p50 = med([x["latency"]["p50_ns"] for x in xs])
@@ -121,7 +139,9 @@ def main():
     figs = regime_figures(runs, regimes)
     for name, f in figs.items():
         print(f"  {name:5} regime: {f['runs']} run(s), 2-line p50 {f['two_line_p50_ns']:5.0f} ns, depth-1 p50 {f['depth1_p50_ns']:5.0f} ns:"
-              f" {f['ratio_p50']:.2f}x (ratio of means {f['ratio_means']:.2f}x)")
+              f" {f['ratio_p50']:.2f}x (ratio of means {f['ratio_means']:.2f}x)"
+              + (f"; shm echo p50 {f['echo_p50_ns']:5.0f} ns ({f['echo_vs_two_line']:.2f}x 2-line),"
+                 f" endpoint {f['endpoint_over_echo_ns']:+.0f} ns over the echo" if f["echo_runs"] else ""))
     # Issue 19's target, as the issue states it: the median over all runs.
     print(f"SUMMARY: depth-1 p50 {r2:.2f}x the 2-line ping-pong (target <= {TARGET}x: {'MET' if r2 <= TARGET else 'NOT MET'}; "
           f"runs {min(per_run2):.2f}-{max(per_run2):.2f}x; {r1:.2f}x the one-line ping-pong); "

@@ -230,6 +230,29 @@ fn cli_two_processes(dir: &Path) {
         .as_ref()
         .expect("two-line ping-pong measured");
     assert!(pp2.rtt.count > 0 && pp2.mean_rtt_ns > 0.0);
+    // The transport echo ran over the server's second region (each answer's
+    // sequence checked), and depth 1 (only) says what the endpoint adds.
+    let echo = report
+        .transport_echo
+        .as_ref()
+        .expect("transport echo measured");
+    assert!(echo.rtt.count > 0 && echo.mean_rtt_ns > 0.0);
+    let over: Vec<_> = report
+        .depths
+        .iter()
+        .map(|d| d.p50_over_transport_echo_ns)
+        .collect();
+    assert_eq!(
+        over,
+        vec![
+            Some(report.depths[0].latency.p50_ns as i64 - echo.rtt.p50_ns as i64),
+            None
+        ]
+    );
+    assert!(
+        !path.with_file_name("cli-echo").exists(),
+        "serve removes the echo region"
+    );
     assert_eq!(report.depths.len(), 2);
     for d in &report.depths {
         assert!(d.rpcs > 0, "{d:?}");

@@ -9,6 +9,11 @@ use std::process::Command;
 /// reads); `steady` false: the depth-1 rate changed inside the run (its
 /// median 1 ms window far below its best).
 fn run_json(two_line: u64, d1: u64, steady: bool) -> String {
+    run_json_echo(two_line, d1, steady, None)
+}
+
+/// [`run_json`] with the transport echo's p50 when `echo` is given.
+fn run_json_echo(two_line: u64, d1: u64, steady: bool, echo: Option<u64>) -> String {
     let w = r#"{"median_per_sec": 1.9e6, "p90_per_sec": 1.9e6, "max_per_sec": 2e6}"#;
     let w1 = if steady {
         w
@@ -18,18 +23,30 @@ fn run_json(two_line: u64, d1: u64, steady: bool) -> String {
     format!(
         r#"{{"pingpong": {{"rtt": {{"p50_ns": {pp}}}, "windows": {w}, "mean_rtt_ns": {pp}}},
             "pingpong_two_lines": {{"rtt": {{"p50_ns": {two_line}}}, "windows": {w}, "mean_rtt_ns": {two_line}}},
+            "transport_echo": {echo},
             "depths": [
               {{"depth": 1, "latency": {{"p50_ns": {d1}}}, "mean_rtt_ns": {d1}, "rpc_per_sec": 4e6, "windows": {w1}}},
               {{"depth": 256, "latency": {{"p50_ns": 9000}}, "mean_rtt_ns": 9000, "rpc_per_sec": 2e7, "windows": {w}}}
             ]}}"#,
         pp = two_line * 9 / 10,
+        echo = echo.map_or("null".to_string(), |e| format!(
+            r#"{{"rtt": {{"p50_ns": {e}}}, "windows": {w}, "mean_rtt_ns": {e}}}"#
+        )),
     )
 }
 
 /// Writes the runs, runs the summary, returns its stdout and summary.json.
 fn summarize(dir: &Path, runs: &[(u64, u64, bool)]) -> (String, serde_json::Value) {
-    for (i, &(t, d, steady)) in runs.iter().enumerate() {
-        let json = run_json(t, d, steady);
+    let jsons: Vec<String> = runs
+        .iter()
+        .map(|&(t, d, steady)| run_json(t, d, steady))
+        .collect();
+    summarize_json(dir, &jsons)
+}
+
+/// [`summarize`] of runs already written as JSON.
+fn summarize_json(dir: &Path, runs: &[String]) -> (String, serde_json::Value) {
+    for (i, json) in runs.iter().enumerate() {
         std::fs::write(dir.join(format!("run-{}.json", i + 1)), json).unwrap();
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/rpc-summary.py");
@@ -101,4 +118,32 @@ fn one_regime_is_judged_as_one() {
         text.contains("every regime judged (one) meets the target: yes"),
         "{text}"
     );
+}
+
+#[test]
+fn the_echo_splits_each_regime_into_transport_and_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two fast runs with the echo (endpoint +40 and +60 over it), one fast
+    // run without (an older server), two slow runs with it.
+    let (text, j) = summarize_json(
+        dir.path(),
+        &[
+            run_json_echo(130, 190, true, Some(150)),
+            run_json_echo(130, 200, true, Some(140)),
+            run_json_echo(120, 190, true, None),
+            run_json_echo(480, 560, true, Some(500)),
+            run_json_echo(470, 550, true, Some(500)),
+        ],
+    );
+    let fast = &j["regimes"]["fast"];
+    assert_eq!(fast["runs"], 3, "{text}");
+    assert_eq!(fast["echo_runs"], 2);
+    assert_eq!(fast["echo_p50_ns"], 145.0);
+    assert_eq!(fast["endpoint_over_echo_ns"], 50.0);
+    assert_eq!(j["regimes"]["slow"]["endpoint_over_echo_ns"], 55.0);
+    assert!(
+        text.contains("shm echo p50   145 ns (1.12x 2-line), endpoint +50 ns over the echo"),
+        "{text}"
+    );
+    assert!(text.contains("4 of 5 runs"), "{text}");
 }

@@ -135,7 +135,7 @@ pub struct BenchArgs {
     /// Duration of each RPC measurement.
     #[arg(long, default_value = "2s", value_parser = duration_arg)]
     pub duration: Duration,
-    /// Duration of the ping-pong baseline (0 to skip it).
+    /// Duration of each baseline: the two ping-pongs and the shm transport echo (0 to skip them).
     #[arg(long, default_value = "1s", value_parser = duration_arg)]
     pub pingpong: Duration,
     /// Core to pin to.
@@ -289,6 +289,7 @@ fn print_report(r: &BenchReport) {
     for (name, p) in [
         ("ping-pong", &r.pingpong),
         ("2-line p-p", &r.pingpong_two_lines),
+        ("shm echo", &r.transport_echo),
     ] {
         let Some(p) = p else { continue };
         println!(
@@ -317,6 +318,9 @@ fn print_report(r: &BenchReport) {
                 .unwrap_or_default()
                 + &d.p50_vs_two_line_pingpong_p50
                     .map(|x| format!(", {x:.2}x 2-line"))
+                    .unwrap_or_default()
+                + &d.p50_over_transport_echo_ns
+                    .map(|x| format!(", endpoint {x:+} ns over the echo"))
                     .unwrap_or_default()
         );
     }

@@ -272,6 +272,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
         core: args.core,
         pingpong: None,
         pingpong_two_lines: None,
+        transport_echo: None,
         depths,
         hosts,
     }))

@@ -6,8 +6,12 @@
 //! reliable channel's PUT on two mem wires, its server in a second thread.
 //! `linerate rpc` (in `cli/rpc.rs`) parses arguments into these and prints.
 //!
+//! Between the ping-pongs and the RPCs it measures the transport alone
+//! carrying the same batches ([`echo`]), so a run shows the floor, what the
+//! transport adds to it, and what the endpoint adds on top.
+//!
 //! Control words in the region's header coordinate the phases: word 0 is the
-//! phase, word 1 the response size, word 2 a phase sequence number.
+//! phase, word 1 the response size, word 3 the request size.
 
 use super::endpoint::{Config, Endpoint, Handler, Request};
 use super::transport::reliable::{PortLink, ReliableTransport};
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+mod echo;
 mod report;
 mod serve;
 
@@ -33,8 +38,10 @@ const PHASE_PINGPONG: u64 = 1;
 const PHASE_RPC: u64 = 2;
 const PHASE_DONE: u64 = 3;
 const PHASE_FLAGS: u64 = 4;
+const PHASE_ECHO: u64 = 5;
 const CTL_PHASE: usize = 0;
 const CTL_RESP_SIZE: usize = 1;
+const CTL_MSG_SIZE: usize = 3;
 
 /// The medium `rpc bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,7 +94,8 @@ pub struct BenchConfig {
     /// Duration of each RPC measurement (extended until at least one RPC
     /// completed in it, so a descheduled peer cannot leave it empty).
     pub duration: Duration,
-    /// Duration of the ping-pong baseline (0 to skip it).
+    /// Duration of each baseline: the two ping-pongs and the shm transport
+    /// echo (0 to skip them).
     pub pingpong: Duration,
     /// Core to pin to.
     pub core: Option<usize>,
@@ -418,13 +426,16 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
     }
     t.control(CTL_RESP_SIZE)
         .store(u64::from(resp_size), Ordering::Relaxed);
+    t.control(CTL_MSG_SIZE)
+        .store(msg_size as u64, Ordering::Relaxed);
 
-    let (pp, pp2) = if args.pingpong.is_zero() {
-        (None, None)
+    let (pp, pp2, echo) = if args.pingpong.is_zero() {
+        (None, None, None)
     } else {
         (
             Some(pingpong(&t, args.pingpong, false)?),
             Some(pingpong(&t, args.pingpong, true)?),
+            transport_echo(&t, &path, msg_size, resp_size, args.pingpong)?,
         )
     };
 
@@ -456,6 +467,11 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
                 Some(d.latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64);
         }
     }
+    if let Some(e) = &echo {
+        for d in depths.iter_mut().filter(|d| d.depth == 1) {
+            d.p50_over_transport_echo_ns = Some(d.latency.p50_ns as i64 - e.rtt.p50_ns as i64);
+        }
+    }
     Ok(BenchReport {
         transport: BenchTransport::Shm,
         shm: path.display().to_string(),
@@ -465,9 +481,32 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
         core: args.core,
         pingpong: pp,
         pingpong_two_lines: pp2,
+        transport_echo: echo,
         depths,
         hosts: Vec::new(),
     })
+}
+
+/// The transport echo ([`echo`]) over the region beside `path`, or `None`
+/// (said on stderr) when the server has none.
+fn transport_echo(
+    t: &ShmTransport,
+    path: &Path,
+    msg_size: usize,
+    resp_size: u32,
+    dur: Duration,
+) -> BenchResult<Option<PingPongReport>> {
+    let echo_path = echo::echo_path(path);
+    let mut e = match ShmTransport::open(&echo_path) {
+        Ok(e) => e,
+        Err(err) => {
+            eprintln!("rpc bench: no transport echo (the server made no echo region: {err})");
+            return Ok(None);
+        }
+    };
+    let req = echo::batch_len(msg_size as u64);
+    let resp = echo::batch_len(u64::from(resp_size));
+    echo::measure(t, &mut e, req, resp, dur).map(Some)
 }
 
 /// `rpc bench --transport reliable-mem`: both ends in this process, the
@@ -581,6 +620,7 @@ fn bench_reliable_mem(
         core: args.core,
         pingpong: None,
         pingpong_two_lines: None,
+        transport_echo: None,
         depths,
         hosts: Vec::new(),
     })
@@ -759,6 +799,7 @@ pub(crate) fn run_depth<T: Transport>(
         windows: win.summary(),
         p50_vs_pingpong_p50: pp.map(|p| latency.p50_ns as f64 / p.rtt.p50_ns.max(1) as f64),
         p50_vs_two_line_pingpong_p50: None,
+        p50_over_transport_echo_ns: None,
         writes: ep.stats().writes - writes0,
         retries,
         calls: seq,

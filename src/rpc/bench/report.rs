@@ -142,6 +142,9 @@ pub struct DepthReport {
     pub p50_vs_pingpong_p50: Option<f64>,
     /// Median latency over the two-line ping-pong's median round trip.
     pub p50_vs_two_line_pingpong_p50: Option<f64>,
+    /// Depth 1: median latency minus the transport echo's median round trip,
+    /// what the endpoint adds to the transport carrying the same batches.
+    pub p50_over_transport_echo_ns: Option<i64>,
     /// Writes with immediate the client issued.
     pub writes: u64,
     /// Times a call was refused for credit or ring room and retried.
@@ -172,6 +175,9 @@ pub struct BenchReport {
     pub pingpong: Option<PingPongReport>,
     /// The two-line ping-pong: each side writes its own line (shm only).
     pub pingpong_two_lines: Option<PingPongReport>,
+    /// The shm transport alone carrying a depth-1 RPC's two batches, no
+    /// endpoint (shm only; `None` when the server has no echo region).
+    pub transport_echo: Option<PingPongReport>,
     /// One entry per depth.
     pub depths: Vec<DepthReport>,
     /// The hosts of a run across MPI ranks (reliable-udp), by rank.

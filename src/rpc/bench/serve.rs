@@ -3,9 +3,11 @@
 //! follows the phases the bench sets in the region's control words until it
 //! says done (or goes quiet for `--timeout`).
 
+use super::echo::{self, EchoSide};
 use super::{
-    await_peer, check_fill, pin, region_paths, BenchResult, CTL_PHASE, CTL_RESP_SIZE,
-    IDLE_CHECK_SPINS, PHASE_DONE, PHASE_FLAGS, PHASE_PINGPONG, REQ_FILL, RESP_FILL, SEQ_BYTES,
+    await_peer, check_fill, pin, region_paths, BenchResult, CTL_MSG_SIZE, CTL_PHASE, CTL_RESP_SIZE,
+    IDLE_CHECK_SPINS, PHASE_DONE, PHASE_ECHO, PHASE_FLAGS, PHASE_PINGPONG, REQ_FILL, RESP_FILL,
+    SEQ_BYTES,
 };
 use crate::rpc::endpoint::{Config, Endpoint, Handler, Request};
 use crate::rpc::transport::shm::ShmTransport;
@@ -169,6 +171,24 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
     }
     let (mut t, path) = created?;
     let _cleanup = RemoveOnDrop(path.clone());
+    // The transport echo's region, made before this side's info is out so
+    // the bench finds it; without it the bench measures everything else.
+    let echo_path = echo::echo_path(&path);
+    let mut echo_t = match ShmTransport::create_opts(
+        &echo_path,
+        echo::ECHO_RING,
+        args.comp_slots,
+        args.token_line,
+    ) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            eprintln!("rpc serve: no transport echo region ({e}); the bench leaves the echo out");
+            None
+        }
+    };
+    let _cleanup_echo = RemoveOnDrop(echo_path);
+    let mut echo_side: Option<EchoSide> = None;
+    let mut echo_stamp = 0u64;
     t.publish_info(&config.local_info());
     eprintln!("rpc serve: waiting on {}", path.display());
     let peer = await_peer(&t, args.timeout, "no client connected")?;
@@ -192,6 +212,21 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
             }
             PHASE_FLAGS => {
                 activity += u64::from(answer_ping(t.flag(1), t.flag(0), &mut last_flag));
+            }
+            PHASE_ECHO => {
+                if let Some(e) = echo_t.as_mut() {
+                    // The sizes are set before the phase (Release on it).
+                    let side = echo_side.get_or_insert_with(|| {
+                        let size = |i| t.control(i).load(Ordering::Relaxed);
+                        EchoSide::new(
+                            echo::batch_len(size(CTL_RESP_SIZE)),
+                            echo::batch_len(size(CTL_MSG_SIZE)),
+                        )
+                    });
+                    let answered =
+                        echo::serve_turn(e, side, &mut echo_stamp).map_err(|e| (1, e))?;
+                    activity += u64::from(answered);
+                }
             }
             _ => {
                 let n = t.control(CTL_RESP_SIZE).load(Ordering::Relaxed) as usize;
