@@ -8,10 +8,10 @@ On a shared VM the two pinned cores may share a cache in one run and not in
 the next (here: a two-line ping-pong of 100-130 ns against 450-500 ns). The
 depth-1 ratio differs between the two, so a median over a mix of them says
 which regime most runs landed in, not whether the code met its target. Each
-run is put in a regime by its own two-line ping-pong p50 and depth-1 p50: both
-under 1.6x the lowest of the runs is `fast`, both over is `slow`, one of each
-(the placement changed between the two) is `mixed`, and so is a run whose
-two-line ping-pong or depth-1 measurement changed rate inside it (its median
+run is put in a regime by its own two-line ping-pong p50 and depth-1 p50 (and
+its shm echo p50 when it measured one): all under 1.6x the lowest of the runs
+is `fast`, all over is `slow`, a mix (the placement changed between them) is
+`mixed`, and so is a run any of whose measurements changed rate inside it (its median
 1 ms window under 0.6 of its best one); mixed runs are left out of the
 per-regime figures. When no steady run is slow they are all `one`: the split
 is relative to the fastest run and says nothing about absolute speed.
@@ -52,14 +52,21 @@ def classify(runs):
     """'fast', 'slow' or 'mixed' per run (see the module doc)."""
     two = [r["pingpong_two_lines"]["rtt"]["p50_ns"] for r in runs]
     d1 = [depth(r, 1)["latency"]["p50_ns"] for r in runs]
+    echo = [r["transport_echo"]["rtt"]["p50_ns"] if r.get("transport_echo") else None for r in runs]
     t0, d0 = min(two), min(d1)
+    e0 = min((e for e in echo if e is not None), default=None)
     out = []
-    for r, t, d in zip(runs, two, d1):
-        fast_t, fast_d = t < SPLIT * t0, d < SPLIT * d0
-        if not (steady(r["pingpong_two_lines"]) and steady(depth(r, 1))):
+    for r, t, d, e in zip(runs, two, d1, echo):
+        fast = {t < SPLIT * t0, d < SPLIT * d0}
+        parts = [r["pingpong_two_lines"], depth(r, 1)]
+        if e is not None:
+            # The echo runs between the two: its regime must be theirs too.
+            fast.add(e < SPLIT * e0)
+            parts.append(r["transport_echo"])
+        if not all(steady(p) for p in parts):
             out.append("mixed")
             continue
-        out.append("fast" if fast_t and fast_d else "slow" if not (fast_t or fast_d) else "mixed")
+        out.append("mixed" if len(fast) > 1 else "fast" if True in fast else "slow")
     if "slow" not in out:
         out = ["one" if g == "fast" else g for g in out]
     return out
