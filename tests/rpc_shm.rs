@@ -195,9 +195,16 @@ fn echo_two_processes(dir: &Path) {
     );
 }
 
-/// `rpc serve` and `rpc bench` as two processes, briefly.
-fn cli_two_processes(dir: &Path) {
-    let path = dir.join("cli");
+/// `rpc serve` and `rpc bench` as two processes, briefly. With
+/// `echo_blocked`, a directory where the echo region would go keeps the
+/// server from making it: the bench must leave the echo out and measure
+/// the rest.
+fn cli_two_processes(dir: &Path, echo_blocked: bool) {
+    let path = dir.join(if echo_blocked { "cli-blocked" } else { "cli" });
+    let blocker = dir.join("cli-blocked-echo");
+    if echo_blocked {
+        std::fs::create_dir(&blocker).expect("blocker dir");
+    }
     let child = spawn("serve", &path);
     let args = BenchArgs {
         transport: cli::BenchTransport::Shm,
@@ -230,6 +237,15 @@ fn cli_two_processes(dir: &Path) {
         .as_ref()
         .expect("two-line ping-pong measured");
     assert!(pp2.rtt.count > 0 && pp2.mean_rtt_ns > 0.0);
+    if echo_blocked {
+        assert!(report.transport_echo.is_none());
+        assert!(report
+            .depths
+            .iter()
+            .all(|d| d.p50_over_transport_echo_ns.is_none() && d.rpcs > 0));
+        assert!(blocker.is_dir(), "serve left what it did not make");
+        return;
+    }
     // The transport echo ran over the server's second region (each answer's
     // sequence checked), and depth 1 (only) says what the endpoint adds.
     let echo = report
@@ -305,6 +321,8 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     echo_two_processes(dir.path());
     println!("test echo_two_processes ... ok");
-    cli_two_processes(dir.path());
+    cli_two_processes(dir.path(), false);
     println!("test cli_two_processes ... ok");
+    cli_two_processes(dir.path(), true);
+    println!("test cli_two_processes_without_the_echo_region ... ok");
 }

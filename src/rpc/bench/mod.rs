@@ -11,7 +11,8 @@
 //! transport adds to it, and what the endpoint adds on top.
 //!
 //! Control words in the region's header coordinate the phases: word 0 is the
-//! phase, word 1 the response size, word 3 the request size.
+//! phase, word 1 the response size, word 3 the request size, word 4 whether
+//! the server made the echo region.
 
 use super::endpoint::{Config, Endpoint, Handler, Request};
 use super::transport::reliable::{PortLink, ReliableTransport};
@@ -42,6 +43,8 @@ const PHASE_ECHO: u64 = 5;
 const CTL_PHASE: usize = 0;
 const CTL_RESP_SIZE: usize = 1;
 const CTL_MSG_SIZE: usize = 3;
+/// Set to 1 by a server that made the echo region ([`echo`]).
+const CTL_ECHO_READY: usize = 4;
 
 /// The medium `rpc bench` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -496,11 +499,15 @@ fn transport_echo(
     resp_size: u32,
     dur: Duration,
 ) -> BenchResult<Option<PingPongReport>> {
+    if t.control(CTL_ECHO_READY).load(Ordering::Acquire) != 1 {
+        eprintln!("rpc bench: no transport echo (the server made no echo region)");
+        return Ok(None);
+    }
     let echo_path = echo::echo_path(path);
     let mut e = match ShmTransport::open(&echo_path) {
         Ok(e) => e,
         Err(err) => {
-            eprintln!("rpc bench: no transport echo (the server made no echo region: {err})");
+            eprintln!("rpc bench: no transport echo (its region: {err})");
             return Ok(None);
         }
     };

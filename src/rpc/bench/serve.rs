@@ -5,9 +5,9 @@
 
 use super::echo::{self, EchoSide};
 use super::{
-    await_peer, check_fill, pin, region_paths, BenchResult, CTL_MSG_SIZE, CTL_PHASE, CTL_RESP_SIZE,
-    IDLE_CHECK_SPINS, PHASE_DONE, PHASE_ECHO, PHASE_FLAGS, PHASE_PINGPONG, REQ_FILL, RESP_FILL,
-    SEQ_BYTES,
+    await_peer, check_fill, pin, region_paths, BenchResult, CTL_ECHO_READY, CTL_MSG_SIZE,
+    CTL_PHASE, CTL_RESP_SIZE, IDLE_CHECK_SPINS, PHASE_DONE, PHASE_ECHO, PHASE_FLAGS,
+    PHASE_PINGPONG, REQ_FILL, RESP_FILL, SEQ_BYTES,
 };
 use crate::rpc::endpoint::{Config, Endpoint, Handler, Request};
 use crate::rpc::transport::shm::ShmTransport;
@@ -186,6 +186,12 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
             None
         }
     };
+    if echo_t.is_none() {
+        // A stale region from an earlier server must not look like this one's.
+        let _ = std::fs::remove_file(&echo_path);
+    }
+    t.control(CTL_ECHO_READY)
+        .store(u64::from(echo_t.is_some()), Ordering::Release);
     let _cleanup_echo = RemoveOnDrop(echo_path);
     let mut echo_side: Option<EchoSide> = None;
     let mut echo_stamp = 0u64;
