@@ -7,8 +7,9 @@
 //! `linerate rpc` (in `cli/rpc.rs`) parses arguments into these and prints.
 //!
 //! Between the ping-pongs and the RPCs it measures the transport alone
-//! carrying the same batches ([`echo`]), so a run shows the floor, what the
-//! transport adds to it, and what the endpoint adds on top.
+//! carrying the same batches, over a second region `rpc serve` makes for it,
+//! so a run shows the floor, what the transport adds to it, and what the
+//! endpoint adds on top.
 //!
 //! Control words in the region's header coordinate the phases: word 0 is the
 //! phase, word 1 the response size, word 3 the request size, word 4 whether
