@@ -433,14 +433,23 @@ pub fn bench(args: &BenchConfig) -> BenchResult<BenchReport> {
     t.control(CTL_MSG_SIZE)
         .store(msg_size as u64, Ordering::Relaxed);
 
-    let (pp, pp2, echo) = if args.pingpong.is_zero() {
-        (None, None, None)
-    } else {
-        (
+    let baselines = (|| -> BenchResult<_> {
+        if args.pingpong.is_zero() {
+            return Ok((None, None, None));
+        }
+        Ok((
             Some(pingpong(&t, args.pingpong, false)?),
             Some(pingpong(&t, args.pingpong, true)?),
             transport_echo(&t, &path, msg_size, resp_size, args.pingpong)?,
-        )
+        ))
+    })();
+    let (pp, pp2, echo) = match baselines {
+        Ok(b) => b,
+        Err(e) => {
+            // The server stops now, not after its idle timeout.
+            t.control(CTL_PHASE).store(PHASE_DONE, Ordering::Release);
+            return Err(e);
+        }
     };
 
     t.control(CTL_PHASE).store(PHASE_RPC, Ordering::Release);
