@@ -11,34 +11,41 @@
 //! server that could not (no free hugepage, say) leaves the echo out and
 //! the bench says so.
 //!
-//! Each side writes the batch a depth-1 RPC of the run's sizes would: the
-//! client [`batch_len`]`(request)` bytes, the server that of the response,
-//! with three words changing from one write to the next as in the
-//! endpoint's (consumer position, call id, payload sequence). The server
-//! echoes the client's sequence word and the client checks it, so each side
-//! reads what it was sent.
+//! Each side writes the batch a depth-1 RPC of the run's sizes would, laid
+//! out as the endpoint lays it out (flow metadata, one message header, the
+//! payload, zero padding): the client a request of `--msg-size` bytes, the
+//! server a response of `--resp-size`. From one write to the next the same
+//! words change as in the endpoint's: the consumer position and the
+//! payload's first eight bytes, a sequence number the server echoes and
+//! the client checks (in the metadata's reserved bytes for a payload
+//! shorter than that), so each side reads what it was sent.
 
 use super::report::{PingPongReport, Windows};
-use super::{new_hist, BenchResult, CTL_PHASE, PHASE_ECHO, PHASE_IDLE};
+use super::{new_hist, BenchResult, CTL_PHASE, PHASE_ECHO, PHASE_IDLE, REQ_FILL, RESP_FILL};
 use crate::rpc::transport::shm::ShmTransport;
 use crate::rpc::transport::Transport;
-use crate::rpc::wire::{encode_imm, padded_message_size, FLOW_METADATA_SIZE};
+use crate::rpc::wire::{
+    decode_imm, encode_imm, padded_message_size, ALIGNMENT, FLOW_METADATA_SIZE, HEADER_SIZE,
+    RESPONSE_FLAG,
+};
 use crate::time::Clock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// Ring size of the echo region: room for many batches, one hugepage.
+/// Ring size of the echo region: hundreds of batches a lap, one hugepage.
 pub(super) const ECHO_RING: u64 = 64 * 1024;
 
-/// Byte offset of the sequence word the server echoes (the first payload
-/// word after the flow metadata and message header, rounded to a word).
-const SEQ_AT: usize = 32;
-
-/// The words that change from one write to the next, as in an endpoint's
-/// depth-1 batch: the consumer position, the call id's word, the payload's
-/// sequence (the last two at [`SEQ_AT`] and after it).
-const VARYING: [usize; 3] = [0, SEQ_AT, SEQ_AT + 16];
+/// Where a batch with a `payload`-byte message carries the echoed
+/// sequence: the payload's first eight bytes (after the 32-byte flow
+/// metadata and the 12-byte header), or the metadata's reserved bytes.
+fn seq_at(payload: u64) -> usize {
+    if payload >= 8 {
+        FLOW_METADATA_SIZE + HEADER_SIZE
+    } else {
+        24
+    }
+}
 
 /// The echo region beside the bench region at `path`.
 pub(crate) fn echo_path(path: &Path) -> PathBuf {
@@ -52,59 +59,123 @@ pub(super) fn batch_len(payload: u64) -> usize {
     (FLOW_METADATA_SIZE as u64 + padded_message_size(payload as u32)) as usize
 }
 
-/// One side's writes: its batch, where it writes next and where it reads.
-/// Batches go at a power-of-two stride so they never cross the ring end.
+/// One side's writes: its batch, its send and receive positions (absolute,
+/// as the endpoint's), and whether a taken write awaits its release.
+///
+/// As the endpoint at depth 1 does, each side announces exactly its batch
+/// (so the reader holds a packed write in its reference instead of copying
+/// it into the ring), releases what it took (publishes its consumer
+/// position) only after its next write went out, and fills the ring's end
+/// with one write when a batch would not fit before it (the endpoint's
+/// wrap marker), which the reader skips.
 pub(super) struct EchoSide {
     batch: Vec<u8>,
-    stride: u64,
+    seq_at: usize,
+    peer_seq_at: usize,
     send: u64,
     recv: u64,
     peer_len: u64,
-    peer_stride: u64,
+    unreleased: bool,
 }
 
 impl EchoSide {
-    /// A side writing `len`-byte batches and reading `peer_len`-byte ones.
-    pub(super) fn new(len: usize, peer_len: usize) -> Self {
-        let stride = (len as u64).next_power_of_two();
+    /// The client's side: requests of `msg` payload bytes, responses of `resp`.
+    pub(super) fn client(msg: u64, resp: u64) -> Self {
+        Self::new(msg, resp, false)
+    }
+
+    /// The server's side: [`client`](Self::client)'s mirror.
+    pub(super) fn server(msg: u64, resp: u64) -> Self {
+        Self::new(resp, msg, true)
+    }
+
+    fn new(payload: u64, peer_payload: u64, response: bool) -> Self {
+        let len = batch_len(payload);
+        let mut batch = vec![0u8; len];
+        let mut put = |at: usize, v: u32| batch[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        // The metadata's message count, the header's call id, piggy-backed
+        // allowance (a request reserves its response's batch) and length.
+        put(16, 1);
+        put(
+            FLOW_METADATA_SIZE,
+            if response { RESPONSE_FLAG | 1 } else { 1 },
+        );
+        let allowance = if response {
+            0
+        } else {
+            batch_len(peer_payload) as u64
+        };
+        put(FLOW_METADATA_SIZE + 4, (allowance / ALIGNMENT) as u32);
+        put(FLOW_METADATA_SIZE + 8, payload as u32);
+        let fill = if response { RESP_FILL } else { REQ_FILL };
+        let start = FLOW_METADATA_SIZE + HEADER_SIZE;
+        batch[start..start + payload as usize].fill(fill);
         EchoSide {
-            batch: vec![0x5a; len.max(VARYING[2] + 8)],
-            stride,
+            batch,
+            seq_at: seq_at(payload),
+            peer_seq_at: seq_at(peer_payload),
             send: 0,
             recv: 0,
-            peer_len: peer_len as u64,
-            peer_stride: (peer_len as u64).next_power_of_two(),
+            peer_len: batch_len(peer_payload) as u64,
+            unreleased: false,
         }
     }
 
-    /// Writes the batch with its varying words set to `stamp` and the
-    /// sequence word to `seq`.
+    /// Writes the batch with its consumer position word set to `stamp` and
+    /// its sequence to `seq`, after a filler when it would not fit before
+    /// the ring end; then releases what was taken before it.
     fn write(&mut self, t: &mut ShmTransport, stamp: u64, seq: u64) -> Result<(), String> {
-        for o in VARYING {
-            self.batch[o..o + 8].copy_from_slice(&stamp.to_le_bytes());
+        self.batch[..8].copy_from_slice(&stamp.to_le_bytes());
+        let at = self.seq_at;
+        self.batch[at..at + 8].copy_from_slice(&seq.to_le_bytes());
+        let fail = |e| format!("transport echo: {e}");
+        let len = self.batch.len() as u64;
+        let room = ECHO_RING - self.send % ECHO_RING;
+        if room < len {
+            // Announces the rest of the ring; its bytes are never read.
+            t.write_with_imm(self.send % ECHO_RING, &self.batch[..8], encode_imm(room))
+                .map_err(fail)?;
+            self.send += room;
         }
-        self.batch[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_le_bytes());
-        let len = self.batch.len().min(self.stride as usize);
-        t.write_with_imm(self.send, &self.batch[..len], encode_imm(self.stride))
-            .map_err(|e| format!("transport echo: {e}"))?;
-        self.send = (self.send + self.stride) % ECHO_RING;
+        t.write_with_imm(self.send % ECHO_RING, &self.batch, encode_imm(len))
+            .map_err(fail)?;
+        self.send += len;
+        if self.unreleased {
+            t.publish_consumer(self.recv);
+            self.unreleased = false;
+        }
         Ok(())
     }
 
-    /// Takes a write when one arrived: its sequence word.
+    /// Takes a batch when one arrived (skipping a filler): its sequence word.
     fn take(&mut self, t: &mut ShmTransport) -> Result<Option<u64>, String> {
-        let Some(_) = t.poll_imm().map_err(|e| format!("transport echo: {e}"))? else {
-            return Ok(None);
-        };
-        let b = t.recv_bytes(self.recv, self.peer_len);
-        let seq = b
-            .get(SEQ_AT..SEQ_AT + 8)
-            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
-            .ok_or_else(|| format!("transport echo: a {}-byte write came short", b.len()))?;
-        // No consumer position published: the transport does not need it,
-        // and the endpoint publishes its own off the round trip.
-        self.recv = (self.recv + self.peer_stride) % ECHO_RING;
-        Ok(Some(seq))
+        loop {
+            let Some(imm) = t.poll_imm().map_err(|e| format!("transport echo: {e}"))? else {
+                return Ok(None);
+            };
+            let n = decode_imm(imm);
+            let room = ECHO_RING - self.recv % ECHO_RING;
+            if n != self.peer_len {
+                if n != room || room >= self.peer_len {
+                    return Err(format!(
+                        "transport echo: a write of {n} bytes at {} is neither a batch nor the ring's end",
+                        self.recv
+                    ));
+                }
+                self.recv += n;
+                self.unreleased = true;
+                continue;
+            }
+            let b = t.recv_bytes(self.recv % ECHO_RING, n);
+            let at = self.peer_seq_at;
+            let seq = b
+                .get(at..at + 8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+                .ok_or_else(|| format!("transport echo: a {}-byte write came short", b.len()))?;
+            self.recv += n;
+            self.unreleased = true;
+            return Ok(Some(seq));
+        }
     }
 }
 
@@ -129,13 +200,13 @@ pub(super) fn serve_turn(
 pub(super) fn measure(
     main: &ShmTransport,
     t: &mut ShmTransport,
-    req_len: usize,
-    resp_len: usize,
+    msg: u64,
+    resp: u64,
     dur: Duration,
 ) -> BenchResult<PingPongReport> {
     let clock = Clock::new();
     let mut hist = new_hist()?;
-    let mut side = EchoSide::new(req_len, resp_len);
+    let mut side = EchoSide::client(msg, resp);
     main.control(CTL_PHASE).store(PHASE_ECHO, Ordering::Release);
     let deadline = crate::time::duration_nanos(dur);
     let start = clock.now();
@@ -190,38 +261,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_are_the_endpoints_and_fit_the_ring() {
+    fn batches_are_the_endpoints() {
         // A 32-byte message: 32 bytes of metadata, 12 of header, padded to 64.
         assert_eq!(batch_len(32), 96);
         assert_eq!(batch_len(0), 64);
-        let s = EchoSide::new(batch_len(32), batch_len(100));
-        assert_eq!((s.stride, s.peer_stride), (128, 256));
-        assert_eq!(ECHO_RING % s.stride, 0);
+        assert_eq!(batch_len(200) % 32, 0);
         assert_eq!(
             echo_path(Path::new("/dev/shm/x")),
             PathBuf::from("/dev/shm/x-echo")
         );
     }
 
-    /// Both sides in one thread over a real region: every write is taken
-    /// once, in order, with its sequence echoed, around the ring many times.
+    /// Both sides in one thread over a real region: every batch is taken
+    /// once, in order, with its sequence echoed, around the ring several
+    /// times (fillers at its end); and between a take and the next write the
+    /// reader holds the write in its reference, as under the endpoint at
+    /// depth 1, except right after a filler (as after its wrap marker).
     #[test]
     fn echoes_carry_the_sequence_around_the_ring() {
         let path = std::env::temp_dir().join(format!("linerate-echo-test-{}", std::process::id()));
         let mut server = ShmTransport::create_opts(&path, ECHO_RING, 8, false).unwrap();
         let mut client = ShmTransport::open(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        let (mut c, mut s) = (
-            EchoSide::new(batch_len(32), batch_len(200)),
-            EchoSide::new(batch_len(200), batch_len(32)),
-        );
+        // A 96-byte request, a 128-byte response.
+        let (mut c, mut s) = (EchoSide::client(32, 60), EchoSide::server(32, 60));
         let mut stamp = 0;
+        let mut held = 0;
         assert!(!serve_turn(&mut server, &mut s, &mut stamp).unwrap());
-        for n in 0..3 * ECHO_RING / 128 {
-            c.write(&mut client, n, n).unwrap();
+        let n = 3 * ECHO_RING / 96;
+        assert_eq!((c.batch.len(), s.batch.len()), (96, 128));
+        for i in 0..n {
+            c.write(&mut client, i, i).unwrap();
             assert!(serve_turn(&mut server, &mut s, &mut stamp).unwrap());
-            assert_eq!(c.take(&mut client).unwrap(), Some(n));
+            assert_eq!(c.take(&mut client).unwrap(), Some(i));
+            held += u64::from(client.holds_a_write());
             assert_eq!(c.take(&mut client).unwrap(), None);
         }
+        assert!(c.send > 2 * ECHO_RING && s.send > 2 * ECHO_RING);
+        // Fillers: one a lap of each ring, each leaving one take unheld.
+        assert!(held >= n - s.send / ECHO_RING - 2, "{held} of {n} held");
     }
 }

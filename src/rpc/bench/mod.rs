@@ -169,7 +169,7 @@ const IDLE_CHECK_SPINS: u32 = 4096;
 /// The bytes of a request after its sequence number.
 pub(crate) const REQ_FILL: u8 = 0xa5;
 /// The bytes of a response after the echoed sequence number.
-const RESP_FILL: u8 = 0x5a;
+pub(crate) const RESP_FILL: u8 = 0x5a;
 /// A request of at least this many bytes starts with its sequence number (u64
 /// LE), which the server echoes at the start of a response at least as long:
 /// the client then knows each response answers its own call.
@@ -521,9 +521,7 @@ fn transport_echo(
             return Ok(None);
         }
     };
-    let req = echo::batch_len(msg_size as u64);
-    let resp = echo::batch_len(u64::from(resp_size));
-    echo::measure(t, &mut e, req, resp, dur).map(Some)
+    echo::measure(t, &mut e, msg_size as u64, u64::from(resp_size), dur).map(Some)
 }
 
 /// `rpc bench --transport reliable-mem`: both ends in this process, the

@@ -224,10 +224,7 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
                     // The sizes are set before the phase (Release on it).
                     let side = echo_side.get_or_insert_with(|| {
                         let size = |i| t.control(i).load(Ordering::Relaxed);
-                        EchoSide::new(
-                            echo::batch_len(size(CTL_RESP_SIZE)),
-                            echo::batch_len(size(CTL_MSG_SIZE)),
-                        )
+                        EchoSide::server(size(CTL_MSG_SIZE), size(CTL_RESP_SIZE))
                     });
                     let answered =
                         echo::serve_turn(e, side, &mut echo_stamp).map_err(|e| (1, e))?;

@@ -472,6 +472,13 @@ impl ShmTransport {
         self.via_token
     }
 
+    /// Whether the last write taken is held in the reference (see
+    /// [`Held`]): for tests of drivers that must take the endpoint's path.
+    #[cfg(test)]
+    pub(crate) fn holds_a_write(&self) -> bool {
+        self.held.is_some()
+    }
+
     #[inline]
     fn consumer_word(&self, side: usize) -> &AtomicU64 {
         self.word(OFF_CONSUMER + 128 * side)
