@@ -54,6 +54,15 @@ pub(crate) fn echo_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The largest batch the echo carries: a quarter of its ring.
+pub(super) const ECHO_MAX_BATCH: u64 = ECHO_RING / 4;
+
+/// Whether the echo carries a run's batches (requests of `msg` payload
+/// bytes, responses of `resp`); larger ones are left to the RPCs alone.
+pub(super) fn carries(msg: u64, resp: u64) -> bool {
+    msg.max(resp) <= ECHO_MAX_BATCH && batch_len(msg.max(resp)) as u64 <= ECHO_MAX_BATCH
+}
+
 /// Bytes of a batch carrying one message of `payload` bytes.
 pub(super) fn batch_len(payload: u64) -> usize {
     (FLOW_METADATA_SIZE as u64 + padded_message_size(payload as u32)) as usize
@@ -266,6 +275,8 @@ mod tests {
         assert_eq!(batch_len(32), 96);
         assert_eq!(batch_len(0), 64);
         assert_eq!(batch_len(200) % 32, 0);
+        assert!(carries(32, 32) && carries(0, 16_000));
+        assert!(!carries(32, 16_384) && !carries(u64::from(u32::MAX) + 1, 0));
         assert_eq!(
             echo_path(Path::new("/dev/shm/x")),
             PathBuf::from("/dev/shm/x-echo")

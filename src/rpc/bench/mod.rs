@@ -509,6 +509,13 @@ fn transport_echo(
     resp_size: u32,
     dur: Duration,
 ) -> BenchResult<Option<PingPongReport>> {
+    if !echo::carries(msg_size as u64, u64::from(resp_size)) {
+        eprintln!(
+            "rpc bench: no transport echo (it carries batches of up to {} bytes)",
+            echo::ECHO_MAX_BATCH
+        );
+        return Ok(None);
+    }
     if t.control(CTL_ECHO_READY).load(Ordering::Acquire) != 1 {
         eprintln!("rpc bench: no transport echo (the server made no echo region)");
         return Ok(None);
