@@ -899,4 +899,30 @@ mod test {
         h.answer(r, &[REQ_FILL; 15]);
         assert!(h.check().unwrap_err().1.contains("15 bytes, expected 16"));
     }
+
+    /// The echo's sizes come from the other process: a server asked for
+    /// batches the echo cannot carry fails with a message, not a panic.
+    #[test]
+    fn the_server_refuses_an_echo_too_large() {
+        let path = std::env::temp_dir().join(format!("linerate-echo-big-{}", std::process::id()));
+        let args = ServeConfig {
+            shm: Some(path.clone()),
+            ring: 1 << 16,
+            comp_slots: 8,
+            token_line: false,
+            core: None,
+            timeout: Duration::from_secs(30),
+            reply_later: false,
+        };
+        let server = std::thread::spawn(move || serve(&args));
+        let (t, _) = open_region(std::slice::from_ref(&path), Duration::from_secs(30)).unwrap();
+        t.publish_info(&Config::new(t.ring_size()).local_info());
+        t.control(CTL_MSG_SIZE).store(1 << 40, Ordering::Relaxed);
+        t.control(CTL_RESP_SIZE).store(32, Ordering::Relaxed);
+        t.control(CTL_PHASE).store(PHASE_ECHO, Ordering::Release);
+        let (status, why) = server.join().unwrap().unwrap_err();
+        assert_eq!(status, 1);
+        assert!(why.contains("asked for an echo of 1099511627776-"), "{why}");
+        assert!(!path.exists() && !echo::echo_path(&path).exists());
+    }
 }

@@ -221,11 +221,23 @@ pub fn serve(args: &ServeConfig) -> BenchResult<u64> {
             }
             PHASE_ECHO => {
                 if let Some(e) = echo_t.as_mut() {
-                    // The sizes are set before the phase (Release on it).
-                    let side = echo_side.get_or_insert_with(|| {
-                        let size = |i| t.control(i).load(Ordering::Relaxed);
-                        EchoSide::server(size(CTL_MSG_SIZE), size(CTL_RESP_SIZE))
-                    });
+                    let side = match echo_side.as_mut() {
+                        Some(side) => side,
+                        None => {
+                            // The sizes are set before the phase (Release
+                            // on it) by the other process: checked as the
+                            // bench checks them.
+                            let size = |i| t.control(i).load(Ordering::Relaxed);
+                            let (msg, resp) = (size(CTL_MSG_SIZE), size(CTL_RESP_SIZE));
+                            if !echo::carries(msg, resp) {
+                                return Err((1, format!(
+                                    "the bench asked for an echo of {msg}- and {resp}-byte messages: batches over {} bytes",
+                                    echo::ECHO_MAX_BATCH
+                                )));
+                            }
+                            echo_side.insert(EchoSide::server(msg, resp))
+                        }
+                    };
                     let answered =
                         echo::serve_turn(e, side, &mut echo_stamp).map_err(|e| (1, e))?;
                     activity += u64::from(answered);
