@@ -20,15 +20,16 @@
 //! the client checks (in the metadata's reserved bytes for a payload
 //! shorter than that), so each side reads what it was sent.
 
-use super::report::{PingPongReport, Windows};
-use super::{new_hist, BenchResult, CTL_PHASE, PHASE_ECHO, PHASE_IDLE, REQ_FILL, RESP_FILL};
+use super::report::PingPongReport;
+use super::{
+    time_round_trips, BenchResult, CTL_PHASE, PHASE_ECHO, PHASE_IDLE, REQ_FILL, RESP_FILL,
+};
 use crate::rpc::transport::shm::ShmTransport;
 use crate::rpc::transport::Transport;
 use crate::rpc::wire::{
     decode_imm, encode_imm, padded_message_size, ALIGNMENT, FLOW_METADATA_SIZE, HEADER_SIZE,
     RESPONSE_FLAG,
 };
-use crate::time::Clock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -203,9 +204,8 @@ pub(super) fn serve_turn(
     Ok(true)
 }
 
-/// The client's side: echoes for `dur` (one clock read per round trip, the
-/// bookkeeping of round trip n done while n + 1 is on its way, as the
-/// ping-pongs and the RPCs do), each answer's sequence checked.
+/// The client's side: echoes for `dur`, timed as the ping-pongs are
+/// ([`time_round_trips`]), each answer's sequence checked.
 pub(super) fn measure(
     main: &ShmTransport,
     t: &mut ShmTransport,
@@ -213,56 +213,21 @@ pub(super) fn measure(
     resp: u64,
     dur: Duration,
 ) -> BenchResult<PingPongReport> {
-    let clock = Clock::new();
-    let mut hist = new_hist()?;
     let mut side = EchoSide::client(msg, resp);
     main.control(CTL_PHASE).store(PHASE_ECHO, Ordering::Release);
-    let deadline = crate::time::duration_nanos(dur);
-    let start = clock.now();
-    let mut prev = start;
-    let mut now = start;
-    let mut win = Windows::new(start.as_nanos(), dur);
-    let mut n = 0u64;
-    let result = (|| -> Result<(), String> {
-        loop {
-            side.write(t, n, n)?;
-            if n > 0 {
-                let _ = hist.record((now - prev).as_nanos().max(1) as u64);
-                win.tick(now.as_nanos(), n);
-                prev = now;
-            }
-            let mut spins = 0u64;
-            let seq = loop {
-                if let Some(seq) = side.take(t)? {
-                    break seq;
-                }
-                spins += 1;
-                if spins == 1 << 30 {
-                    return Err("server does not answer the transport echo".into());
-                }
-            };
-            if seq != n {
-                return Err(format!("transport echo: answer {n} came back as {seq}"));
-            }
-            n += 1;
-            now = clock.now();
-            if (now - start).as_nanos() as u64 >= deadline {
-                let _ = hist.record((now - prev).as_nanos().max(1) as u64);
-                win.tick(now.as_nanos(), n);
-                prev = now;
-                return Ok(());
-            }
-        }
-    })();
+    let r = time_round_trips(
+        dur,
+        &mut (t, &mut side),
+        |(t, side), n| side.write(t, n, n),
+        |(t, side), n| match side.take(t)? {
+            None => Ok(false),
+            Some(seq) if seq == n => Ok(true),
+            Some(seq) => Err(format!("transport echo: answer {n} came back as {seq}")),
+        },
+        (1 << 30, "server does not answer the transport echo"),
+    );
     main.control(CTL_PHASE).store(PHASE_IDLE, Ordering::Release);
-    result.map_err(|e| (1, e))?;
-    let secs = (prev - start).as_secs_f64();
-    Ok(PingPongReport {
-        round_trips_per_sec: n as f64 / secs,
-        mean_rtt_ns: secs * 1e9 / n as f64,
-        rtt: super::Latency::of(&hist),
-        windows: win.summary(),
-    })
+    r
 }
 
 #[cfg(test)]

@@ -334,8 +334,6 @@ fn new_hist() -> BenchResult<Histogram<u64>> {
 /// any transport that writes into the peer's memory, as write-with-immediate
 /// does).
 fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> BenchResult<PingPongReport> {
-    let clock = Clock::new();
-    let mut hist = new_hist()?;
     let (ping, pong, phase) = if two_lines {
         (t.flag(1), t.flag(0), PHASE_FLAGS)
     } else {
@@ -348,31 +346,66 @@ fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> BenchResult<Pin
         v += 1;
     }
     t.control(CTL_PHASE).store(phase, Ordering::Release);
+    // Round trip n pings with v + 2n + 1 and is answered with v + 2n + 2.
+    let r = time_round_trips(
+        dur,
+        &mut (),
+        |_, n| {
+            ping.store(v + 2 * n + 1, Ordering::Release);
+            Ok(())
+        },
+        |_, n| {
+            if pong.load(Ordering::Acquire) == v + 2 * n + 2 {
+                return Ok(true);
+            }
+            std::hint::spin_loop();
+            Ok(false)
+        },
+        (1 << 32, "server does not answer the ping-pong"),
+    );
+    if r.is_ok() {
+        t.control(CTL_PHASE).store(PHASE_IDLE, Ordering::Release);
+    }
+    r
+}
+
+/// Times round trips for `dur` and reports them as a baseline: `send(state,
+/// n)` starts round trip n and `answered(state, n)` polls for its answer,
+/// at most `spins` times before the round trip fails with `silent`. One
+/// clock read per round trip, and the bookkeeping of round trip n
+/// (histogram, windows) done while round trip n + 1 is on its way, as the
+/// RPC bench does with its calls: only the clock read is between seeing the
+/// answer and sending again. Shared by the ping-pongs and the shm echo, so
+/// the floors and the echo are timed alike.
+pub(super) fn time_round_trips<S>(
+    dur: Duration,
+    state: &mut S,
+    mut send: impl FnMut(&mut S, u64) -> Result<(), String>,
+    mut answered: impl FnMut(&mut S, u64) -> Result<bool, String>,
+    (spins, silent): (u64, &str),
+) -> BenchResult<PingPongReport> {
+    let clock = Clock::new();
+    let mut hist = new_hist()?;
     let deadline = crate::time::duration_nanos(dur);
     let start = clock.now();
     let mut prev = start;
     let mut n = 0u64;
     let mut win = Windows::new(start.as_nanos(), dur);
-    // The bookkeeping of round trip n (histogram, windows) is done while round
-    // trip n + 1 is on its way, as the RPC bench does with its calls: only the
-    // clock read is between seeing the answer and sending the next ping.
     let mut now = start;
     loop {
-        ping.store(v + 1, Ordering::Release);
+        send(state, n).map_err(|e| (1, e))?;
         if n > 0 {
             let _ = hist.record((now - prev).as_nanos().max(1) as u64);
             win.tick(now.as_nanos(), n);
             prev = now;
         }
-        let mut spins = 0u64;
-        while pong.load(Ordering::Acquire) != v + 2 {
-            spins += 1;
-            if spins == 1 << 32 {
-                return Err((1, "server does not answer the ping-pong".into()));
+        let mut tries = 0u64;
+        while !answered(state, n).map_err(|e| (1, e))? {
+            tries += 1;
+            if tries == spins {
+                return Err((1, silent.into()));
             }
-            std::hint::spin_loop();
         }
-        v += 2;
         n += 1;
         now = clock.now();
         if (now - start).as_nanos() as u64 >= deadline {
@@ -383,7 +416,6 @@ fn pingpong(t: &ShmTransport, dur: Duration, two_lines: bool) -> BenchResult<Pin
         }
     }
     let secs = (prev - start).as_secs_f64();
-    t.control(CTL_PHASE).store(PHASE_IDLE, Ordering::Release);
     Ok(PingPongReport {
         round_trips_per_sec: n as f64 / secs,
         mean_rtt_ns: secs * 1e9 / n as f64,
