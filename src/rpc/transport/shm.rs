@@ -87,7 +87,11 @@
 //! only write taken and not yet released by a published consumer position
 //! (every write at queue depth 1): then the endpoint's read of that range is
 //! served from the rebuilt copy itself, and the copy to the ring is made only
-//! if another write is taken first (see `Held`).
+//! if another write is taken first (see `Held`). The rebuilt copy's bytes
+//! past the flow metadata are stored in 8-byte pieces at 4 mod 8, where the
+//! 12-byte message header puts every payload piece, so the endpoint's and
+//! its handler's reads of them are forwarded from one store
+//! ([`slot::unpack_ref`]).
 //! The RPC endpoint's batch of one 32-byte message (96 bytes: flow metadata
 //! and the message) changes in at most 7 words from one batch to the next
 //! (consumer position, call id, payload), so it is one cache line, tag
