@@ -488,7 +488,7 @@ pub fn unpack(
 ///
 /// The flow metadata's words ([`SHIFT_FROM`] of them) are stored as words;
 /// past them, each changed word is stored as the two 8-byte pieces at 4
-/// bytes off the word grid that it overlaps ([`set_shifted`]). The copyrpc
+/// bytes off the word grid that it overlaps (`set_shifted`). The copyrpc
 /// message header is 12 bytes, so every message field and every 8-byte piece
 /// of a payload lies at 4 mod 8 in the batch: the endpoint and its handler
 /// read it within one such piece, and store-to-load forwarding serves the
