@@ -512,9 +512,10 @@ pub fn unpack_ref(map: u16, len: usize, changed: impl Fn(usize) -> u64, referenc
         if i < SHIFT_FROM {
             set_word(reference, i, w);
         } else {
-            // Neither half read here was stored by this call: pieces of
-            // earlier words end at 8 * i - 4 at most, and only this word's
-            // upper piece reaches 8 * i + 8.
+            // Neither half read here was stored by this call: the pieces
+            // of words below i - 1 end at 8 * i - 4 at most (word i - 1's
+            // half, when it changed, comes from `last`), and no piece
+            // stored so far reaches 8 * i + 8.
             let below = if last.0.wrapping_add(1) == i {
                 last.1 >> 32
             } else {
@@ -538,6 +539,10 @@ pub fn unpack_ref(map: u16, len: usize, changed: impl Fn(usize) -> u64, referenc
 }
 
 /// Words of a batch's flow metadata, which [`unpack_ref`] stores as words.
+/// The codec knows this much of the copyrpc layout (`rpc::wire`: flow
+/// metadata, then messages at 32-byte offsets with 12-byte headers) because
+/// the writes it carries are the endpoint's batches; any other bytes are
+/// rebuilt the same, only the stores are placed for that layout.
 pub const SHIFT_FROM: usize = FLOW_METADATA_SIZE / 8;
 
 /// The 4 little-endian bytes of `b` at `at`, as the low half of a word (0
