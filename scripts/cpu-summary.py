@@ -26,6 +26,7 @@ EXPECTED = {
     "dpdk-no-huge": ["DPDK forwarding", "DPDK generator"],
     "dpdk-huge": ["DPDK forwarding", "DPDK generator"],
     "ring": ["ring hop"],
+    "spead": ["SPEAD reassembly, 1 KiB", "SPEAD reassembly, 64 KiB"],
 }
 ROW = re.compile(
     r"^\|\s*(?P<what>[^|]+?)\s*\|(?P<cells>.*)\|\s*ratio\s+(?P<ratio>[0-9.]+)\s+"

@@ -10,6 +10,8 @@ const LSCPU: &str = "Architecture: x86_64\nCPU(s): 2\nVendor ID: GenuineIntel\nM
 const FWD: &str = "| DPDK forwarding, 1 lcore, burst 32, net_null pair both ways (no-huge) | linerate 70.10 Mpps | testpmd io 64.00 Mpps | ratio 1.10 (target >= 1.0) |";
 const GEN_SLOW: &str = "| DPDK generator, stamped 64 B, 1 lcore, net_null (no-huge) | linerate 60.00 Mpps | testpmd txonly 61.40 Mpps | ratio 0.98 (target >= 1.0) |";
 const GEN: &str = "| DPDK generator, stamped 64 B, 1 lcore, net_null (no-huge) | linerate 80.00 Mpps | testpmd txonly 61.40 Mpps | ratio 1.30 (target >= 1.0) |";
+const SPEAD: &str = "| SPEAD reassembly, 1 KiB single-packet heaps, per CPU-second | linerate 9.10 Mpps | spead2 2.90 Mpps | ratio 3.14 (target >= 1.5) |
+| SPEAD reassembly, 64 KiB heaps, in one process | linerate / physical limit 90.5% | the limit reading headers 91.0% | ratio 0.91 (target >= 0.9) |";
 const RING: &str = "| ring hop, 2 lcores, bulk 32, 16 B elements | linerate 15.6 cycles/elem | DPDK rte_ring SP/SC 29.8 cycles/elem | ratio 0.52 (target <= 1.5) |";
 
 /// An `rpc-summary.py` summary.json (the fields the CPU summary reads):
@@ -70,6 +72,7 @@ fn every_target_met_says_so_with_the_cpu() {
             ("dpdk-no-huge.txt", format!("round 1: ...\n{FWD}\n{GEN}\n")),
             ("dpdk-huge.txt", format!("{}\n{}\n", huge(FWD), huge(GEN))),
             ("ring.txt", format!("{RING}\n")),
+            ("spead.txt", format!("SUMMARY ...\n{SPEAD}\n")),
             ("rpc-summary.json", rpc_json(1.2, 1.45, 1.15)),
         ],
     );
@@ -78,12 +81,13 @@ fn every_target_met_says_so_with_the_cpu() {
         "{text}"
     );
     assert_eq!(j["cpu_model"], "Intel(R) Xeon(R) Platinum 8481C");
-    // Two DPDK rows per memory mode, the ring hop, the RPC rule and depth 256.
-    assert_eq!(j["measured"], 7, "{text}");
-    assert_eq!(j["met"], 7, "{text}");
+    // Two DPDK rows per memory mode, the ring hop, two SPEAD rows, the RPC
+    // rule and depth 256.
+    assert_eq!(j["measured"], 9, "{text}");
+    assert_eq!(j["met"], 9, "{text}");
     assert_eq!(j["all_met"], true);
     assert!(
-        text.contains("CPU TARGETS: 7 of 7 measured targets met, 0 not measured; all met"),
+        text.contains("CPU TARGETS: 9 of 9 measured targets met, 0 not measured; all met"),
         "{text}"
     );
     assert!(
@@ -101,6 +105,7 @@ fn a_miss_a_skipped_benchmark_and_a_regime_miss_are_each_said() {
             ("dpdk-no-huge.txt", format!("{FWD}\n{GEN_SLOW}\n")),
             ("dpdk-huge.skipped", "no hugetlbfs on /dev/hugepages".into()),
             ("ring.txt", format!("{RING}\n")),
+            ("spead.txt", format!("{SPEAD}\n")),
             // The rule over all five runs passes; the fast regime alone does not.
             ("rpc-summary.json", rpc_json(1.2, 1.54, 1.15)),
         ],
@@ -130,11 +135,11 @@ fn a_miss_a_skipped_benchmark_and_a_regime_miss_are_each_said() {
     assert_eq!(j["all_met"], false);
     // Regime rows are a reading beside the rule, not counted as targets, but
     // a regime that misses is named on the verdict line.
-    assert_eq!(j["measured"], 5, "{text}");
-    assert_eq!(j["met"], 4, "{text}");
+    assert_eq!(j["measured"], 7, "{text}");
+    assert_eq!(j["met"], 6, "{text}");
     assert_eq!(j["rpc_regimes_missed"], serde_json::json!(["fast"]));
     assert!(
-        text.contains("CPU TARGETS: 4 of 5 measured targets met, 2 not measured; RPC regimes judged apart that miss: fast"),
+        text.contains("CPU TARGETS: 6 of 7 measured targets met, 2 not measured; RPC regimes judged apart that miss: fast"),
         "{text}"
     );
 }
@@ -159,7 +164,8 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
     assert_eq!(j["measured"], 1, "{text}");
     assert_eq!(j["met"], 1);
     assert_eq!(j["all_met"], false);
-    assert_eq!(j["not_measured"].as_array().unwrap().len(), 5, "{text}");
+    // Four DPDK rows, two SPEAD rows (no output at all), the RPC.
+    assert_eq!(j["not_measured"].as_array().unwrap().len(), 7, "{text}");
     assert!(
         text.contains("not measured: the benchmark printed no row for it"),
         "{text}"
@@ -169,7 +175,7 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
         "{text}"
     );
     assert!(
-        text.contains("CPU TARGETS: 1 of 1 measured targets met, 5 not measured"),
+        text.contains("CPU TARGETS: 1 of 1 measured targets met, 7 not measured"),
         "{text}"
     );
     assert!(!text.contains("all met"), "{text}");
