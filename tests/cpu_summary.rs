@@ -4,7 +4,8 @@
 //! measured, never as met.
 
 use std::path::Path;
-use std::process::Command;
+
+mod util;
 
 const LSCPU: &str = "Architecture: x86_64\nCPU(s): 2\nVendor ID: GenuineIntel\nModel name: Intel(R) Xeon(R) Platinum 8481C\n";
 const FWD: &str = "| DPDK forwarding, 1 lcore, burst 32, net_null pair both ways (no-huge) | linerate 70.10 Mpps | testpmd io 64.00 Mpps | ratio 1.10 (target >= 1.0) |";
@@ -44,22 +45,7 @@ fn summarize(dir: &Path, files: &[(&str, String)]) -> (String, serde_json::Value
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cpu-summary.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(dir)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "cpu-summary failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        serde_json::from_str(&json).unwrap(),
-    )
+    util::summary_script("cpu-summary.py", dir, &[])
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! the verdict per regime does not depend on which regime most runs landed in.
 
 use std::path::Path;
-use std::process::Command;
+
+mod util;
 
 /// One run's JSON as `rpc bench --json` writes it (the fields the summary
 /// reads); `steady` false: the depth-1 rate changed inside the run (its
@@ -49,23 +50,7 @@ fn summarize_json(dir: &Path, runs: &[String]) -> (String, serde_json::Value) {
     for (i, json) in runs.iter().enumerate() {
         std::fs::write(dir.join(format!("run-{}.json", i + 1)), json).unwrap();
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/rpc-summary.py");
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(dir)
-        .arg(runs.len().to_string())
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "rpc-summary failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        serde_json::from_str(&json).unwrap(),
-    )
+    util::summary_script("rpc-summary.py", dir, &[&runs.len().to_string()])
 }
 
 #[test]

@@ -172,3 +172,28 @@ pub fn check_udp_v4(frame: &[u8], n: usize) -> ([u8; 4], u16, &[u8]) {
     );
     (header.source, uh.destination_port, udp.payload())
 }
+
+/// Runs one of `scripts/`' summary scripts (`script`, e.g. `"rpc-summary.py"`)
+/// over `dir` with `args` after it, asserts it succeeded, and returns its
+/// stdout and the `summary.json` it wrote into `dir`.
+pub fn summary_script(script: &str, dir: &Path, args: &[&str]) -> (String, serde_json::Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(script);
+    let out = std::process::Command::new("python3")
+        .arg(&path)
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        serde_json::from_str(&json).unwrap(),
+    )
+}
