@@ -121,16 +121,18 @@ def main():
             if not any(t["what"].startswith(w) for t in got):
                 missing.append({"what": f"{w} ({name})", "why": why or "the benchmark printed no row for it"})
     why = skipped("rpc")
-    try:
-        rpc = json.loads((d / "rpc-summary.json").read_text()) if not why else None
-    except (OSError, ValueError) as e:
-        rpc, why = None, f"no RPC summary: {e}"
-    if rpc:
-        for t in rpc_targets(rpc):
-            t["source"] = "rpc"
-            targets.append(t)
-    else:
-        missing.append({"what": "RPC depth 1 and depth 256 (rpc)", "why": why or "no RPC summary"})
+    got = []
+    if not why:
+        try:
+            got = rpc_targets(json.loads((d / "rpc-summary.json").read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            why = f"no usable RPC summary ({type(e).__name__}: {e})"
+    for t in got:
+        t["source"] = "rpc"
+    targets += got
+    if not got:
+        for w in ("RPC depth 1", "RPC depth 256"):
+            missing.append({"what": f"{w} (rpc)", "why": why or "no RPC summary"})
 
     model, vendor = lscpu_field(cpu, "Model name"), lscpu_field(cpu, "Vendor ID")
     print(f"CPU: {model} ({vendor}), {lscpu_field(cpu, 'CPU(s)')} CPUs")

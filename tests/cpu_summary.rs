@@ -150,8 +150,8 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
     assert_eq!(j["measured"], 1, "{text}");
     assert_eq!(j["met"], 1);
     assert_eq!(j["all_met"], false);
-    // Four DPDK rows, two SPEAD rows (no output at all), the RPC.
-    assert_eq!(j["not_measured"].as_array().unwrap().len(), 7, "{text}");
+    // Four DPDK rows, two SPEAD rows (no output at all), the RPC's two.
+    assert_eq!(j["not_measured"].as_array().unwrap().len(), 8, "{text}");
     assert!(
         text.contains("not measured: the benchmark printed no row for it"),
         "{text}"
@@ -161,8 +161,26 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
         "{text}"
     );
     assert!(
-        text.contains("CPU TARGETS: 1 of 1 measured targets met, 7 not measured"),
+        text.contains("CPU TARGETS: 1 of 1 measured targets met, 8 not measured"),
         "{text}"
     );
     assert!(!text.contains("all met"), "{text}");
+}
+
+#[test]
+fn an_rpc_summary_without_its_fields_is_not_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (text, j) = summarize(
+        dir.path(),
+        &[
+            ("ring.txt", format!("{RING}\n")),
+            ("rpc-summary.json", r#"{"runs": 5}"#.into()),
+        ],
+    );
+    assert!(
+        text.contains("RPC depth 256 (rpc)")
+            && text.contains("not measured: no usable RPC summary (KeyError: 'ratio_median')"),
+        "{text}"
+    );
+    assert_eq!(j["all_met"], false);
 }
