@@ -284,8 +284,8 @@ fn peer_death_within_the_retry_limit() {
         // RTOs); then within one more retry. Worst case for the count: every
         // retry waits rto_max (plus a wheel tick).
         let floor = Instant::ZERO + RETRY_LIMIT_SILENCE;
-        let count = (cfg.rto_max + cfg.hotel_tick) * (limit + 1);
-        let bound = RETRY_LIMIT_SILENCE.max(count) + cfg.rto_max + cfg.hotel_tick;
+        let count = (cfg.rto_max + cfg.timer_tick) * (limit + 1);
+        let bound = RETRY_LIMIT_SILENCE.max(count) + cfg.rto_max + cfg.timer_tick;
         assert!(*t >= floor, "dead at {t}, before {floor}");
         assert!(*t <= Instant::ZERO + bound, "dead at {t}, bound {bound:?}");
         // Each segment is resent at most once per RTO (never below

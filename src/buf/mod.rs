@@ -6,7 +6,7 @@
 //! it returns its buffer to its pool. Lcores keep a [`PoolCache`] so that
 //! allocation and bulk frees touch shared state once per burst, not per packet
 //! (the DPDK mempool-cache idea). The unsafe code of the crate's buffer handling
-//! lives in this module (`pool.rs`, `ring.rs`, `copy.rs`, `shared.rs`), each block with its `SAFETY` note.
+//! lives in this module (`pool.rs`, `ring.rs`, `copy.rs`, `shared_chunk.rs`), each block with its `SAFETY` note.
 
 mod burst;
 #[allow(unsafe_code)]
@@ -19,7 +19,7 @@ mod region;
 #[allow(unsafe_code)]
 mod ring;
 #[allow(unsafe_code)]
-pub mod shared;
+pub mod shared_chunk;
 
 pub use burst::{Burst, BURST_MAX};
 pub use pool::{BufError, Packet, Pool, PoolCache, PoolConfig, PoolError, PoolStats};

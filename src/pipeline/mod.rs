@@ -26,7 +26,7 @@
 //! between two stages, possibly on two lcores).
 
 mod diag;
-mod part;
+mod host_part;
 mod plan;
 pub mod reference;
 pub mod replica;

@@ -196,7 +196,7 @@ pub fn json(kinds: &[(Group, &KindDoc)]) -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod tests {
+mod test {
     use super::*;
 
     #[test]

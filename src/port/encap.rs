@@ -281,7 +281,7 @@ impl PortStats for EncapStats {
 }
 
 #[cfg(test)]
-mod tests {
+mod test {
     use super::*;
     use crate::buf::{Pool, PoolConfig};
     use crate::port::mem::{self, MemConfig};

@@ -10,7 +10,7 @@
 pub mod compare;
 pub mod driver;
 pub mod endpoint;
-pub mod hotel;
+pub mod timer_wheel;
 pub mod keys;
 pub mod pattern;
 pub mod reassembly;

@@ -9,7 +9,7 @@
 
 use super::grid::Grid;
 use super::measurer::TrialCounts;
-use super::types::{
+use super::searcher::{
     ConfigError, GoalResult, Outcome, Phase, SearchConfig, Searcher, TrialRecord, TrialRequest,
 };
 

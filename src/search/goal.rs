@@ -1,7 +1,7 @@
 //! Goals written as text (`--goal "name=NDR,loss=0,width=0.005"`), parsed with
 //! an error that names what is wrong (fuzzed: fuzz/fuzz_targets/search_parse.rs).
 
-use super::types::Goal;
+use super::searcher::Goal;
 
 /// Bad input: the message for exit status 2.
 #[derive(Debug, thiserror::Error)]

@@ -25,14 +25,14 @@ pub mod plot;
 pub mod resume;
 pub mod sim;
 pub mod summary;
-pub mod types;
+pub mod searcher;
 
 pub use binary::BinarySearch;
 pub use grid::Grid;
 pub use mdr::{Interval, MdrSearch};
 pub use measurer::{CommandMeasurer, MeasureError, Measurer, TrialCounts};
 pub use sim::{SimDut, SimModel};
-pub use types::{
+pub use searcher::{
     ConfigError, Goal, GoalResult, Outcome, Phase, SearchConfig, Searcher, TrialRecord,
     TrialRequest,
 };

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::measurer::{MeasureError, Measurer, TrialCounts};
-use super::types::TrialRecord;
+use super::searcher::TrialRecord;
 use super::Report;
 
 /// A measurer that stops when a flag is set, and optionally takes a scaled

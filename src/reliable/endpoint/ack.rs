@@ -1,7 +1,7 @@
 //! Acknowledgements in: what they settle, RTT samples, and loss detection
 //! (duplicate ACKs, SACK and RACK's time rule).
 
-use super::super::hotel::Hotel;
+use super::super::timer_wheel::TimerWheel;
 use super::super::seq;
 use super::super::wire::{AckRepr, Channel};
 use super::tx::{RateSnap, TxChannel};
@@ -28,7 +28,7 @@ impl Endpoint {
         // The newest-sent segment acknowledged: its send time and rate snapshot.
         let mut newest: Option<(Instant, RateSnap)> = None;
         let mut ack_one =
-            |t: &mut TxChannel, hotel: &mut Hotel, events: &mut VecDeque<Event>, s: u32| {
+            |t: &mut TxChannel, timers: &mut TimerWheel, events: &mut VecDeque<Event>, s: u32| {
                 let seg = &mut t.segs[(s & t.wmask) as usize];
                 if !seg.live || seg.acked {
                     return;
@@ -36,7 +36,7 @@ impl Endpoint {
                 seg.acked = true;
                 seg.queued = false;
                 if let Some(r) = seg.room.take() {
-                    hotel.check_out(r);
+                    timers.check_out(r);
                 }
                 if seg.in_pipe {
                     seg.in_pipe = false;
@@ -80,7 +80,7 @@ impl Endpoint {
             };
         let mut s = t.snd_una;
         while seq::lt(s, ack.cum) {
-            ack_one(t, &mut self.hotel, &mut self.events, s);
+            ack_one(t, &mut self.timers, &mut self.events, s);
             s = s.wrapping_add(1);
         }
         for r in ack.ranges() {
@@ -90,7 +90,7 @@ impl Endpoint {
                 r.start
             };
             while seq::lt(s, r.end) {
-                ack_one(t, &mut self.hotel, &mut self.events, s);
+                ack_one(t, &mut self.timers, &mut self.events, s);
                 s = s.wrapping_add(1);
             }
         }
@@ -153,7 +153,7 @@ impl Endpoint {
                 // Only if not already pending a resend.
                 if seg.live && !seg.acked && !seg.queued {
                     if let Some(r) = seg.room.take() {
-                        self.hotel.check_out(r);
+                        self.timers.check_out(r);
                     }
                     seg.queued = true;
                     t.leave_pipe(s);
@@ -200,7 +200,7 @@ impl Endpoint {
                     return;
                 }
                 if let Some(r) = seg.room.take() {
-                    self.hotel.check_out(r);
+                    self.timers.check_out(r);
                 }
                 seg.queued = true;
                 t.leave_pipe(s);

@@ -81,9 +81,9 @@ pub struct Config {
     /// Messages queued per channel before [`SendError::QueueFull`](super::SendError::QueueFull).
     pub send_queue_limit: usize,
     /// Timer-wheel granularity.
-    pub hotel_tick: Duration,
+    pub timer_tick: Duration,
     /// Timer-wheel buckets.
-    pub hotel_slots: usize,
+    pub timer_slots: usize,
     /// Bound the segments in flight per channel to this multiple of the
     /// measured bandwidth-delay product (delivery rate from ACKs times the
     /// minimum RTT plus half the reordering the sender has measured, so a
@@ -134,8 +134,8 @@ impl Default for Config {
             initial_seq: 0,
             seq_bits: 32,
             send_queue_limit: 1 << 16,
-            hotel_tick: Duration::from_micros(10),
-            hotel_slots: 4096,
+            timer_tick: Duration::from_micros(10),
+            timer_slots: 4096,
             flight_gain: 3,
             flight_floor: 16,
             peer_timeout: Some(DEFAULT_PEER_TIMEOUT),

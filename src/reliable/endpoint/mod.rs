@@ -54,7 +54,7 @@
 //!
 //! Every segment gets a 32-bit sequence number (16 bits on the wire with
 //! `seq_bits = 16`, as in usnic mode) and is checked into the
-//! retransmit [`Hotel`] until it is acknowledged. ACKs are piggy-backed on data
+//! retransmit [`TimerWheel`] until it is acknowledged. ACKs are piggy-backed on data
 //! when one is pending and sent standalone when the delayed-ACK timer fires,
 //! after `ack_every` segments, at once on a duplicate (the sign of a lost ACK),
 //! and (our default) at once when a gap appears. The receiver reports the
@@ -65,7 +65,7 @@
 //! window after it was acknowledged (RACK's time rule; before any reordering
 //! is seen, `reorder_threshold` later segments acknowledged also do), or on
 //! `dup_ack_threshold` duplicate cumulative ACKs (usnic: one). Every
-//! segment has its timer in the hotel, but (with `tail_probe`, our default) a
+//! segment has its timer in the timer wheel, but (with `tail_probe`, our default) a
 //! channel times out as RFC 6298's single timer does: only after an RTO with
 //! no ACK of new data, and then at most once per backed-off RTO. A timeout
 //! backs the RTO off and resends the newest expired segment (a tail-loss
@@ -273,7 +273,7 @@ pub const ABORT_REPEATS: u32 = 3;
 /// peer for longer than that.
 pub const RETRY_LIMIT_SILENCE: core::time::Duration = core::time::Duration::from_secs(1);
 
-use super::hotel::Hotel;
+use super::timer_wheel::TimerWheel;
 use super::reassembly::{Reassembly, Regions};
 use super::rtt::RttEstimator;
 use super::seq;
@@ -291,7 +291,7 @@ pub struct Endpoint {
     cfg: Config,
     tx: [TxChannel; 2],
     rx: [RxChannel; 2],
-    hotel: Hotel,
+    timers: TimerWheel,
     resend: VecDeque<(Channel, u32)>,
     /// A resend of a segment whose earlier resend was lost, due to go out a
     /// second time (`Config::repair_copies`).
@@ -360,7 +360,7 @@ impl Endpoint {
             next_handle: 0,
             pool: Vec::new(),
             rtt: RttEstimator::new(cfg.rto_initial, cfg.rto_min, cfg.rto_max, cfg.adaptive_rto)
-                .with_slack(cfg.ack_delay, cfg.hotel_tick),
+                .with_slack(cfg.ack_delay, cfg.timer_tick),
             probe_after: Instant::ZERO,
             pipe: 0,
             delivered: 0,
@@ -393,7 +393,7 @@ impl Endpoint {
             reasm: Reassembly::new(c, cfg.initial_seq, cfg.ordered[ch.index()], cfg.max_message),
         });
         Endpoint {
-            hotel: Hotel::new(2 * w as usize, cfg.hotel_slots, cfg.hotel_tick),
+            timers: TimerWheel::new(2 * w as usize, cfg.timer_slots, cfg.timer_tick),
             budget: cfg.resend_cap,
             tx,
             rx,
@@ -558,7 +558,7 @@ impl Endpoint {
         if self.dead {
             return (self.aborts_due > 0).then_some(self.now);
         }
-        let mut t = self.hotel.next_deadline();
+        let mut t = self.timers.next_deadline();
         let mut consider = |x: Instant| t = Some(t.map_or(x, |y: Instant| y.min(x)));
         for rx in &self.rx {
             if let Some(d) = rx.ack_due {

@@ -30,7 +30,7 @@ impl Endpoint {
             }
         }
         self.expired.clear();
-        self.hotel.expire(now, &mut self.expired);
+        self.timers.expire(now, &mut self.expired);
         // First pass: account the expiry of every live segment; keep only those.
         // With `tail_probe`, the channel's timers behave as RFC 6298's single
         // timer: a timeout is an RTO without an ACK of new data (while ACKs
@@ -55,7 +55,7 @@ impl Endpoint {
             }
             seg.room = None;
             if self.cfg.tail_probe && now < t.probe_after {
-                seg.room = self.hotel.check_in(k, t.probe_after);
+                seg.room = self.timers.check_in(k, t.probe_after);
                 continue;
             }
             self.stats.timeouts += 1;
@@ -100,7 +100,7 @@ impl Endpoint {
             let t = &mut self.tx[ch.index()];
             let seg = &mut t.segs[(s & t.wmask) as usize];
             if rearm {
-                seg.room = self.hotel.check_in(k, rearm_at[ch.index()]);
+                seg.room = self.timers.check_in(k, rearm_at[ch.index()]);
                 continue;
             }
             if seg.queued {
@@ -157,7 +157,7 @@ impl Endpoint {
     /// segment's own RTO (SRTT + 4 RTTVAR), which covers the RTT's spread.
     /// Rescans are at least a timer-wheel tick apart.
     pub(super) fn reorder_timer(&mut self, ch: Channel, now: Instant) {
-        let tick = self.cfg.hotel_tick;
+        let tick = self.cfg.timer_tick;
         let t = &mut self.tx[ch.index()];
         t.reo_deadline = None;
         let rto = t.rtt.rto();
@@ -176,7 +176,7 @@ impl Endpoint {
                 continue;
             }
             if let Some(r) = seg.room.take() {
-                self.hotel.check_out(r);
+                self.timers.check_out(r);
             }
             seg.queued = true;
             t.leave_pipe(hole);

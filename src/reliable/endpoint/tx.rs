@@ -1,7 +1,7 @@
 //! The sending half of a channel: segments, messages in flight, the
 //! delivery-rate flight bound, and the transmit path of [`Endpoint`].
 
-use super::super::hotel::RoomId;
+use super::super::timer_wheel::RoomId;
 use super::super::rtt::RttEstimator;
 use super::super::seq;
 use super::super::wire::{
@@ -233,7 +233,7 @@ impl Endpoint {
                     return None;
                 }
                 if let Some(r) = seg.room.take() {
-                    self.hotel.check_out(r);
+                    self.timers.check_out(r);
                 }
                 self.budget -= 1;
                 self.stats.retransmits += 1;
@@ -400,7 +400,7 @@ impl Endpoint {
         let space = self.cfg.mtu(ch) - HEADER_LEN - len;
         let acks = self.take_acks(space, false);
         let rto = self.tx[ch.index()].rtt.rto();
-        let room = self.hotel.check_in(key(ch, s), now + rto);
+        let room = self.timers.check_in(key(ch, s), now + rto);
         let t = &mut self.tx[ch.index()];
         if t.pipe == 0 {
             // Nothing in flight: the delivery-rate intervals start now.

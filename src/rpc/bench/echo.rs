@@ -231,7 +231,7 @@ pub(super) fn measure(
 }
 
 #[cfg(test)]
-mod tests {
+mod test {
     use super::*;
 
     #[test]

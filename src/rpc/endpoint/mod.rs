@@ -532,4 +532,4 @@ fn limits(config: &Config, peer: &PeerInfo) -> (u32, u32) {
 }
 
 #[cfg(test)]
-mod tests;
+mod test;

@@ -1,7 +1,7 @@
 //! Bound bookkeeping of the MDR search: load classification per goal and phase, bound validity, interval updates.
 
 use super::{Interval, LoadState, MdrSearch, Sample, DURATION_EPS};
-use crate::search::types::Goal;
+use crate::search::searcher::Goal;
 
 impl MdrSearch {
     /// Duration sum goal `g` needs in phase `p` (draft mode), interpolated like durations.

@@ -72,13 +72,13 @@
 //!   short ones), instead of an exponential search at the final duration; when the load it
 //!   jumped to fails too, the walk goes on in steps of the width goal, not of the jump.
 //!
-//! [`Goal::is_draft_mode`]: crate::search::types::Goal::is_draft_mode
+//! [`Goal::is_draft_mode`]: crate::search::searcher::Goal::is_draft_mode
 
 use std::collections::BTreeMap;
 
 use super::grid::Grid;
 use super::measurer::TrialCounts;
-use super::types::{
+use super::searcher::{
     ConfigError, GoalResult, Outcome, Phase, SearchConfig, Searcher, TrialRecord, TrialRequest,
 };
 
@@ -550,4 +550,4 @@ impl Searcher for MdrSearch {
 }
 
 #[cfg(test)]
-mod tests;
+mod test;

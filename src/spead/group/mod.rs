@@ -7,7 +7,7 @@
 //!   receiver's placement routine (`chunk::Heaps`, header prediction
 //!   included), finds its chunk among its own held chunks, claims the heap's
 //!   region of the chunk with one compare-and-swap on the region's owner word
-//!   ([`crate::buf::shared`]), copies the payload there and marks the heap
+//!   ([`crate::buf::shared_chunk`]), copies the payload there and marks the heap
 //!   present in a bitmap of its own. Counters are the member's own
 //!   ([`ChunkStats`]), added up when read.
 //! - **Per chunk, the consumer ORs the members' bitmaps** (256 bytes each for
@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 
 use crate::buf::copy::{prefetch, store_fence};
-use crate::buf::shared::{Claim, SharedChunk, Slots, Writer, WriterSet};
+use crate::buf::shared_chunk::{Claim, SharedChunk, Slots, Writer, WriterSet};
 use crate::buf::BURST_MAX;
 
 use super::chunk::{

@@ -233,7 +233,7 @@ mod x86 {
 }
 
 #[cfg(test)]
-mod tests {
+mod test {
     use super::super::slot::{self, PACK_MAX};
     use super::*;
     use proptest::prelude::*;

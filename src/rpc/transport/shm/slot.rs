@@ -567,7 +567,7 @@ fn set_shifted(b: &mut Reference, at: usize, w: u64) {
 }
 
 #[cfg(test)]
-mod tests {
+mod test {
     use super::*;
     use proptest::prelude::*;
 

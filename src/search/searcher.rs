@@ -1,4 +1,5 @@
-//! Configuration, trial and result types shared by the searchers.
+//! What every searcher speaks: goals, the configuration, trial requests and
+//! records, results, and the `Searcher` trait.
 
 use serde::{Deserialize, Serialize};
 

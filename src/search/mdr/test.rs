@@ -3,7 +3,7 @@
 use super::*;
 use crate::search::measurer::Measurer;
 use crate::search::sim::{SimDut, SimModel};
-use crate::search::types::Goal;
+use crate::search::searcher::Goal;
 
 fn cfg() -> SearchConfig {
     SearchConfig {

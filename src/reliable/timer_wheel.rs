@@ -1,15 +1,15 @@
-//! The retransmit "hotel": a hashed timer wheel with O(1) check-in and check-out.
+//! The retransmit timers: a hashed timer wheel with O(1) check-in and check-out.
 //!
 //! usnic checks every sent segment into `opal_hotel` and checks it out when it
-//! is ACKed or posted for retransmission. Here the hotel is a fixed array of
+//! is ACKed or posted for retransmission. Here the timers are a fixed array of
 //! rooms (an index-linked slab, no allocation after construction) hung off a
 //! wheel of `slots` buckets of `tick` each. A room's bucket is its deadline's
 //! tick modulo the wheel size, so deadlines beyond one turn of the wheel wait
-//! for later turns. Check-in and check-out are O(1); [`Hotel::expire`] visits
+//! for later turns. Check-in and check-out are O(1); [`TimerWheel::expire`] visits
 //! only the buckets whose ticks have passed (all buckets at most once per call),
 //! and returns at once while `now` is before a lower bound on every deadline
 //! (a poll loop calls it every pass, thousands of times per expiry);
-//! [`Hotel::next_deadline`] finds the earliest deadline exactly by walking the
+//! [`TimerWheel::next_deadline`] finds the earliest deadline exactly by walking the
 //! occupancy bitmap from the cursor.
 
 use crate::time::{duration_nanos, Instant};
@@ -17,7 +17,7 @@ use core::time::Duration;
 
 const NIL: u32 = u32::MAX;
 
-/// A checked-in timer; give it back to [`Hotel::check_out`].
+/// A checked-in timer; give it back to [`TimerWheel::check_out`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoomId(u32);
 
@@ -33,7 +33,7 @@ struct Room {
 
 /// A timer wheel of a fixed number of rooms.
 #[derive(Debug, Clone)]
-pub struct Hotel {
+pub struct TimerWheel {
     rooms: Vec<Room>,
     free: Vec<u32>,
     heads: Vec<u32>,
@@ -46,13 +46,13 @@ pub struct Hotel {
     floor: Instant,
 }
 
-impl Hotel {
-    /// A hotel of `rooms` rooms on a wheel of `slots` buckets (rounded up to a
+impl TimerWheel {
+    /// A wheel of `rooms` rooms on a wheel of `slots` buckets (rounded up to a
     /// power of two, at least 64) of `tick` each (at least 1 ns).
-    pub fn new(rooms: usize, slots: usize, tick: Duration) -> Hotel {
+    pub fn new(rooms: usize, slots: usize, tick: Duration) -> TimerWheel {
         let slots = slots.max(64).next_power_of_two();
         let rooms_n = rooms.min(NIL as usize - 1);
-        Hotel {
+        TimerWheel {
             rooms: vec![
                 Room {
                     key: 0,
@@ -260,7 +260,7 @@ mod test {
 
     #[test]
     fn check_in_expire_in_order() {
-        let mut h = Hotel::new(16, 64, Duration::from_micros(10));
+        let mut h = TimerWheel::new(16, 64, Duration::from_micros(10));
         let mut out = Vec::new();
         h.check_in(1, us(55)).unwrap();
         h.check_in(2, us(15)).unwrap();
@@ -280,7 +280,7 @@ mod test {
 
     #[test]
     fn check_out_stops_the_timer() {
-        let mut h = Hotel::new(4, 64, Duration::from_micros(1));
+        let mut h = TimerWheel::new(4, 64, Duration::from_micros(1));
         let a = h.check_in(10, us(5)).unwrap();
         let b = h.check_in(11, us(5)).unwrap();
         assert_eq!(h.check_out(a), Some(10));
@@ -292,8 +292,8 @@ mod test {
     }
 
     #[test]
-    fn full_hotel_refuses() {
-        let mut h = Hotel::new(2, 64, Duration::from_micros(1));
+    fn full_wheel_refuses() {
+        let mut h = TimerWheel::new(2, 64, Duration::from_micros(1));
         assert!(h.check_in(1, us(1)).is_some());
         assert!(h.check_in(2, us(1)).is_some());
         assert!(h.check_in(3, us(1)).is_none());
@@ -302,7 +302,7 @@ mod test {
     #[test]
     fn beyond_one_turn_of_the_wheel() {
         // 64 slots of 1 us: a 1000 us deadline is many turns away.
-        let mut h = Hotel::new(8, 64, Duration::from_micros(1));
+        let mut h = TimerWheel::new(8, 64, Duration::from_micros(1));
         let mut out = Vec::new();
         h.check_in(7, us(1000)).unwrap();
         h.check_in(8, us(30)).unwrap();
@@ -320,7 +320,7 @@ mod test {
 
     #[test]
     fn past_deadline_expires_at_once() {
-        let mut h = Hotel::new(8, 64, Duration::from_micros(1));
+        let mut h = TimerWheel::new(8, 64, Duration::from_micros(1));
         let mut out = Vec::new();
         h.expire(us(500), &mut out);
         h.check_in(1, us(3)).unwrap();
@@ -332,7 +332,7 @@ mod test {
     proptest::proptest! {
         #[test]
         fn matches_a_naive_model(ops in proptest::collection::vec((0u8..3, 0u64..5000), 1..300)) {
-            let mut h = Hotel::new(64, 64, Duration::from_micros(3));
+            let mut h = TimerWheel::new(64, 64, Duration::from_micros(3));
             let mut model: Vec<(u64, Instant, RoomId)> = Vec::new();
             let mut now = 0u64;
             let mut key = 0u64;
