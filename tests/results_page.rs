@@ -107,7 +107,8 @@ fn every_row_has_its_cpu_date_and_command_or_says_not_measured_yet() {
 }
 
 /// A bench-cpu summary.json with the ring hop at `ring` (the script's own
-/// target, <= 1.5, says met) and no SPEAD rows.
+/// target, <= 1.5, says met), an RPC depth 1 met over all runs but not in its
+/// fast regime, and no SPEAD rows.
 fn summary(ring: f64) -> String {
     format!(
         r#"{{"cpu_model": "Intel(R) Xeon(R) Platinum 8481C", "cpu_vendor": "GenuineIntel",
@@ -117,7 +118,14 @@ fn summary(ring: f64) -> String {
             "target": ">= 1.0x", "met": true, "source": "dpdk-no-huge"}},
           {{"what": "ring hop, 2 lcores, bulk 32, 16 B elements",
             "measured": "{ring:.2}x (linerate 12.0 cycles/elem, DPDK rte_ring SP/SC 10.0 cycles/elem)",
-            "value": {ring}, "target": "<= 1.5x", "met": true, "source": "ring"}}],
+            "value": {ring}, "target": "<= 1.5x", "met": true, "source": "ring"}},
+          {{"what": "RPC depth-1 p50 / two-line ping-pong, median of 5 runs",
+            "measured": "1.40x (per run 1.52, 1.52, 1.30, 1.30, 1.40)", "value": 1.4,
+            "target": "<= 1.5x", "met": true, "source": "rpc"}},
+          {{"what": "  the same, fast regime only (2 runs)", "measured": "1.52x (198 vs 130 ns)",
+            "value": 1.52, "target": "<= 1.5x", "met": false, "regime": "fast", "source": "rpc"}},
+          {{"what": "  the same, slow regime only (3 runs)", "measured": "1.30x (520 vs 400 ns)",
+            "value": 1.3, "target": "<= 1.5x", "met": true, "regime": "slow", "source": "rpc"}}],
         "not_measured": [{{"what": "SPEAD reassembly, 1 KiB (spead)", "why": "no spead2"}}],
         "met": 2, "measured": 2, "all_met": false, "rpc_regimes_missed": []}}"#
     )
@@ -159,6 +167,15 @@ fn a_run_is_recorded_with_its_cpu_and_date_and_judged_by_the_projects_target() {
     assert_eq!(ring["date"], "2027-01-02");
     assert_eq!(ring["command"], "scripts/bench-cpu");
     assert!(ring["measured"].as_str().unwrap().starts_with("1.20x"));
+    // Depth 1 is judged within one regime: the fast regime's miss is a miss.
+    let rpc = find(&after, "rpc-depth-1");
+    assert_eq!(rpc["met"], "no: fast regime 1.52x", "{rpc}");
+    assert!(rpc["measured"]
+        .as_str()
+        .unwrap()
+        .ends_with("by regime: fast 1.52x, slow 1.30x"));
+    // Depth 256 was not in this run.
+    assert_eq!(find(&after, "rpc-depth-256"), find(&before, "rpc-depth-256"));
     let fwd = find(&after, "dpdk-forward-no-huge");
     assert_eq!(fwd["met"], "yes");
     assert_eq!(fwd["value"], 1.1);
