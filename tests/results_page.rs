@@ -78,10 +78,9 @@ fn a_figure_changed_in_the_json_alone_fails_the_check() {
 
 #[test]
 fn every_row_has_its_cpu_date_and_command_or_says_not_measured_yet() {
-    let j: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root().join("docs/results.json")).unwrap(),
-    )
-    .unwrap();
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("docs/results.json")).unwrap())
+            .unwrap();
     let page = std::fs::read_to_string(root().join("docs/src/benchmarks.md")).unwrap();
     let targets = j["targets"].as_array().unwrap();
     for t in targets {
@@ -175,7 +174,10 @@ fn a_run_is_recorded_with_its_cpu_and_date_and_judged_by_the_projects_target() {
         .unwrap()
         .ends_with("by regime: fast 1.52x, slow 1.30x"));
     // Depth 256 was not in this run.
-    assert_eq!(find(&after, "rpc-depth-256"), find(&before, "rpc-depth-256"));
+    assert_eq!(
+        find(&after, "rpc-depth-256"),
+        find(&before, "rpc-depth-256")
+    );
     let fwd = find(&after, "dpdk-forward-no-huge");
     assert_eq!(fwd["met"], "yes");
     assert_eq!(fwd["value"], 1.1);
@@ -184,7 +186,10 @@ fn a_run_is_recorded_with_its_cpu_and_date_and_judged_by_the_projects_target() {
         find(&after, "spead-single-packet"),
         find(&before, "spead-single-packet")
     );
-    assert_eq!(find(&after, "dpdk-forward-huge"), find(&before, "dpdk-forward-huge"));
+    assert_eq!(
+        find(&after, "dpdk-forward-huge"),
+        find(&before, "dpdk-forward-huge")
+    );
     // The page was rendered again from the new JSON.
     let check = results_page(&["--check", "--json", s(&json), "--page", s(&page)]);
     assert!(check.status.success(), "{}", text(&check));
