@@ -18,7 +18,7 @@
 //! from the headers (hundreds, compiled on every build). The per-packet mbuf
 //! accessors do not go through the shim at all: Rust reads `data_off`,
 //! `data_len`, `pkt_len`, `buf_len` from the bindgen struct and inlines them
-//! (measured: see BENCHMARKS.md, "What the C shim costs").
+//! (measured: docs/src/design/fast-path-costs.md, "The C shim").
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

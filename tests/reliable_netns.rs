@@ -289,7 +289,7 @@ fn kernel_loss_matrix_in_a_namespace() {
 
 /// The 20 % cell through an `impair` relay with 0-2 ms of jitter each way
 /// (a jittery path between two processes), ours and usnic mode: both deliver
-/// exactly once. (Their speed is in BENCHMARKS.md, not asserted here.)
+/// exactly once. (Their speed is measured by scripts/bench-reliable-netns, not asserted here.)
 #[test]
 fn jitter_and_loss_through_an_impair_relay_both_modes() {
     let dir = tempfile::tempdir().unwrap();

@@ -185,7 +185,7 @@ pub enum SinkArg {
 /// How `recv` copies payloads into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CopyArg {
-    /// Non-temporal stores (the default; see BENCHMARKS.md).
+    /// Non-temporal stores (the default; see docs/src/design/spead-copy.md).
     Stream,
     /// Ordinary stores (`memcpy`).
     Plain,

@@ -218,7 +218,7 @@
 //! with 20 000 messages 77 % and 72 %. At 3 Gb/s 76 % and 73 % (70 % and
 //! 56 % before). `--window` and `--credits` run the same comparison with
 //! other values. Over real loopback with kernel loss and through the
-//! `impair` relay the figures did not drop (BENCHMARKS.md).
+//! `impair` relay the figures did not drop (`scripts/bench-reliable-netns`).
 //!
 //! **What an ACK costs.** At first the continuation ACKs were allowed one
 //! per segment received. Virtual time delivers one packet at a time, so it

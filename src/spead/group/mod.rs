@@ -1107,8 +1107,8 @@ pub struct Pushed {
 }
 
 /// Packets ahead in a burst that [`Member::push_burst`] prefetches (whole
-/// packets): 4 read best in `benches/spead_group.rs` (BENCHMARKS.md, session 9;
-/// 8 read the same, the header's line alone no better than none).
+/// packets): 4 read best in `benches/spead_group.rs` (see
+/// docs/src/design/spead-group.md; 8 read the same, the header's line alone no better than none).
 pub const PREFETCH_AHEAD: usize = 4;
 
 /// The members' counters added up (what a single receiver would count).
