@@ -1107,7 +1107,7 @@ pub struct Pushed {
 }
 
 /// Packets ahead in a burst that [`Member::push_burst`] prefetches (whole
-/// packets): 4 read best in `benches/spead_group.rs` (BENCHMARKS.md, session 9;
+/// packets): 4 read best in `benches/spead_group.rs` (
 /// 8 read the same, the header's line alone no better than none).
 pub const PREFETCH_AHEAD: usize = 4;
 
