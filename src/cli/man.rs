@@ -67,7 +67,7 @@ fn command_markdown(cmd: &clap::Command, parent: &str, out: &mut String) {
     use std::fmt::Write as _;
     let name = format!("{parent} {}", cmd.get_name());
     let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
-    let _ = write!(out, "\n## `{name}`\n\n{}\n", about.trim());
+    let _ = writeln!(out, "\n## `{name}`: {}", about.trim().trim_end_matches('.'));
     let args: Vec<&clap::Arg> = cmd
         .get_arguments()
         .filter(|a| !a.is_hide_set() && !["help", "version"].contains(&a.get_id().as_str()))
