@@ -47,7 +47,7 @@ pub fn run(args: &ManArgs) -> Result<(), Failure> {
 }
 
 /// The command reference as markdown: every subcommand (depth first, in the
-/// order `--help` lists them) with its usage and a table of its arguments.
+/// order `--help` lists them) with its purpose and a list of its arguments.
 pub fn markdown(mut cmd: clap::Command) -> String {
     cmd.build();
     let mut out = String::from(
@@ -73,9 +73,9 @@ fn command_markdown(cmd: &clap::Command, parent: &str, out: &mut String) {
         .filter(|a| !a.is_hide_set() && !["help", "version"].contains(&a.get_id().as_str()))
         .collect();
     if !args.is_empty() {
-        out.push_str("\n| argument | meaning |\n|---|---|\n");
+        out.push('\n');
         for a in args {
-            let _ = writeln!(out, "| `{}` | {} |", arg_form(a), arg_help(a));
+            let _ = writeln!(out, "- `{}`: {}", arg_form(a), arg_help(a));
         }
     }
     for sub in cmd.get_subcommands() {
@@ -130,5 +130,5 @@ fn arg_help(a: &clap::Arg) -> String {
     if !defaults.is_empty() && a.get_action().takes_values() {
         text.push_str(&format!(" (default `{}`)", defaults.join(",")));
     }
-    text.replace('|', "\\|")
+    text
 }
