@@ -72,11 +72,8 @@ fn command_markdown(cmd: &clap::Command, parent: &str, out: &mut String) {
         .get_arguments()
         .filter(|a| !a.is_hide_set() && !["help", "version"].contains(&a.get_id().as_str()))
         .collect();
-    if !args.is_empty() {
-        out.push('\n');
-        for a in args {
-            let _ = writeln!(out, "- `{}`: {}", arg_form(a), arg_help(a));
-        }
+    for a in args {
+        let _ = writeln!(out, "- `{}`: {}", arg_form(a), arg_help(a));
     }
     for sub in cmd.get_subcommands() {
         command_markdown(sub, &name, out);
