@@ -633,8 +633,8 @@ fn the_key_reference_page_is_the_registry() {
 #[test]
 fn the_command_reference_page_is_the_command_line() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page = std::fs::read_to_string(root.join("docs/src/reference/commands.md"))
-        .unwrap_or_default();
+    let page =
+        std::fs::read_to_string(root.join("docs/src/reference/commands.md")).unwrap_or_default();
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(["man", "--markdown"])
         .output()

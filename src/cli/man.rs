@@ -84,7 +84,12 @@ fn command_markdown(cmd: &clap::Command, parent: &str, out: &mut String) {
 fn arg_form(a: &clap::Arg) -> String {
     let values = a
         .get_value_names()
-        .map(|v| v.iter().map(|n| format!("<{n}>")).collect::<Vec<_>>().join(" "))
+        .map(|v| {
+            v.iter()
+                .map(|n| format!("<{n}>"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .unwrap_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()));
     if a.is_positional() {
         return values;
