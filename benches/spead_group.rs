@@ -24,7 +24,7 @@
 //! for their cores), and times that work. On 2 cores it shares one with a
 //! member: each wake-up takes from that member, and a lossless group runs at
 //! its slower member's pace (100 us read 1.40-1.61x, 1000 us 1.62-1.79x in
-//! session 7); the 13 or so chunks not in the window (24 in all) cover 2 ms
+//! one run); the 13 or so chunks not in the window (24 in all) cover 2 ms
 //! at 12 M packets/s, so the nap never stalls a member.
 //!
 //! Diagnostics, in the environment:
@@ -35,7 +35,7 @@
 //! - `LR_APART=1` gives each member a group of its own (members then share
 //!   no chunk, slot or lock, only the consumer thread and the machine);
 //! - `LR_ONE_BY_ONE=1`: members push packet by packet (`Member::push`, no
-//!   prefetch), as before session 9;
+//!   prefetch);
 //! - `LR_SMALLPAGES=1`: the input in a plain `Vec` (4 KiB pages);
 //! - `LR_PLAIN=1`: the chunks written with ordinary stores, not
 //!   non-temporal ones;

@@ -14,8 +14,7 @@
 //! their difference is the hand-off. The member is also the consumer, as a
 //! pipeline's sink lcore would be: after the pair it takes every ready chunk
 //! (`poll_chunk`, two lock takes, and between them, away from the lock, the
-//! members' present bitmaps ORed; until session 8, the chunk's 2048 slot
-//! lines read and cleared) and gives it back
+//! members' present bitmaps ORed) and gives it back
 //! (`add_free_chunk`: one lock take with one push under it, timed alone too).
 //! Each push and each poll is timed alone with `Instant` (its own cost, about
 //! 20-40 ns on this VM, is in every figure and cancels in the difference).

@@ -9,7 +9,7 @@ Each benchmark script ends with table rows of one shape,
 `| what | linerate A | PEER B | ratio R (target >= T) |` (or `<= T`), and the
 verdict is read from the ratio and the target the row states, so the target
 lives in one place, the script that measures it. The RPC targets come from
-`scripts/rpc-summary.py`'s summary.json: issue 19's rule (depth-1 p50 over
+`scripts/rpc-summary.py`'s summary.json: the target's rule (depth-1 p50 over
 the two-line ping-pong, medians over all runs) and, beside it, every regime
 the runs landed in, judged apart (a shared VM's two cores may share a cache
 in one run and not in the next). A benchmark that could not run is listed as
@@ -55,7 +55,7 @@ def rows(text):
 
 
 def rpc_targets(s):
-    """Issue 19's RPC targets from rpc-summary.py's summary.json."""
+    """The RPC targets from rpc-summary.py's summary.json."""
     out = [{
         "what": f"RPC depth-1 p50 / two-line ping-pong, median of {s['runs']} runs",
         "measured": f"{s['ratio_median']:.2f}x (per run {', '.join(f'{r:.2f}' for r in s['ratio_per_run'])})",
@@ -142,7 +142,7 @@ def main():
         print(f"{t['what']:{width}}  {'yes' if t['met'] else 'NO':4}  {t['target']:14}  {t['measured']}")
     for m in missing:
         print(f"{m['what']:{width}}  {'-':4}  {'':14}  not measured: {m['why']}")
-    # The per-regime rows are a reading beside issue 19's rule, not targets
+    # The per-regime rows are a reading beside the target's rule, not targets
     # of their own: the count is over the rule's rows.
     judged = [t for t in targets if "regime" not in t]
     met = sum(t["met"] for t in judged)

@@ -21,7 +21,7 @@ export LINERATE_BENCH_SECS="$secs"
 testpmd_pps() {
     local out
     out=$( { echo start; sleep "$secs"; echo stop; sleep 0.5; echo quit; } | \
-        dpdk-testpmd -l 0-1 "${mem[@]}" --no-pci --no-telemetry --file-prefix="lr-bench-tp-$$" \
+        dpdk-testpmd -l 0-1 "${mem[@]}" --no-pci --no-telemetry --file-prefix="linerate-tp-$$" \
         --vdev=net_null0 --vdev=net_null1 --log-level=lib.eal:error -- \
         -i --forward-mode=io --burst=32 --nb-cores=1 --total-num-mbufs=16383 --no-mlockall 2>&1)
     local rx

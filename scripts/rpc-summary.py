@@ -22,7 +22,7 @@ p50 and what the endpoint adds over it (depth-1 p50 minus the echo's, median
 over the regime's runs): the round trip split into the floor, the transport's
 share and the endpoint's.
 
-The SUMMARY line keeps issue 19's definition (the median over all runs); the
+The SUMMARY line keeps the target's definition (the median over all runs); the
 REGIMES line gives each regime's median ratio and its verdict, and says
 whether every regime judged (those with a steady run) meets the target.
 """
@@ -30,7 +30,7 @@ import json
 import statistics
 import sys
 
-TARGET = 1.5  # depth-1 p50 / two-line ping-pong p50 (issue 19)
+TARGET = 1.5  # depth-1 p50 / two-line ping-pong p50
 RATE_TARGET = 10e6  # RPC/s at depth 256
 SPLIT = 1.6  # a run more than this over the fastest is in the other regime
 STEADY = 0.6  # median 1 ms window over the best one, below which the rate changed inside
@@ -149,7 +149,7 @@ def main():
               f" {f['ratio_p50']:.2f}x (ratio of means {f['ratio_means']:.2f}x)"
               + (f"; shm echo p50 {f['echo_p50_ns']:5.0f} ns ({f['echo_vs_two_line']:.2f}x 2-line),"
                  f" endpoint {f['endpoint_over_echo_ns']:+.0f} ns over the echo" if f["echo_runs"] else ""))
-    # Issue 19's target, as the issue states it: the median over all runs.
+    # The target as it is defined: the median over all runs.
     print(f"SUMMARY: depth-1 p50 {r2:.2f}x the 2-line ping-pong (target <= {TARGET}x: {'MET' if r2 <= TARGET else 'NOT MET'}; "
           f"runs {min(per_run2):.2f}-{max(per_run2):.2f}x; {r1:.2f}x the one-line ping-pong); "
           f"depth 256 {d256/1e6:.2f} M RPC/s (target >= 10 M: {'MET' if d256 >= RATE_TARGET else 'NOT MET'})")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MLRsearch 1.2.1 on the simulated DUT of linerate issue 5, and the sim's test vectors.
+"""MLRsearch 1.2.1 on the simulated DUT of linerate (src/search/sim.rs), and the sim's test vectors.
 
 The sim model is implemented here independently of the Rust code (from the issue's formulas),
 so `--vectors` pins the Rust implementation (src/search/sim.rs tests) and MLRsearch runs on

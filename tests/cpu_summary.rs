@@ -16,7 +16,7 @@ const SPEAD: &str = "| SPEAD reassembly, 1 KiB single-packet heaps, per CPU-seco
 const RING: &str = "| ring hop, 2 lcores, bulk 32, 16 B elements | linerate 15.6 cycles/elem | DPDK rte_ring SP/SC 29.8 cycles/elem | ratio 0.52 (target <= 1.5) |";
 
 /// An `rpc-summary.py` summary.json (the fields the CPU summary reads):
-/// issue 19's rule over all runs at `median`, and a fast and a slow regime.
+/// the target's rule over all runs at `median`, and a fast and a slow regime.
 fn rpc_json(median: f64, fast: f64, slow: f64) -> String {
     let regime = |runs: u32, ratio: f64, two_line: f64| {
         format!(

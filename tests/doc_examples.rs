@@ -19,9 +19,9 @@
 //!   - `stderr`: match stderr instead of stdout;
 //!   - `exit=N`: the exit status (default 0).
 //! - ```` ```sh ````, ```` ```bash ````, ```` ```shell ````: not run. A block
-//!   that holds a linerate, cargo or scripts/ command must say why in a line
-//!   `# not run by the doc tests: REASON` (usually its first), which the
-//!   reader sees too.
+//!   that holds a linerate, cargo or scripts/ command must say why in its
+//!   info string: ```` ```sh norun REASON ```` (`norun`, then the reason, e.g.
+//!   `sh norun needs root and network namespaces`).
 //! - Any other block (toml, json, text, rust, ...) is left alone; a block
 //!   without a language must not hold a `linerate` command.
 //!
@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 
-const NOT_RUN: &str = "# not run by the doc tests: ";
+/// The info-string word of a shell block that is not run; the reason follows.
+const NOT_RUN: &str = "norun";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One fenced code block.
@@ -440,17 +441,26 @@ fn check(ex: &Example, attrs: &[&str], out: &Outcome) -> Result<(), String> {
     Ok(())
 }
 
-/// A `sh` block that holds a command must say why it is not run.
+/// A `sh` block that holds a command must say why it is not run: its info
+/// string is `sh norun REASON`.
 fn check_not_run(b: &Block) -> Result<(), String> {
     let runs_something = b.text.lines().any(|l| {
         let l = l.trim_start();
         !l.starts_with('#')
             && (l.contains("linerate ") || l.starts_with("cargo ") || l.contains("scripts/"))
     });
-    if runs_something && !b.text.lines().any(|l| l.starts_with(NOT_RUN)) {
+    let words: Vec<&str> = b.info.split_whitespace().collect();
+    let says_why = words.get(1) == Some(&NOT_RUN) && words.len() > 2;
+    if words.get(1) == Some(&NOT_RUN) && !says_why {
         return Err(format!(
-            "a `{}` block with a command: make it a `console` block the tests run, or say why not in a line `{NOT_RUN}REASON`",
+            "`{}`: say why the block is not run after `{NOT_RUN}`",
             b.info
+        ));
+    }
+    if runs_something && !says_why {
+        return Err(format!(
+            "a `{}` block with a command: make it a `console` block the tests run, or say why not in its info string: `{} {NOT_RUN} REASON`",
+            b.info, words[0]
         ));
     }
     Ok(())
@@ -612,4 +622,46 @@ fn the_key_reference_page_is_the_registry() {
             first.map_or_else(|| "the end".to_string(), |i| (i + 1).to_string())
         );
     }
+}
+
+#[test]
+fn the_command_reference_page_is_the_command_line() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let page =
+        std::fs::read_to_string(root.join("docs/src/reference/commands.md")).unwrap_or_default();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["man", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "linerate man --markdown failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = String::from_utf8(out.stdout).unwrap();
+    if page != generated {
+        let first = page
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b);
+        panic!(
+            "docs/src/reference/commands.md differs from `linerate man --markdown` (first at line {}): the \
+             command line changed. Regenerate the page:\n    cargo run -- man --markdown > docs/src/reference/commands.md",
+            first.map_or_else(|| "the end".to_string(), |i| (i + 1).to_string())
+        );
+    }
+}
+
+#[test]
+fn a_shell_block_with_a_command_says_why_it_is_not_run() {
+    let block = |info: &str, text: &str| Block {
+        file: PathBuf::from("x.md"),
+        line: 1,
+        info: info.into(),
+        text: text.into(),
+    };
+    assert!(check_not_run(&block("sh", "linerate run p.toml\n")).is_err());
+    assert!(check_not_run(&block("sh norun", "linerate run p.toml\n")).is_err());
+    assert!(check_not_run(&block("sh norun needs root", "sudo linerate run p.toml\n")).is_ok());
+    assert!(check_not_run(&block("sh", "# a comment only\n")).is_ok());
 }

@@ -775,7 +775,7 @@ mod prop {
 }
 
 /// One cell of the sweep: 8 KiB messages a -> b over a 100 us link.
-/// 20 % loss each way with 0-2 ms of jitter, order kept (issue 21): with
+/// 20 % loss each way with 0-2 ms of jitter, order kept: with
 /// hundreds of holes in a flight and 8 SACK ranges per ACK, the sender used
 /// to resend received segments whose ranges went unreported (2.6 resends per
 /// lost segment). With rotating ranges and loss declared only for segments
@@ -998,7 +998,7 @@ fn usnic_sends_16_bit_sequence_numbers_across_their_wrap() {
     assert!(p.ab.stats().lost > 0);
 }
 
-/// Every key combination of issue 21 delivers exactly once, both ways, at
+/// Every key combination of the channel delivers exactly once, both ways, at
 /// 0-20 % loss, and no live peer is declared dead (`check_delivery`).
 /// `sack = false` at 5 % used to declare its live peer dead: segments waiting
 /// behind the probe counted as retries.
@@ -1108,7 +1108,7 @@ fn idle_is_not_dead_and_abort_reaches_the_peer() {
     assert!(!p.a_events.iter().any(|(_, e)| matches!(e, Event::PeerDead)));
 }
 
-/// Virtual time reproduces what real time showed (issue 21): 20 % loss on a
+/// Virtual time reproduces what real time showed: 20 % loss on a
 /// path with 1 ms of jitter (order kept, as a relay does). Our defaults must
 /// be at least as fast as usnic mode there; they were 7x slower while the
 /// backoff stayed at its maximum and the flight bound shrank to its floor.

@@ -1,5 +1,5 @@
 //! The reliable channel between two linerate processes over real loopback
-//! UDP, with real faults (issue 21):
+//! UDP, with real faults:
 //!
 //! - a matrix (defaults, usnic mode, `sack = false`, `ordered = false` at 0,
 //!   1, 5 and 20 % loss) inside a network namespace whose nftables rule drops
@@ -254,7 +254,7 @@ fn transfer(
     secs
 }
 
-/// The matrix of issue 21 over kernel loss in a namespace.
+/// The matrix of key combinations over kernel loss in a namespace.
 #[test]
 fn kernel_loss_matrix_in_a_namespace() {
     let cells: [(&str, &str); 4] = [

@@ -74,7 +74,7 @@ fn mostly_slow_runs_do_not_hide_a_fast_regime_miss() {
         j["regime_per_run"],
         serde_json::json!(["fast", "slow", "slow", "mixed", "slow", "mixed"])
     );
-    // The median over all runs (issue 19's wording) passes...
+    // The median over all runs (the target's definition) passes...
     assert_eq!(j["met_median"], true, "{text}");
     // ...but the fast regime does not, and the summary says so.
     assert_eq!(j["regimes"]["fast"]["met"], false);

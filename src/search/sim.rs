@@ -1,4 +1,4 @@
-//! The simulated device under test of issue 5, implemented literally.
+//! The simulated device under test, implemented literally from its model.
 //!
 //! ```text
 //! u(seed,k,j) = (splitmix64(seed*G1 + k*G2 + j*G3 mod 2^64) >> 11) / 2^53

@@ -5,7 +5,7 @@
 //! does), and packets from several senders (heaps are keyed by sender and heap
 //! counter). At most `max_heaps` heaps are live; a packet of a new heap when all
 //! slots are taken evicts the oldest. Every discarded packet and heap is counted by
-//! its cause ([`AssembleStats`]); nothing is dropped silently (spead2's issue #122:
+//! its cause ([`AssembleStats`]); nothing is dropped silently (unlike a known spead2 bug, where
 //! a heap whose first packet was lost vanished without a counter).
 //!
 //! Sans-IO and allocation-free in steady state: heap buffers come back through

@@ -132,27 +132,27 @@
 //!   turns off as soon as the RTT varies by more than the minimum RTT
 //!   (RTTVAR above it: a FIFO path's standing queue stays below), and the
 //!   first late hole that arrives measures the window. And a hole still
-//!   inside the window when the sender stops sending waited for the RTO; RACK's
+//!   inside the window when the sender stops sending would wait for the RTO; RACK's
 //!   reordering timer now declares it lost one RTO after it was sent (RFC
 //!   8985 waits RACK.rtt + window, but RACK.rtt, the newest segment's RTT,
 //!   is a lucky 20 us sample there and the timer resent most late holes).
 //!   The estimator was left alone: the RTO and the RTT samples were not the
-//!   limit. Ours went from 0.59 to 1.87 Gb/s at 20 % loss (usnic mode 0.86)
-//!   and from 1.02 to 2.72 Gb/s lossless on that 3 Gb/s link.
+//!   limit. Ours moves 1.87 Gb/s at 20 % loss (usnic mode 0.86)
+//!   and 2.72 Gb/s lossless on that 3 Gb/s link.
 //! - **Credits and the flight bound.** In-order delivery frees a credit only
 //!   when every earlier message is complete. At 20 % loss a few of the
 //!   thousand segments of a flight need four or five repair rounds, each a
 //!   round trip, so the credits must cover several round trips of data or
 //!   the sender idles: 256 credits left ours at 30 % of lossless in virtual
-//!   time with no spurious resend at all; 1024 was the default until the
-//!   repair rounds below made it 4096 (the window bounds what is in
+//!   time with no spurious resend at all; the repair rounds below need the
+//!   default of 4096 (the window bounds what is in
 //!   flight, so the receiver holds no more memory at once). Before the first delivery-rate sample the
-//!   flight is bounded at [`INITIAL_FLIGHT`] segments (the old first flight),
+//!   flight is bounded at [`INITIAL_FLIGHT`] segments,
 //!   so the larger credits do not queue a first burst in front of a slow link.
 //!
 //! Together (`linerate reliable compare --loss 0,20 --jitter 2ms
 //! --bandwidth 3Gbps --messages 4000 --seeds 3`): ours 20 % -> 52 % of
-//! lossless with order kept, with 1.00 resend per lost segment (2.6 before).
+//! lossless with order kept, with 1.00 resend per lost segment.
 //! With packets overtaking each other (`--jitter-order any`) the flight
 //! bound spans the minimum RTT plus half the measured reordering (see
 //! [`Config::flight_gain`]), and loss detection works as described under
@@ -273,10 +273,10 @@ pub const ABORT_REPEATS: u32 = 3;
 /// peer for longer than that.
 pub const RETRY_LIMIT_SILENCE: core::time::Duration = core::time::Duration::from_secs(1);
 
-use super::timer_wheel::TimerWheel;
 use super::reassembly::{Reassembly, Regions};
 use super::rtt::RttEstimator;
 use super::seq;
+use super::timer_wheel::TimerWheel;
 use super::wire::{Channel, PutRepr};
 use super::RegionId;
 use crate::time::Instant;

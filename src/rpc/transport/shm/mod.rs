@@ -211,7 +211,7 @@ const OFF_COMP_TAIL: usize = 2304; // 2 x 128
 /// hot in both cores' caches: the writer's store to a slot then only has to
 /// invalidate the reader's copy (as in a cache-line ping-pong) instead of
 /// fetching a line last touched hundreds of writes ago (256 slots measured
-/// about 25 ns slower per depth-1 round trip than 4 in session 7).
+/// about 25 ns slower per depth-1 round trip than 4).
 pub const COMP_SLOTS: u64 = 8;
 /// Fewest and most completion slots a region may have.
 pub const COMP_SLOTS_RANGE: std::ops::RangeInclusive<u64> = 4..=4096;

@@ -6,7 +6,7 @@
 //! every length (property-tested below), so the wire format is the same
 //! whichever a side uses. Other architectures use the scalar code.
 //!
-//! Not AVX-512: session 10 measured it (branch `rpccodec`), but its
+//! Not AVX-512: it was measured, but its
 //! intrinsics need Rust 1.89 (the MSRV is 1.85) and valgrind 3.19 cannot
 //! execute it, which blinds `scripts/rpc-instructions`.
 
