@@ -21,13 +21,15 @@
 //! [`udp_payload`] walks a whole frame (Ethernet, up to two VLAN tags, IPv4 or
 //! IPv6 with its extension headers, UDP) and says where the datagram's
 //! payload is or why there is none; every receive path that looks for a UDP
-//! payload uses it.
+//! payload uses it. [`stack`] writes whole header stacks into templates and
+//! patches their lengths per packet.
 
 pub mod checksum;
 pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mpls;
+pub mod stack;
 pub mod udp;
 pub mod vlan;
 pub mod vxlan;
