@@ -581,12 +581,13 @@ mod test {
         });
         let mut buf = [0u8; 80];
         b.write(&mut buf, &Repr::default());
-        use crate::net::ipv6::Packet as Ipv6;
+        use crate::net::{ethernet::HEADER_LEN, ipv4, ipv6};
         let mut other = buf;
-        Ipv6::new_unchecked(&mut other[14..]).set_next_header(6);
+        ipv6::Packet::new_unchecked(&mut other[HEADER_LEN..]).set_next_header(6);
         assert!(udp_payload(&other).is_none());
         let mut other = buf;
-        other[14] = 0x40; // version 4 in an IPv6 frame
+        // Version 4 in an IPv6 frame.
+        ipv4::Packet::new_unchecked(&mut other[HEADER_LEN..]).set_version_and_header_len(4, 0);
         assert!(udp_payload(&other).is_none());
         assert!(udp_payload(&buf[..61]).is_none());
     }

@@ -459,7 +459,8 @@ mod test {
             *b = i as u8;
         }
         write_udp_headers(&mut frame, &template, 100);
-        let ip = crate::net::ipv4::Packet::new_checked(&frame[14..]).unwrap();
+        let ip = crate::net::ipv4::Packet::new_checked(&frame[crate::net::ethernet::HEADER_LEN..])
+            .unwrap();
         assert!(ip.verify_checksum(), "valid IPv4 checksum");
         let inner = Encap::Udp.strip(&frame).unwrap();
         assert_eq!(inner, &frame[UDP_HEADERS..]);
@@ -473,7 +474,8 @@ mod test {
             .set_ethertype(crate::net::ethernet::ethertype::ARP);
         assert!(Encap::Udp.strip(&arp).is_none());
         let mut tcp = frame.clone();
-        crate::net::ipv4::Packet::new_unchecked(&mut tcp[14..]).set_protocol(6);
+        crate::net::ipv4::Packet::new_unchecked(&mut tcp[crate::net::ethernet::HEADER_LEN..])
+            .set_protocol(6);
         assert!(Encap::Udp.strip(&tcp).is_none());
         assert!(Encap::Udp.strip(&frame[..30]).is_none());
         assert_eq!(Encap::None.strip(&frame[..30]).unwrap().len(), 30);
