@@ -32,7 +32,7 @@ fn build(
 ) -> Vec<u8> {
     let eth = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
     let ip = if v6 {
-        let raw = |n| Ipv6RawExtHeader::new_raw(IpNumber::UDP, &vec![n; 6]).unwrap();
+        let raw = |n| Ipv6RawExtHeader::new_raw(IpNumber::UDP, &[n; 6]).unwrap();
         let mut exts = Ipv6Extensions::default();
         if ext & 1 != 0 {
             exts.hop_by_hop_options = Some(raw(1));
