@@ -35,7 +35,7 @@ pub mod vlan;
 pub mod vxlan;
 mod walk;
 
-pub use walk::{udp_payload, IpVersion, UdpView, WhyNot};
+pub use walk::{udp_payload, IpVersion, UdpView, WhyNot, MAX_TAGS};
 
 /// Why a header view or `Repr` refused its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
