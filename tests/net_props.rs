@@ -215,7 +215,7 @@ proptest! {
         let l3 = ethernet::HEADER_LEN + tag;
         if let Some(vid) = vid {
             vlan::Repr { priority: 3, drop_eligible: false, vid, ethertype: inner }
-                .emit(&mut vlan::Tag::new_unchecked(&mut f[14..]));
+                .emit(&mut vlan::Tag::new_unchecked(&mut f[ethernet::HEADER_LEN..]));
         }
         let ul = udp::HEADER_LEN + payload.len();
         let pseudo = if v6 {
