@@ -98,18 +98,31 @@ fn theirs(frame: &[u8]) -> Option<std::ops::Range<usize>> {
     Some(start..start + u.payload().len())
 }
 
-/// Runs every view and `Repr` of the module over `b` at every offset: none
-/// may panic, and whatever checks `Ok` reads without panicking.
+/// Runs every view and `Repr` of the module over `b` at every offset of its
+/// head, with the invariants the `net_frame` fuzz target asserts: none may
+/// panic, what parses emits the same bytes back (where a header has no
+/// reserved bits), and a parsed length is the payload's.
 fn every_view(b: &[u8]) {
+    if let Ok(v) = udp_payload(b) {
+        let r = v.payload_range();
+        assert!(v.ip_offset() >= ethernet::HEADER_LEN);
+        assert!(v.udp_offset() >= v.ip_offset() + ipv4::HEADER_LEN);
+        assert!(r.start == v.udp_offset() + udp::HEADER_LEN && r.end <= b.len());
+        assert_eq!(usize::from(v.udp().len()), r.len() + udp::HEADER_LEN);
+    }
     for at in 0..b.len().min(64) {
         let s = &b[at..];
         if let Ok(f) = ethernet::Frame::new_checked(s) {
-            let _ = (f.dst_addr(), f.src_addr(), f.ethertype(), f.payload());
-            let _ = ethernet::Repr::parse(&f);
+            let r = ethernet::Repr::parse(&f).unwrap();
+            let mut out = [0u8; ethernet::HEADER_LEN];
+            r.emit(&mut ethernet::Frame::new_unchecked(&mut out[..]));
+            assert_eq!(out[..], s[..ethernet::HEADER_LEN]);
         }
         if let Ok(t) = vlan::Tag::new_checked(s) {
-            let _ = (t.priority(), t.vid(), t.drop_eligible(), t.payload());
-            let _ = vlan::Repr::parse(&t);
+            let r = vlan::Repr::parse(&t).unwrap();
+            let mut out = [0u8; vlan::HEADER_LEN];
+            r.emit(&mut vlan::Tag::new_unchecked(&mut out[..]));
+            assert_eq!(out[..], s[..vlan::HEADER_LEN]);
         }
         if let Ok(p) = ipv4::Packet::new_checked(s) {
             let _ = (
@@ -118,24 +131,34 @@ fn every_view(b: &[u8]) {
                 p.verify_checksum(),
                 p.frag_offset(),
             );
-            let _ = ipv4::Repr::parse(&p);
+            if let Ok(r) = ipv4::Repr::parse(&p) {
+                assert!(p.verify_checksum() && !p.is_fragment());
+                assert_eq!(r.payload_len, p.payload().len());
+            }
         }
         if let Ok(p) = ipv6::Packet::new_checked(s) {
-            let _ = (p.payload(), p.flow_label(), p.traffic_class(), p.src_addr());
-            let _ = ipv6::Repr::parse(&p);
-            let _ = ipv6::upper_layer(p.next_header(), p.payload());
+            let _ = (p.flow_label(), p.traffic_class(), p.src_addr());
+            if let Ok((_, off)) = ipv6::upper_layer(p.next_header(), p.payload()) {
+                assert!(off <= p.payload().len());
+            }
+            if let Ok(r) = ipv6::Repr::parse(&p) {
+                assert_eq!(r.payload_len, p.payload().len());
+            }
         }
         if let Ok(p) = udp::Packet::new_checked(s) {
-            let _ = (p.payload(), p.verify_checksum(0x1234), p.is_empty());
-            let _ = udp::Repr::parse(&p);
+            let _ = (p.verify_checksum(0x1234), p.is_empty());
+            if let Ok(r) = udp::Repr::parse(&p) {
+                assert_eq!(r.payload_len, p.payload().len());
+            }
         }
         if let Ok(p) = vxlan::Packet::new_checked(s) {
-            let _ = (p.vni(), p.payload());
-            let _ = vxlan::Repr::parse(&p);
+            let _ = (vxlan::Repr::parse(&p), p.vni(), p.payload());
         }
         if let Ok(e) = mpls::Entry::new_checked(s) {
-            let _ = (e.label(), e.payload());
-            let _ = mpls::Repr::parse(&e);
+            let r = mpls::Repr::parse(&e).unwrap();
+            let mut out = [0u8; mpls::HEADER_LEN];
+            r.emit(&mut mpls::Entry::new_unchecked(&mut out[..]));
+            assert_eq!(out[..], s[..mpls::HEADER_LEN]);
         }
     }
 }
