@@ -19,6 +19,7 @@ pub mod hosts;
 pub mod latency;
 pub mod metrics;
 pub mod neigh;
+pub mod net;
 pub mod pipeline;
 pub mod plot;
 pub mod port;

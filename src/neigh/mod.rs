@@ -678,16 +678,15 @@ mod test {
     #[test]
     fn counts_non_ip_malformed_and_passes_ip() {
         let mut n = core();
+        use crate::net::ethernet::{ethertype, Frame};
         let mut f = arp_request(Ipv4Addr::new(10, 1, 0, 2));
-        f[12] = 0x88;
-        f[13] = 0xcc; // LLDP
+        Frame::new_unchecked(&mut f[..]).set_ethertype(0x88cc); // LLDP
         assert_eq!(n.handle_frame(&f), Verdict::Consumed);
         let mut f = arp_request(Ipv4Addr::new(10, 1, 0, 2));
-        f[21] = 9;
+        wire::ArpPacket::new_unchecked(&mut f[wire::ETH_LEN..]).set_header(9);
         assert_eq!(n.handle_frame(&f), Verdict::Consumed);
         assert_eq!(n.handle_frame(&f[..20]), Verdict::Consumed);
-        f[12] = 0x08;
-        f[13] = 0x00;
+        Frame::new_unchecked(&mut f[..]).set_ethertype(ethertype::IPV4);
         assert_eq!(n.handle_frame(&f), Verdict::Pass);
         let c = n.counters();
         assert_eq!((c.non_ip, c.malformed, c.sent), (1, 2, 0));

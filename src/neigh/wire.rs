@@ -21,20 +21,23 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use thiserror::Error;
 
+use crate::net::checksum::{add_bytes, finish, pseudo_header_v6};
+use crate::net::{ethernet, ipv4, ipv6};
+
 /// Ethertype of IPv4.
-pub const ETHERTYPE_IPV4: u16 = 0x0800;
+pub const ETHERTYPE_IPV4: u16 = ethernet::ethertype::IPV4;
 /// Ethertype of ARP.
-pub const ETHERTYPE_ARP: u16 = 0x0806;
+pub const ETHERTYPE_ARP: u16 = ethernet::ethertype::ARP;
 /// Ethertype of IPv6.
-pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+pub const ETHERTYPE_IPV6: u16 = ethernet::ethertype::IPV6;
 /// Length of the Ethernet header.
-pub const ETH_LEN: usize = 14;
+pub const ETH_LEN: usize = ethernet::HEADER_LEN;
 /// Length of an IPv4-over-Ethernet ARP packet.
 pub const ARP_LEN: usize = 28;
 /// Length of the IPv6 header.
-pub const IPV6_LEN: usize = 40;
+pub const IPV6_LEN: usize = ipv6::HEADER_LEN;
 /// IPv6 next-header value of ICMPv6.
-pub const NEXT_HEADER_ICMPV6: u8 = 58;
+pub const NEXT_HEADER_ICMPV6: u8 = ipv4::protocol::ICMPV6;
 /// ICMPv6 type of a router solicitation (the first NDP type).
 pub const ICMPV6_ROUTER_SOLICIT: u8 = 133;
 /// ICMPv6 type of a neighbour solicitation.
@@ -54,10 +57,6 @@ pub const BROADCAST: [u8; 6] = [0xff; 6];
 
 mod field {
     pub type Field = core::ops::Range<usize>;
-    // Ethernet.
-    pub const ETH_DST: Field = 0..6;
-    pub const ETH_SRC: Field = 6..12;
-    pub const ETHERTYPE: Field = 12..14;
     // ARP, relative to its start.
     pub const HTYPE: Field = 0..2;
     pub const PTYPE: Field = 2..4;
@@ -68,13 +67,6 @@ mod field {
     pub const SPA: Field = 14..18;
     pub const THA: Field = 18..24;
     pub const TPA: Field = 24..28;
-    // IPv6, relative to its start.
-    pub const VER_TC_FL: Field = 0..4;
-    pub const PAYLOAD_LEN: Field = 4..6;
-    pub const NEXT_HEADER: usize = 6;
-    pub const HOP_LIMIT: usize = 7;
-    pub const SRC: Field = 8..24;
-    pub const DST: Field = 24..40;
     // NS/NA, relative to the ICMPv6 message.
     pub const TYPE: usize = 0;
     pub const CODE: usize = 1;
@@ -129,9 +121,9 @@ fn mac(b: &[u8]) -> [u8; 6] {
 /// The ethertype of a frame, if it has an Ethernet header.
 #[inline]
 pub fn ethertype(frame: &[u8]) -> Option<u16> {
-    frame
-        .get(field::ETHERTYPE)
-        .map(|b| u16::from_be_bytes([b[0], b[1]]))
+    ethernet::Frame::new_checked(frame)
+        .ok()
+        .map(|f| f.ethertype())
 }
 
 /// An ARP packet (after the Ethernet header), a zero-copy view.
@@ -395,25 +387,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> NdpPacket<T> {
 /// The ICMPv6 checksum of `msg` between `src` and `dst` (RFC 8200 section
 /// 8.1); 0 when `msg` carries a correct checksum.
 pub fn icmpv6_checksum(src: Ipv6Addr, dst: Ipv6Addr, msg: &[u8]) -> u16 {
-    let mut sum: u64 = 0;
-    let mut add = |b: &[u8]| {
-        let mut it = b.chunks_exact(2);
-        for c in &mut it {
-            sum += u64::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        if let [last] = it.remainder() {
-            sum += u64::from(*last) << 8;
-        }
-    };
-    add(&src.octets());
-    add(&dst.octets());
-    add(&(msg.len() as u32).to_be_bytes());
-    add(&[0, 0, 0, NEXT_HEADER_ICMPV6]);
-    add(msg);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    let pseudo = pseudo_header_v6(src, dst, NEXT_HEADER_ICMPV6, msg.len() as u32);
+    finish(add_bytes(pseudo, msg))
 }
 
 /// NDP neighbour messages.
@@ -553,35 +528,30 @@ impl Frame {
     /// Parses an Ethernet frame holding ARP or an NDP NS/NA; anything else is
     /// [`Error::NotNeighbour`].
     pub fn parse(frame: &[u8]) -> Result<Frame, Error> {
-        let ethertype = ethertype(frame).ok_or(Error::Truncated)?;
-        let eth_dst = mac(&frame[field::ETH_DST]);
-        let eth_src = mac(&frame[field::ETH_SRC]);
-        let rest = &frame[ETH_LEN..];
-        let body = match ethertype {
+        let eth = ethernet::Frame::new_checked(frame).map_err(|_| Error::Truncated)?;
+        let (eth_dst, eth_src) = (eth.dst_addr(), eth.src_addr());
+        let rest = eth.payload();
+        let body = match eth.ethertype() {
             ETHERTYPE_ARP => Body::Arp(ArpRepr::parse(&ArpPacket::new_checked(rest)?)?),
             ETHERTYPE_IPV6 => {
-                if rest.len() < IPV6_LEN {
-                    return Err(Error::Truncated);
-                }
-                if rest[0] >> 4 != 6 || rest[field::NEXT_HEADER] != NEXT_HEADER_ICMPV6 {
+                let ip = ipv6::Packet::new_checked(rest).map_err(|_| Error::Truncated)?;
+                if ip.version() != 6 || ip.next_header() != NEXT_HEADER_ICMPV6 {
                     return Err(Error::NotNeighbour);
                 }
-                let len = usize::from(get_u16(rest, field::PAYLOAD_LEN.start));
                 // Ethernet pads short frames: the payload length says where
                 // the message ends.
-                let msg = rest.get(IPV6_LEN..IPV6_LEN + len).ok_or(Error::Truncated)?;
+                if IPV6_LEN + usize::from(ip.payload_len()) > rest.len() {
+                    return Err(Error::Truncated);
+                }
+                let msg = ip.payload();
                 match msg.first() {
                     Some(&ICMPV6_NEIGHBOR_SOLICIT | &ICMPV6_NEIGHBOR_ADVERT) => {}
                     _ => return Err(Error::NotNeighbour),
                 }
-                if rest[field::HOP_LIMIT] != 255 {
+                if ip.hop_limit() != 255 {
                     return Err(Error::HopLimit);
                 }
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&rest[field::SRC]);
-                let src = Ipv6Addr::from(a);
-                a.copy_from_slice(&rest[field::DST]);
-                let dst = Ipv6Addr::from(a);
+                let (src, dst) = (ip.src_addr(), ip.dst_addr());
                 let repr = NdpRepr::parse(&NdpPacket::new_checked(msg)?, src, dst)?;
                 Body::Ndp { src, dst, repr }
             }
@@ -610,28 +580,35 @@ impl Frame {
         let n = self.buffer_len();
         let buf = buf.get_mut(..n)?;
         buf.fill(0);
-        buf[field::ETH_DST].copy_from_slice(&self.eth_dst);
-        buf[field::ETH_SRC].copy_from_slice(&self.eth_src);
-        let rest = &mut buf[ETH_LEN..];
+        let ethertype = match &self.body {
+            Body::Arp(_) => ETHERTYPE_ARP,
+            Body::Ndp { .. } => ETHERTYPE_IPV6,
+        };
+        let mut eth = ethernet::Frame::new_unchecked(&mut buf[..]);
+        ethernet::Repr {
+            src_addr: self.eth_src,
+            dst_addr: self.eth_dst,
+            ethertype,
+        }
+        .emit(&mut eth);
+        let rest = eth.payload_mut();
         match &self.body {
-            Body::Arp(a) => {
-                buf[field::ETHERTYPE].copy_from_slice(&ETHERTYPE_ARP.to_be_bytes());
-                a.emit(&mut ArpPacket::new_unchecked(&mut buf[ETH_LEN..]));
-            }
+            Body::Arp(a) => a.emit(&mut ArpPacket::new_unchecked(rest)),
             Body::Ndp { src, dst, repr } => {
                 let len = repr.buffer_len();
-                rest[field::VER_TC_FL].copy_from_slice(&0x6000_0000u32.to_be_bytes());
-                rest[field::PAYLOAD_LEN].copy_from_slice(&(len as u16).to_be_bytes());
-                rest[field::NEXT_HEADER] = NEXT_HEADER_ICMPV6;
-                rest[field::HOP_LIMIT] = 255;
-                rest[field::SRC].copy_from_slice(&src.octets());
-                rest[field::DST].copy_from_slice(&dst.octets());
+                ipv6::Repr {
+                    src_addr: *src,
+                    dst_addr: *dst,
+                    next_header: NEXT_HEADER_ICMPV6,
+                    payload_len: len,
+                    hop_limit: 255,
+                }
+                .emit(&mut ipv6::Packet::new_unchecked(&mut rest[..]));
                 repr.emit(
                     &mut NdpPacket::new_unchecked(&mut rest[IPV6_LEN..IPV6_LEN + len]),
                     *src,
                     *dst,
                 );
-                buf[field::ETHERTYPE].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
             }
         }
         Some(n)
@@ -686,12 +663,20 @@ pub fn multicast_mac(a: Ipv6Addr) -> [u8; 6] {
 /// frame; IPv6 frames add two loads in the same cache line.
 #[inline(always)]
 pub fn is_diverted(frame: &[u8]) -> bool {
-    match frame.get(field::ETHERTYPE) {
-        Some([0x08, 0x00]) => false,
-        Some([0x86, 0xdd]) => matches!(
-            frame.get(ETH_LEN + field::NEXT_HEADER..=ETH_LEN + IPV6_LEN),
-            Some([NEXT_HEADER_ICMPV6, .., t]) if (ICMPV6_ROUTER_SOLICIT..=ICMPV6_REDIRECT).contains(t)
-        ),
+    let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+        return true;
+    };
+    match eth.ethertype() {
+        ETHERTYPE_IPV4 => false,
+        ETHERTYPE_IPV6 => {
+            let rest = eth.payload();
+            ipv6::Packet::new_checked(rest).is_ok_and(|ip| {
+                ip.next_header() == NEXT_HEADER_ICMPV6
+                    && rest
+                        .get(IPV6_LEN)
+                        .is_some_and(|t| (ICMPV6_ROUTER_SOLICIT..=ICMPV6_REDIRECT).contains(t))
+            })
+        }
         _ => true,
     }
 }
@@ -713,7 +698,7 @@ mod test {
     fn deconstruct_arp() {
         let p = ArpPacket::new_checked(&ARP_REQUEST[ETH_LEN..]).unwrap();
         assert_eq!(p.htype(), 1);
-        assert_eq!(p.ptype(), 0x0800);
+        assert_eq!(p.ptype(), ETHERTYPE_IPV4);
         assert_eq!(p.oper(), 1);
         assert_eq!(p.sha(), [2, 0, 0, 0, 0, 1]);
         assert_eq!(p.spa(), Ipv4Addr::new(10, 1, 0, 2));
@@ -737,14 +722,13 @@ mod test {
         assert_eq!(Frame::parse(&ARP_REQUEST[..13]), Err(Error::Truncated));
         assert_eq!(Frame::parse(&ARP_REQUEST[..41]), Err(Error::Truncated));
         let mut f = ARP_REQUEST;
-        f[21] = 3;
+        f[ETH_LEN + field::OPER.end - 1] = 3;
         assert_eq!(Frame::parse(&f), Err(Error::ArpOp));
         let mut f = ARP_REQUEST;
-        f[18] = 8;
+        f[ETH_LEN + field::HLEN] = 8;
         assert_eq!(Frame::parse(&f), Err(Error::ArpType));
         let mut f = ARP_REQUEST;
-        f[12] = 0x08;
-        f[13] = 0x00;
+        ethernet::Frame::new_unchecked(&mut f[..]).set_ethertype(ETHERTYPE_IPV4);
         assert_eq!(Frame::parse(&f), Err(Error::NotNeighbour));
     }
 

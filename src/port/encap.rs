@@ -5,9 +5,9 @@
 //! side prepends Ethernet/IPv4/UDP headers to each datagram, in the packet's
 //! headroom (no copy), from a template made once: our MAC and address, the
 //! peer's MAC (resolved by the caller, before any stage runs) and address.
-//! Its receive side keeps only IPv4/UDP frames from the peer's address to
-//! ours, strips their headers in place (and any Ethernet padding), and drops
-//! everything else, counted (`udp_other_frames`). A frame port's neighbour
+//! Its receive side keeps only IPv4/UDP frames (VLAN-tagged or not) from the
+//! peer's address to ours, strips their headers in place (and any Ethernet
+//! padding), and drops everything else, counted (`udp_other_frames`). A frame port's neighbour
 //! layer ([`crate::neigh`]) sits beneath, so ARP still reaches it.
 //!
 //! The UDP checksum is sent as zero (IPv4 allows it: "not computed") and not
@@ -23,10 +23,12 @@ use std::sync::Arc;
 use super::{OpenPort, PortReport, PortStats, RxQueue, TxQueue};
 use crate::buf::counter::{CacheAligned, Counter};
 use crate::buf::Burst;
+use crate::net::stack::{set_udp_v4_payload_len, UdpV4, UDP_V4_HEADERS};
+use crate::net::{ipv4, udp_payload, IpVersion};
 use crate::time::Instant;
 
 /// Ethernet, IPv4 (no options) and UDP header bytes in front of a datagram.
-pub const HEADERS: usize = 14 + 20 + 8;
+pub const HEADERS: usize = UDP_V4_HEADERS;
 
 /// The two ends a port's datagrams travel between, with their MAC addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,74 +44,43 @@ pub struct Ends {
 }
 
 impl Ends {
-    /// The headers of a datagram from `local` to `peer`, lengths and IPv4
-    /// checksum still to be set.
+    /// The headers of an empty datagram from `local` to `peer` (don't
+    /// fragment, TTL 64): a packet's lengths are patched in by
+    /// [`set_udp_v4_payload_len`].
     fn template(&self) -> [u8; HEADERS] {
         let mut h = [0u8; HEADERS];
-        h[0..6].copy_from_slice(&self.peer_mac);
-        h[6..12].copy_from_slice(&self.mac);
-        h[12..14].copy_from_slice(&[0x08, 0x00]);
-        // Version 4, 20-byte header, don't fragment, TTL 64, UDP.
-        h[14] = 0x45;
-        h[20] = 0x40;
-        h[22] = 64;
-        h[23] = 17;
-        h[26..30].copy_from_slice(&self.local.ip().octets());
-        h[30..34].copy_from_slice(&self.peer.ip().octets());
-        h[34..36].copy_from_slice(&self.local.port().to_be_bytes());
-        h[36..38].copy_from_slice(&self.peer.port().to_be_bytes());
+        UdpV4 {
+            src_mac: self.mac,
+            dst_mac: self.peer_mac,
+            src: self.local,
+            dst: self.peer,
+            ttl: 64,
+            payload_len: 0,
+        }
+        .emit(&mut h);
         h
     }
 }
 
-/// The one's-complement sum of a 20-byte IPv4 header, folded; the checksum
-/// field included, so a valid header sums to 0xffff.
-#[inline]
-fn ipv4_sum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks_exact(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
 /// Where a UDP datagram's payload sits in `frame`: `Some((start, len))` when
-/// `frame` is an unfragmented IPv4/UDP datagram from `from` to `to` with a
-/// valid header checksum and lengths that fit the frame. Bounds-checked;
-/// never panics.
+/// `frame` is an unfragmented IPv4/UDP datagram (VLAN tags allowed) from
+/// `from` to `to` with a valid header checksum and lengths that fit the
+/// frame. Bounds-checked; never panics.
 pub fn payload_of(frame: &[u8], from: &SocketAddrV4, to: &SocketAddrV4) -> Option<(usize, usize)> {
-    if frame.len() < HEADERS || frame[12..14] != [0x08, 0x00] {
+    let v = udp_payload(frame).ok()?;
+    if v.version() != IpVersion::V4 {
         return None;
     }
-    let ip = &frame[14..];
-    let ihl = usize::from(ip[0] & 0x0f) * 4;
-    if ip[0] >> 4 != 4 || ihl < 20 || ip[9] != 17 {
+    let ip = ipv4::Packet::new_checked(v.ip()).ok()?;
+    if !ip.verify_checksum() || ip.src_addr() != *from.ip() || ip.dst_addr() != *to.ip() {
         return None;
     }
-    // More fragments, or an offset: a fragment.
-    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+    let u = v.udp();
+    if u.src_port() != from.port() || u.dst_port() != to.port() {
         return None;
     }
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if total < ihl + 8 || 14 + total > frame.len() || ipv4_sum(ip.get(..ihl)?) != 0xffff {
-        return None;
-    }
-    if ip[12..16] != from.ip().octets() || ip[16..20] != to.ip().octets() {
-        return None;
-    }
-    let udp = &ip[ihl..];
-    let (sport, dport) = (
-        u16::from_be_bytes([udp[0], udp[1]]),
-        u16::from_be_bytes([udp[2], udp[3]]),
-    );
-    let len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if sport != from.port() || dport != to.port() || len < 8 || len > total - ihl {
-        return None;
-    }
-    Some((14 + ihl + 8, len - 8))
+    let r = v.payload_range();
+    Some((r.start, r.len()))
 }
 
 /// Counters of one queue's layer (one writer each: the queue's lcore).
@@ -227,10 +198,7 @@ impl TxQueue for EncapTx {
                 return false;
             };
             h.copy_from_slice(&self.template);
-            h[16..18].copy_from_slice(&ip_len.to_be_bytes());
-            let sum = !ipv4_sum(&h[14..34]);
-            h[24..26].copy_from_slice(&sum.to_be_bytes());
-            h[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+            set_udp_v4_payload_len(h, ip_len - 28);
             true
         });
         self.counters.tx_unsent.add((before - v.len()) as u64);
@@ -391,29 +359,28 @@ mod test {
 
     #[test]
     fn frames_from_elsewhere_are_not_datagrams() {
+        use crate::net::{ethernet, ipv4, udp};
         let (a, b) = ends();
         let mut f = vec![0u8; HEADERS + 10];
         f[..HEADERS].copy_from_slice(&a.template());
-        f[16..18].copy_from_slice(&38u16.to_be_bytes());
-        let s = !ipv4_sum(&f[14..34]);
-        f[24..26].copy_from_slice(&s.to_be_bytes());
-        f[38..40].copy_from_slice(&18u16.to_be_bytes());
+        set_udp_v4_payload_len(&mut f, 10);
         assert_eq!(payload_of(&f, &a.local, &b.local), Some((HEADERS, 10)));
         // Wrong direction, wrong port, bad checksum, fragment, short frame.
         assert_eq!(payload_of(&f, &b.local, &a.local), None);
+        fn ip(g: &mut [u8]) -> ipv4::Packet<&mut [u8]> {
+            ipv4::Packet::new_unchecked(&mut g[ethernet::HEADER_LEN..])
+        }
         let mut g = f.clone();
-        g[37] ^= 1;
+        let mut u = udp::Packet::new_unchecked(&mut g[HEADERS - udp::HEADER_LEN..]);
+        u.set_dst_port(u.dst_port() ^ 1);
         assert_eq!(payload_of(&g, &a.local, &b.local), None);
         let mut g = f.clone();
-        g[24] ^= 1;
+        let c = ip(&mut g).checksum();
+        ip(&mut g).set_checksum(c ^ 0x0100);
         assert_eq!(payload_of(&g, &a.local, &b.local), None);
         let mut g = f.clone();
-        g[20] = 0x20;
-        let s = {
-            g[24..26].copy_from_slice(&[0, 0]);
-            !ipv4_sum(&g[14..34])
-        };
-        g[24..26].copy_from_slice(&s.to_be_bytes());
+        ip(&mut g).set_frag(false, true, 0);
+        ip(&mut g).fill_checksum();
         assert_eq!(payload_of(&g, &a.local, &b.local), None);
         assert_eq!(payload_of(&f[..HEADERS - 1], &a.local, &b.local), None);
         // Ethernet padding after the datagram is not payload.

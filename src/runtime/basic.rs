@@ -1,9 +1,11 @@
 //! The basic stages (Snabb's `basic_apps`): source, forward, sink, and the
 //! [`Input`]/[`Output`] ends that let any stage read or write a port or a ring.
 
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 
 use crate::buf::{Burst, Consumer, Packet, PoolCache, Producer};
+use crate::net::stack::{UdpV4, UDP_V4_HEADERS};
 use crate::port::{RxQueue, TxQueue};
 use crate::time::Instant;
 
@@ -180,39 +182,18 @@ impl Output {
 /// the packet holds `frame - 4`): 02:00:00:00:00:01 -> 02:00:00:00:00:02,
 /// 10.0.0.1:1024 -> 10.0.0.2:1024, IPv4 header checksum set, UDP checksum 0.
 pub fn udp_template(frame: usize) -> Vec<u8> {
-    let len = frame.saturating_sub(4).max(42);
+    let len = frame.saturating_sub(4).max(UDP_V4_HEADERS);
     let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    let ip_len = (len - 14) as u16;
-    let ip = &mut f[14..34];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-    ip[6] = 0x40; // don't fragment
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
-    ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    let sum = ipv4_checksum(ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let udp = &mut f[34..42];
-    udp[0..2].copy_from_slice(&1024u16.to_be_bytes());
-    udp[2..4].copy_from_slice(&1024u16.to_be_bytes());
-    udp[4..6].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    f
-}
-
-/// The Internet checksum of an IPv4 header (with its checksum field zero).
-pub fn ipv4_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
+    UdpV4 {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 1024),
+        dst: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 1024),
+        ttl: 64,
+        payload_len: len - UDP_V4_HEADERS,
     }
-    !(sum as u16)
+    .emit(&mut f);
+    f
 }
 
 /// Emits a fixed template packet, as fast as possible or paced at a rate, for
@@ -501,15 +482,14 @@ mod test {
 
     #[test]
     fn template_is_a_valid_udp_frame() {
+        use crate::net::{ipv4, udp_payload};
         let f = udp_template(64);
         assert_eq!(f.len(), 60);
-        assert_eq!(
-            ipv4_checksum(&f[14..34]),
-            0,
-            "checksum over a valid header is zero"
-        );
-        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 46);
-        assert_eq!(u16::from_be_bytes([f[38], f[39]]), 26);
+        let v = udp_payload(&f).unwrap();
+        let ip = ipv4::Packet::new_checked(v.ip()).unwrap();
+        assert!(ip.verify_checksum(), "checksum over a valid header is zero");
+        assert_eq!(ip.total_len(), 46);
+        assert_eq!(v.udp().len(), 26);
     }
 
     #[test]

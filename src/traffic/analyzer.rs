@@ -16,7 +16,6 @@ use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
 use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
-use super::template::{HEADERS, HEADERS_V6};
 use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
@@ -331,27 +330,12 @@ impl Analyzer {
     }
 }
 
-/// The UDP payload of an Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frame, if
-/// it is one (IPv6 with UDP as the first next header: the generator sends no
-/// extension headers).
+/// The UDP payload of an Ethernet/IPv4/UDP or Ethernet/IPv6/UDP frame (VLAN
+/// tags, IPv4 options and IPv6 extension headers walked; fragments refused),
+/// if it is one: [`crate::net::udp_payload`].
 #[inline]
 pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
-    if f.len() < HEADERS {
-        return None;
-    }
-    match [f[12], f[13]] {
-        [0x08, 0x00] if f[14] >> 4 == 4 && f[23] == 17 => {
-            let ihl = usize::from(f[14] & 0x0f) * 4;
-            if ihl < 20 {
-                return None;
-            }
-            f.get(14 + ihl + 8..)
-        }
-        [0x86, 0xdd] if f[14] >> 4 == 6 && f.len() >= HEADERS_V6 && f[20] == 17 => {
-            f.get(HEADERS_V6..)
-        }
-        _ => None,
-    }
+    crate::net::udp_payload(f).ok().map(|v| v.payload())
 }
 
 impl Stage for Analyzer {
@@ -559,7 +543,8 @@ mod test {
     fn stamps_are_found_in_ipv4_and_ipv6_frames() {
         use crate::traffic::stamp::Repr;
         use crate::traffic::template::{
-            AddrRange, FrameBuilder, FrameSpec, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6,
+            AddrRange, FrameBuilder, FrameSpec, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, HEADERS,
+            HEADERS_V6,
         };
         let v6 = FrameSpec {
             src_ip: AddrRange::v6(DEFAULT_SRC_V6),
@@ -596,11 +581,13 @@ mod test {
         });
         let mut buf = [0u8; 80];
         b.write(&mut buf, &Repr::default());
+        use crate::net::{ethernet::HEADER_LEN, ipv4, ipv6};
         let mut other = buf;
-        other[20] = 6;
+        ipv6::Packet::new_unchecked(&mut other[HEADER_LEN..]).set_next_header(6);
         assert!(udp_payload(&other).is_none());
         let mut other = buf;
-        other[14] = 0x40;
+        // Version 4 in an IPv6 frame.
+        ipv4::Packet::new_unchecked(&mut other[HEADER_LEN..]).set_version_and_header_len(4, 0);
         assert!(udp_payload(&other).is_none());
         assert!(udp_payload(&buf[..61]).is_none());
     }
@@ -610,7 +597,8 @@ mod test {
         fn udp_payload_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120), v6 in any::<bool>()) {
             let mut f = bytes;
             if f.len() > 14 {
-                f[12..14].copy_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
+                use crate::net::ethernet::{ethertype, Frame};
+                Frame::new_unchecked(&mut f[..]).set_ethertype(if v6 { ethertype::IPV6 } else { ethertype::IPV4 });
             }
             if let Some(p) = udp_payload(&f) {
                 prop_assert!(p.len() <= f.len());

@@ -188,24 +188,33 @@ impl IbverbsConfig {
 /// port (an IP or UDP spec also requires an IPv4 / UDP frame). This is the
 /// NIC's matching, written out so the rule can be checked without one.
 pub fn flow_selects(m: &FlowMatch, frame: &[u8]) -> bool {
-    if frame.len() < 14 || frame[0..6] != m.dst_mac {
+    use crate::net::{ethernet, ipv4, udp};
+    let Ok(eth) = ethernet::Frame::new_checked(frame) else {
+        return false;
+    };
+    if eth.dst_addr() != m.dst_mac {
         return false;
     }
     if m.dst_ip.is_none() && m.dst_port.is_none() {
         return true;
     }
-    if frame[12..14] != [0x08, 0x00] || frame.len() < 34 || frame[14] >> 4 != 4 {
+    // The NIC matches header fields, not lengths: the IP and UDP views are
+    // checked only for holding their headers.
+    let Ok(ip) = ipv4::Packet::new_checked(eth.payload()) else {
+        return false;
+    };
+    if eth.ethertype() != ethernet::ethertype::IPV4 || ip.version() != 4 {
         return false;
     }
-    if m.dst_ip.is_some_and(|ip| frame[30..34] != ip.octets()) {
+    if m.dst_ip.is_some_and(|a| ip.dst_addr() != a) {
         return false;
     }
     let Some(port) = m.dst_port else {
         return true;
     };
-    let ihl = usize::from(frame[14] & 0x0f) * 4;
-    let udp = 14 + ihl;
-    frame[23] == 17 && frame.len() >= udp + 4 && frame[udp + 2..udp + 4] == port.to_be_bytes()
+    let after = eth.payload().get(ip.header_len()..).unwrap_or(&[]);
+    ip.protocol() == ipv4::protocol::UDP
+        && udp::Packet::new_checked(after).is_ok_and(|u| u.dst_port() == port)
 }
 
 /// One work completion, as the port sees it.

@@ -176,19 +176,33 @@ fn config() -> IbverbsConfig {
 
 /// An Ethernet/IPv4/UDP frame of `len` bytes to `ip:port`, numbered `i`.
 fn frame(mac: [u8; 6], ip: [u8; 4], port: u16, i: u32, len: usize) -> Vec<u8> {
+    use crate::net::stack::{UdpV4, UDP_V4_HEADERS};
     let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&mac);
-    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14] = 0x45;
-    f[23] = 17;
-    f[30..34].copy_from_slice(&ip);
-    f[36..38].copy_from_slice(&port.to_be_bytes());
-    f[42..46].copy_from_slice(&i.to_be_bytes());
-    for (k, b) in f[46..].iter_mut().enumerate() {
+    UdpV4 {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: mac,
+        src: "10.0.0.1:1024".parse().unwrap(),
+        dst: std::net::SocketAddrV4::new(ip.into(), port),
+        ttl: 64,
+        payload_len: len - UDP_V4_HEADERS,
+    }
+    .emit(&mut f);
+    let body = &mut f[UDP_V4_HEADERS..];
+    body[..4].copy_from_slice(&i.to_be_bytes());
+    for (k, b) in body[4..].iter_mut().enumerate() {
         *b = (i as usize + k) as u8;
     }
     f
+}
+
+/// The UDP payload of a frame made by [`frame`].
+fn body(f: &[u8]) -> &[u8] {
+    crate::net::udp_payload(f).unwrap().payload()
+}
+
+/// The UDP destination port of a frame made by [`frame`].
+fn dst_port(f: &[u8]) -> u16 {
+    crate::net::udp_payload(f).unwrap().udp().dst_port()
 }
 
 fn burst_of(pool: &Pool, frames: &[Vec<u8>]) -> Burst {
@@ -235,11 +249,12 @@ fn flow_rule_selects_mac_ip_and_port() {
     ));
     assert!(!flow_selects(&m, &frame(MAC, [10, 0, 0, 3], 7148, 0, 64)));
     assert!(!flow_selects(&m, &frame(MAC, ip, 7149, 0, 64)));
+    use crate::net::{ethernet, ipv4};
     let mut v6 = frame(MAC, ip, 7148, 0, 64);
-    v6[12..14].copy_from_slice(&[0x86, 0xdd]);
+    ethernet::Frame::new_unchecked(&mut v6[..]).set_ethertype(ethernet::ethertype::IPV6);
     assert!(!flow_selects(&m, &v6), "an IPv4 spec needs IPv4");
     let mut tcp = frame(MAC, ip, 7148, 0, 64);
-    tcp[23] = 6;
+    ipv4::Packet::new_unchecked(&mut tcp[ethernet::HEADER_LEN..]).set_protocol(ipv4::protocol::TCP);
     assert!(!flow_selects(&m, &tcp), "a UDP spec needs UDP");
     assert!(!flow_selects(&m, &frame(MAC, ip, 7148, 0, 64)[..20]));
     let mac_only = FlowMatch {
@@ -451,7 +466,7 @@ fn loopback_delivers_every_selected_frame_intact() {
         for f in &frames[..taken] {
             all_bytes += f.len() as u64;
             inline += u64::from(f.len() <= 60);
-            if f[37] != 9 {
+            if dst_port(f) != 9 {
                 sent.push(f.clone());
             }
         }
@@ -526,7 +541,7 @@ fn frames_beyond_the_posted_slots_are_dropped_by_the_nic_not_the_port() {
         r.detail["rx_posted"], 4,
         "reposted at once: fewer than half were posted"
     );
-    let seqs: Vec<u8> = out.iter().map(|p| p.data()[45]).collect();
+    let seqs: Vec<u8> = out.iter().map(|p| body(p.data())[3]).collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
 }
 

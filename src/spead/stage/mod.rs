@@ -39,12 +39,12 @@ use super::wire::{self, ctrl, emit_packet, id, Flavour, ItemPointer, WORD};
 use crate::buf::copy::CopyMode;
 use crate::buf::counter::CacheAligned;
 use crate::buf::{ring, Burst, Consumer, PoolCache, Producer, RingStatsHandle, BURST_MAX};
-use crate::runtime::basic::{ipv4_checksum, udp_template, Input, Output};
+use crate::runtime::basic::{udp_template, Input, Output};
 use crate::runtime::{Context, Poll, Stage, StageCounters, StageValues};
 use crate::time::Instant;
 
 /// Bytes of the Ethernet, IPv4 and UDP headers of [`Encap::Udp`].
-pub const UDP_HEADERS: usize = 42;
+pub const UDP_HEADERS: usize = crate::net::stack::UDP_V4_HEADERS;
 
 /// How long a draining receiver waits without a packet before it flushes.
 const DRAIN_GRACE: Duration = Duration::from_millis(5);
@@ -70,25 +70,14 @@ impl Encap {
         }
     }
 
-    /// The SPEAD packet inside `frame`, or `None` when `frame` is not
-    /// Ethernet/IPv4/UDP (bounds-checked; never panics).
+    /// The SPEAD packet inside `frame`, or `None` when `frame` is not a UDP
+    /// datagram over Ethernet (tagged or not) and IPv4 or IPv6, or its
+    /// lengths do not fit ([`crate::net::udp_payload`]; never panics).
     #[inline]
     pub fn strip(self, frame: &[u8]) -> Option<&[u8]> {
         match self {
             Encap::None => Some(frame),
-            Encap::Udp => {
-                if frame.len() < UDP_HEADERS || frame[12..14] != [0x08, 0x00] {
-                    return None;
-                }
-                let ihl = usize::from(frame[14] & 0x0f) * 4;
-                if frame[14] >> 4 != 4 || ihl < 20 || frame[23] != 17 {
-                    return None;
-                }
-                let udp = 14 + ihl;
-                let b = frame.get(udp + 4..udp + 6)?;
-                let len = usize::from(u16::from_be_bytes([b[0], b[1]]));
-                frame.get(udp + 8..udp + len.max(8))
-            }
+            Encap::Udp => crate::net::udp_payload(frame).ok().map(|v| v.payload()),
         }
     }
 }

@@ -2,17 +2,12 @@
 
 use super::*;
 /// Writes Ethernet/IPv4/UDP headers for a `payload`-byte datagram into the
-/// first [`UDP_HEADERS`] bytes of `buf` (from [`udp_template`], lengths and
-/// IPv4 checksum set).
+/// first [`UDP_HEADERS`] bytes of `buf` (from [`udp_template`], lengths set
+/// and the IPv4 checksum updated for them).
 fn write_udp_headers(buf: &mut [u8], template: &[u8; UDP_HEADERS], payload: usize) {
     let h = &mut buf[..UDP_HEADERS];
     h.copy_from_slice(template);
-    let ip_len = (20 + 8 + payload) as u16;
-    h[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    h[24..26].copy_from_slice(&[0, 0]);
-    let sum = ipv4_checksum(&h[14..34]);
-    h[24..26].copy_from_slice(&sum.to_be_bytes());
-    h[38..40].copy_from_slice(&(8 + payload as u16).to_be_bytes());
+    crate::net::stack::set_udp_v4_payload_len(h, payload as u16);
 }
 
 /// What a `spead_send` stage sends.
@@ -464,7 +459,9 @@ mod test {
             *b = i as u8;
         }
         write_udp_headers(&mut frame, &template, 100);
-        assert_eq!(ipv4_checksum(&frame[14..34]), 0, "valid IPv4 checksum");
+        let ip = crate::net::ipv4::Packet::new_checked(&frame[crate::net::ethernet::HEADER_LEN..])
+            .unwrap();
+        assert!(ip.verify_checksum(), "valid IPv4 checksum");
         let inner = Encap::Udp.strip(&frame).unwrap();
         assert_eq!(inner, &frame[UDP_HEADERS..]);
         // Trailing padding (a short frame padded to 60 bytes) is not payload.
@@ -473,10 +470,12 @@ mod test {
         assert_eq!(Encap::Udp.strip(&short).unwrap().len(), 10);
         // Not IPv4, not UDP, truncated.
         let mut arp = frame.clone();
-        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        crate::net::ethernet::Frame::new_unchecked(&mut arp[..])
+            .set_ethertype(crate::net::ethernet::ethertype::ARP);
         assert!(Encap::Udp.strip(&arp).is_none());
         let mut tcp = frame.clone();
-        tcp[23] = 6;
+        crate::net::ipv4::Packet::new_unchecked(&mut tcp[crate::net::ethernet::HEADER_LEN..])
+            .set_protocol(6);
         assert!(Encap::Udp.strip(&tcp).is_none());
         assert!(Encap::Udp.strip(&frame[..30]).is_none());
         assert_eq!(Encap::None.strip(&frame[..30]).unwrap().len(), 30);
