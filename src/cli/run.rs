@@ -2,13 +2,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::metrics_args::{start_metrics, MetricsArgs};
+use super::output::write_json;
 use super::Failure;
-use crate::metrics::{Live, MetricsArgs, MetricsError, MetricsServer};
 use crate::runtime::build::{build, BuildError};
 use crate::runtime::run::{run as run_pipeline, Probe, RunError, RunOptions, RunReport};
+use crate::sys::signals::interrupt_flag;
 use crate::units::{parse_duration, si};
 
 /// Arguments of `linerate run`.
@@ -39,11 +40,6 @@ pub struct RunArgs {
     timeout: f64,
     #[command(flatten)]
     metrics: MetricsArgs,
-}
-
-/// Set by Ctrl-C or SIGTERM; a second signal exits at once.
-pub(crate) fn interrupt_flag() -> &'static AtomicBool {
-    crate::sys::signals::interrupt_flag()
 }
 
 fn live_line(r: &RunReport, prev: &mut Option<RunReport>) -> String {
@@ -187,30 +183,6 @@ fn summary(r: &RunReport) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Writes a JSON value to a path ("-" is stdout).
-pub(crate) fn write_json<T: serde::Serialize>(
-    path: &std::path::Path,
-    value: &T,
-) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::Runtime(format!("cannot encode the report: {e}")))?;
-    crate::report::write_text(path, &(text + "\n"))
-        .map_err(|e| Failure::Input(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Starts the `--metrics` endpoint, if asked for (a bad address is exit 2).
-pub(crate) fn start_metrics(
-    args: &MetricsArgs,
-    command: &'static str,
-) -> Result<(std::sync::Arc<Live>, Option<MetricsServer>), Failure> {
-    let live = Live::new(command);
-    let server = args.start(&live).map_err(|e| match e {
-        MetricsError::Bind { .. } => Failure::Input(e.to_string()),
-        MetricsError::Start { .. } => Failure::Runtime(e.to_string()),
-    })?;
-    Ok((live, server))
-}
-
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let plan = crate::pipeline::load(&args.pipeline)?;
     #[cfg(feature = "mpi")]
@@ -282,7 +254,7 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         )));
     }
     let timeout = Duration::from_secs_f64(args.timeout);
-    let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
+    let fail = super::hosts::report;
     let ranks = join(plan, timeout).map_err(fail)?;
     let me = ranks.host().name.clone();
     // The clock rule, as for trials: a reliable receiver's latency compares
