@@ -296,28 +296,12 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         .and_then(|r| serde_json::to_value(r).ok())
         .unwrap_or_default();
     let signal = crate::sys::signals::name();
-    // Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs
-    // them a second later): rank 0's own part reaches the file before any
-    // step with the other ranks; the whole report replaces it.
     if let (true, Some(sig), Some(path)) = (
         ranks.is_driver(),
         signal,
         args.json.as_deref().filter(|p| p.as_os_str() != "-"),
     ) {
-        let mut section = value.clone();
-        if let Some(m) = section.as_object_mut() {
-            m.insert("rank".into(), 0.into());
-        }
-        let doc = serde_json::json!({
-            "pipeline": plan.pipeline.name,
-            "duration_s": duration.as_secs_f64(),
-            "interrupted": true,
-            "signal": sig,
-            "hosts": {me.clone(): section},
-            "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
-        });
-        // The whole report's write below reports a failure.
-        let _ = write_json(path, &doc);
+        write_own_part(path, plan, duration, &ranks, sig, &value);
     }
     let mine = serde_json::to_vec(&serde_json::json!({"summary": text, "report": value}))
         .unwrap_or_default();
@@ -375,6 +359,34 @@ fn hosts_times(args: &RunArgs) -> Result<(Duration, Duration), Failure> {
         )));
     }
     Ok((duration, Duration::from_secs_f64(args.timeout)))
+}
+
+/// Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs them
+/// a second later): rank 0's own part (`value`) reaches the file at `path`
+/// before any step with the other ranks; the whole report replaces it.
+#[cfg(feature = "mpi")]
+fn write_own_part(
+    path: &std::path::Path,
+    plan: &crate::pipeline::Plan,
+    duration: Duration,
+    ranks: &crate::hosts::mpi::Ranks,
+    signal: &str,
+    value: &serde_json::Value,
+) {
+    let mut section = value.clone();
+    if let Some(m) = section.as_object_mut() {
+        m.insert("rank".into(), 0.into());
+    }
+    let doc = serde_json::json!({
+        "pipeline": plan.pipeline.name,
+        "duration_s": duration.as_secs_f64(),
+        "interrupted": true,
+        "signal": signal,
+        "hosts": {ranks.host().name.clone(): section},
+        "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+    });
+    // The whole report's write, after it, reports a failure.
+    let _ = write_json(path, &doc);
 }
 
 /// Runs this rank's part for `duration`; its report (if it ran) and its
