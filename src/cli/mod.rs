@@ -24,6 +24,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use metrics_args::MetricsArgs;
+
 /// linerate: a kernel-bypass packet pipeline for line-rate testing, SPEAD
 /// ingest and reliable-transport research.
 #[derive(Debug, Parser)]
@@ -63,8 +65,6 @@ enum Command {
     /// Print the man page linerate(1), or write every page with --dir.
     Man(man::ManArgs),
 }
-
-pub use metrics_args::MetricsArgs;
 
 /// Why a subcommand failed, classified for the exit status.
 #[derive(Debug)]
