@@ -227,13 +227,13 @@ fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
 
 /// The measurer of a pipeline file, built by the caller (in this process,
 /// or across the hosts of an MPI job).
-pub type PipelineMeasurer<'a> = &'a dyn Fn(&Path) -> anyhow::Result<Box<dyn Measurer>>;
+pub type OpenPipeline<'a> = &'a dyn Fn(&Path) -> anyhow::Result<Box<dyn Measurer>>;
 
 /// Runs `linerate search`: exit status 0, 1 for a measurer failure or a
 /// failed search (the minimum rate fails, the time budget ran out), 2 for
 /// bad input, 128 + N after signal N. `pipeline_measurer` builds the trial
 /// measurer of a pipeline file.
-pub fn run(args: &SearchArgs, pipeline_measurer: PipelineMeasurer) -> Result<(), Failure> {
+pub fn run(args: &SearchArgs, pipeline_measurer: OpenPipeline) -> Result<(), Failure> {
     let cfg = config_of(args).map_err(|e| Failure::Input(e.to_string()))?;
     let (live, server) = start_metrics(&args.metrics, "search")?;
     check_sources(args)?;
@@ -397,7 +397,7 @@ fn resumed_trials(
 fn measurer_of(
     args: &SearchArgs,
     sim_model: Option<SimModel>,
-    pipeline_measurer: PipelineMeasurer,
+    pipeline_measurer: OpenPipeline,
 ) -> Result<Box<dyn Measurer>, Failure> {
     if let Some(model) = sim_model {
         return Ok(Box::new(SimDut::new(model)));
