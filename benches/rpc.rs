@@ -667,7 +667,7 @@ fn main() {
     }
     if args.iter().skip(1).any(|a| a == "serve" || a == "bench") {
         let top = Top::parse_from(args.iter().filter(|a| a.as_str() != "--bench"));
-        std::process::exit(cli::run(&top.rpc));
+        std::process::exit(linerate::cli::finish("linerate rpc", cli::run(&top.rpc)).into());
     }
     let name = format!("linerate-rpc-bench-{}", std::process::id());
     let shm = linerate::rpc::transport::shm::default_path(&name);
@@ -689,7 +689,7 @@ fn main() {
         "--duration",
         "2s",
     ]);
-    let code = cli::run(&top.rpc);
+    let code = linerate::cli::finish("linerate rpc", cli::run(&top.rpc));
     let ok = server.wait().map(|s| s.success()).unwrap_or(false);
     std::process::exit(if code == 0 && ok { 0 } else { 1 });
 }

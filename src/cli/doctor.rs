@@ -1,5 +1,6 @@
 //! `linerate doctor [--json] [--strict]`.
 
+use super::Failure;
 use crate::doctor::{diagnose, render, Roots};
 
 /// Check this machine for kernel-bypass I/O: hugepages, DPDK and its PMDs,
@@ -14,19 +15,18 @@ pub struct DoctorArgs {
     pub strict: bool,
 }
 
-/// Runs doctor; returns the exit status (0, or 1 with `--strict` and a problem).
-pub fn run(args: &DoctorArgs) -> i32 {
+/// Runs doctor: 0, or 1 (the report says why) with `--strict` and a problem.
+pub fn run(args: &DoctorArgs) -> Result<(), Failure> {
     let report = diagnose(&Roots::default());
     if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(s) => println!("{s}"),
-            Err(e) => {
-                eprintln!("linerate doctor: cannot encode the report: {e}");
-                return 1;
-            }
-        }
+        let text = serde_json::to_string_pretty(&report)
+            .map_err(|e| Failure::Runtime(format!("cannot encode the report: {e}")))?;
+        println!("{text}");
     } else {
         print!("{}", render(&report));
     }
-    i32::from(args.strict && report.has_problems())
+    if args.strict && report.has_problems() {
+        return Err(Failure::Silent(1));
+    }
+    Ok(())
 }

@@ -152,9 +152,9 @@ pub(super) fn run(args: &HostsArgs) -> Result<(), Failure> {
 }
 
 /// Prints a run-across-hosts error (on rank 0, or on the rank that had it)
-/// and returns the exit status.
+/// and returns the failure that ends with its exit status.
 #[cfg(feature = "mpi")]
-pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
+pub(super) fn report(e: crate::hosts::trial::HostsError) -> Failure {
     use crate::hosts::trial::HostsError;
     let line = match &e {
         HostsError::Input(m) | HostsError::Runtime(m) => format!("error: {m}\n"),
@@ -162,7 +162,7 @@ pub(super) fn report(e: crate::hosts::trial::HostsError) -> i32 {
         HostsError::Interrupted => "interrupted\n".to_string(),
     };
     super::eprint_whole(&line);
-    i32::from(e.code())
+    Failure::Silent(e.code())
 }
 
 /// Rank 0's report of what has finished, written the moment a signal
@@ -194,7 +194,7 @@ impl EarlyReport {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = path.filter(|p| p.as_os_str() != "-").map(|path| {
             let (doc, stop, path) = (doc.clone(), stop.clone(), path.to_path_buf());
-            let flag = super::run::interrupt_flag();
+            let flag = crate::sys::signals::interrupt_flag();
             std::thread::spawn(move || loop {
                 // The flag first: a signal seen as the watch ends is still
                 // written (`finish` waits for it).
@@ -206,7 +206,7 @@ impl EarlyReport {
                         m.insert("signal".into(), signal.into());
                     }
                     // The control thread reports a failure to write.
-                    let _ = super::run::write_json(&path, &d);
+                    let _ = super::output::write_json(&path, &d);
                     return;
                 }
                 if stop.load(Ordering::Relaxed) {

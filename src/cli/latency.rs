@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::run::write_json;
+use super::output::write_json;
 use super::Failure;
 use crate::latency::{merge, StatsError, StatsFile, Summary};
 

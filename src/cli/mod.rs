@@ -1,5 +1,8 @@
 //! The command line: one file per subcommand, each thin (parse arguments, call
-//! the library, print). Exit status: 0 success, 1 runtime failure, 2 bad input.
+//! the library, print). Every subcommand returns `Result<(), Failure>`, and
+//! [`main`] turns it into the exit status: 0 success, 1 runtime failure (of
+//! what was measured or asked), 2 bad input (arguments, files read or
+//! written, the environment), 128 + N after signal N.
 
 mod check;
 mod completions;
@@ -8,6 +11,8 @@ mod hosts;
 mod keys;
 mod latency;
 mod man;
+mod metrics_args;
+mod output;
 pub mod reliable;
 pub mod rpc;
 mod run;
@@ -18,6 +23,8 @@ mod trial;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+pub use metrics_args::MetricsArgs;
 
 /// linerate: a kernel-bypass packet pipeline for line-rate testing, SPEAD
 /// ingest and reliable-transport research.
@@ -59,25 +66,49 @@ enum Command {
     Man(man::ManArgs),
 }
 
-/// A failure, classified for the exit status.
+/// Why a subcommand failed, classified for the exit status.
 #[derive(Debug)]
 pub enum Failure {
-    /// The user's input is wrong (exit 2).
+    /// The user's input is wrong: an argument, a file to read or to write,
+    /// the machine's setup (exit 2).
     Input(String),
-    /// Something failed at run time (exit 1).
+    /// What was measured or asked failed at run time (exit 1).
     Runtime(String),
-    /// Already reported; exit with this status.
+    /// Already reported (a summary that says it, a failure another rank
+    /// named, a stop by signal N: 128 + N, as a shell reports it); exit with
+    /// this status.
     Silent(u8),
 }
 
 impl Failure {
-    fn exit(&self) -> u8 {
+    /// The process exit status this failure ends with.
+    pub fn exit_status(&self) -> u8 {
         match self {
             Failure::Input(_) => 2,
             Failure::Runtime(_) => 1,
             Failure::Silent(c) => *c,
         }
     }
+
+    /// Prints the message, if any, as `WHO: message` on stderr, and returns
+    /// the exit status.
+    pub fn report(&self, who: &str) -> u8 {
+        if let Failure::Input(m) | Failure::Runtime(m) = self {
+            eprint_whole(&format!("{who}: {m}\n"));
+        }
+        self.exit_status()
+    }
+}
+
+/// The exit status of a subcommand's result (0 when it succeeded).
+pub fn status(result: &Result<(), Failure>) -> u8 {
+    result.as_ref().err().map_or(0, Failure::exit_status)
+}
+
+/// The exit status of a subcommand's result, its failure's message (if
+/// any) printed on stderr as `WHO: message`.
+pub fn finish(who: &str, result: Result<(), Failure>) -> u8 {
+    result.err().map_or(0, |f| f.report(who))
 }
 
 impl From<crate::pipeline::LoadError> for Failure {
@@ -86,8 +117,6 @@ impl From<crate::pipeline::LoadError> for Failure {
     }
 }
 
-/// Maps an area's own exit status (0, 1, 2) to a result; the area has
-/// already printed its message.
 /// Writes `line` (newline included) to stderr in one write. The ranks of an
 /// MPI job share mpirun's stderr pipe, and `eprintln!` writes a formatted
 /// line in pieces that interleave mid-line with another rank's (a test once
@@ -98,28 +127,18 @@ fn eprint_whole(line: &str) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-fn exit_code(code: i32) -> Result<(), Failure> {
-    match code {
-        0 => Ok(()),
-        2 => Err(Failure::Silent(2)),
-        // Interrupted by a signal: 128 + its number, as a shell reports it.
-        c @ 129..=255 => Err(Failure::Silent(c as u8)),
-        _ => Err(Failure::Silent(1)),
-    }
-}
-
 /// `linerate search`: across hosts when the pipeline has several (feature
 /// `mpi`), else in this process.
-fn search_cmd(a: &search::SearchArgs) -> i32 {
+fn search_cmd(a: &search::SearchArgs) -> Result<(), Failure> {
     #[cfg(feature = "mpi")]
-    if let Some(code) = search::across_hosts(a) {
-        return code;
+    if let Some(result) = search::across_hosts(a) {
+        return result;
     }
     search::run(a, &|path| {
         let m = crate::search::pipeline::PipelineMeasurer::open(
             path,
             std::time::Duration::from_millis(200),
-            run::interrupt_flag(),
+            crate::sys::signals::interrupt_flag(),
         )?;
         Ok(Box::new(m) as Box<dyn crate::search::measurer::Measurer>)
     })
@@ -135,28 +154,22 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let result = match cli.command {
-        Command::Check(a) => check::run(&a),
-        Command::Run(a) => run::run(&a),
-        Command::Trial(a) => trial::run(&a),
-        Command::Latency(a) => latency::run(&a),
-        Command::Spead(a) => exit_code(spead::run(&a)),
-        Command::Search(a) => exit_code(search_cmd(&a)),
-        Command::Reliable(a) => exit_code(reliable::run(&a)),
-        Command::Doctor(a) => exit_code(doctor::run(&a)),
-        Command::Rpc(a) => exit_code(rpc::run(&a)),
-        Command::Hosts(a) => hosts::run(&a),
-        Command::Keys(a) => keys::run(&a),
-        Command::Completions(a) => completions::run(&a),
-        Command::Man(a) => man::run(&a),
+    // A command's message starts with `error:`, or with the command's own
+    // name for the tools that stand alone (as spead2's and usnic's do).
+    let (who, result) = match cli.command {
+        Command::Check(a) => ("error", check::run(&a)),
+        Command::Run(a) => ("error", run::run(&a)),
+        Command::Trial(a) => ("error", trial::run(&a)),
+        Command::Latency(a) => ("error", latency::run(&a)),
+        Command::Spead(a) => ("linerate spead", spead::run(&a)),
+        Command::Search(a) => ("error", search_cmd(&a)),
+        Command::Reliable(a) => ("linerate reliable compare", reliable::run(&a)),
+        Command::Doctor(a) => ("linerate doctor", doctor::run(&a)),
+        Command::Rpc(a) => ("linerate rpc", rpc::run(&a)),
+        Command::Hosts(a) => ("error", hosts::run(&a)),
+        Command::Keys(a) => ("error", keys::run(&a)),
+        Command::Completions(a) => ("error", completions::run(&a)),
+        Command::Man(a) => ("error", man::run(&a)),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
-            if let Failure::Input(m) | Failure::Runtime(m) = &f {
-                eprint_whole(&format!("error: {m}\n"));
-            }
-            ExitCode::from(f.exit())
-        }
-    }
+    ExitCode::from(finish(who, result))
 }

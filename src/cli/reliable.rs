@@ -1,6 +1,8 @@
 //! `linerate reliable compare`: our defaults against usnic mode over the
 //! simulated link, printed as a table (and optionally written as JSON).
 
+use super::output::write_json;
+use super::Failure;
 use crate::reliable::compare::{compare, table, Params};
 use crate::reliable::keys::{config_from_table, KeyError};
 use crate::reliable::sim::LinkConfig;
@@ -146,39 +148,21 @@ fn ours_config(a: &CompareArgs) -> Result<crate::reliable::Config, String> {
     })
 }
 
-/// Runs the command; returns the exit status (0 ok, 1 failure, 2 bad arguments).
-pub fn run(args: &ReliableArgs) -> i32 {
+/// Runs the command (exit status 0 ok, 1 failure, 2 bad arguments).
+pub fn run(args: &ReliableArgs) -> Result<(), Failure> {
     match &args.command {
         ReliableCommand::Compare(a) => run_compare(a),
     }
 }
 
-fn run_compare(args: &CompareArgs) -> i32 {
-    let (link, params, losses) = match link_and_params(args) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("linerate reliable compare: {e}");
-            return 2;
-        }
-    };
-    let rows = match compare(&link, &losses, &params) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("linerate reliable compare: {e}");
-            return 1;
-        }
-    };
+fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
+    let (link, params, losses) = link_and_params(args).map_err(Failure::Input)?;
+    let rows = compare(&link, &losses, &params).map_err(Failure::Runtime)?;
     print!("{}", table(&rows));
     if let Some(path) = &args.json {
-        let out = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string());
-        if let Err(e) =
-            out.and_then(|s| crate::report::write_text(path, &s).map_err(|e| e.to_string()))
-        {
-            eprintln!("linerate reliable compare: writing {}: {e}", path.display());
-            return 1;
-        }
+        write_json(path, &rows)?;
     }
-    0
+    Ok(())
 }
 
 #[cfg(test)]
@@ -222,7 +206,7 @@ mod test {
             vec!["--credits=-3"],
         ] {
             let t = parse(&bad);
-            assert_eq!(run(&t.a), 2, "{bad:?}");
+            assert_eq!(crate::cli::status(&run(&t.a)), 2, "{bad:?}");
         }
     }
 
@@ -259,7 +243,7 @@ mod test {
             "--json",
             json.to_str().unwrap(),
         ]);
-        assert_eq!(run(&t.a), 0);
+        assert_eq!(crate::cli::status(&run(&t.a)), 0);
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(v.as_array().unwrap().len(), 4);

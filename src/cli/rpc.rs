@@ -8,6 +8,8 @@
 
 #![forbid(unsafe_code)]
 
+use super::output::write_json;
+use super::Failure;
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -254,30 +256,32 @@ fn bench_ranks(_config: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     ))
 }
 
-/// Runs `linerate rpc ...`; returns the exit status (0, 1 runtime failure, 2 bad input).
-pub fn run(args: &RpcArgs) -> i32 {
-    let r = match &args.command {
-        RpcCommand::Serve(a) => serve(a).map(|n| {
+/// Runs `linerate rpc ...` (exit status 0, 1 runtime failure, 2 bad input).
+pub fn run(args: &RpcArgs) -> Result<(), Failure> {
+    match &args.command {
+        RpcCommand::Serve(a) => {
+            let n = serve(a).map_err(failure)?;
             eprintln!("rpc serve: answered {n} calls");
-        }),
-        RpcCommand::Bench(a) => bench(a).and_then(|rep| {
+        }
+        RpcCommand::Bench(a) => {
             // The server rank of a run across ranks: rank 0 reports.
-            let Some(rep) = rep else { return Ok(()) };
+            let Some(rep) = bench(a).map_err(failure)? else {
+                return Ok(());
+            };
             print_report(&rep);
             if let Some(p) = &a.json {
-                let text = serde_json::to_string_pretty(&rep).map_err(|e| (1, e.to_string()))?;
-                crate::report::write_text(p, &text)
-                    .map_err(|e| (1, format!("{}: {e}", p.display())))?;
+                write_json(p, &rep)?;
             }
-            Ok(())
-        }),
-    };
-    match r {
-        Ok(()) => 0,
-        Err((code, msg)) => {
-            eprintln!("linerate rpc: {msg}");
-            code
         }
+    }
+    Ok(())
+}
+
+/// The bench's `(exit status, message)` as a failure.
+fn failure((code, message): (i32, String)) -> Failure {
+    match code {
+        2 => Failure::Input(message),
+        _ => Failure::Runtime(message),
     }
 }
 

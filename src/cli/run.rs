@@ -2,13 +2,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use super::metrics_args::{start_metrics, MetricsArgs};
+use super::output::write_json;
 use super::Failure;
-use crate::metrics::{Live, MetricsArgs, MetricsError, MetricsServer};
 use crate::runtime::build::{build, BuildError};
 use crate::runtime::run::{run as run_pipeline, Probe, RunError, RunOptions, RunReport};
+use crate::sys::signals::interrupt_flag;
 use crate::units::{parse_duration, si};
 
 /// Arguments of `linerate run`.
@@ -39,11 +40,6 @@ pub struct RunArgs {
     timeout: f64,
     #[command(flatten)]
     metrics: MetricsArgs,
-}
-
-/// Set by Ctrl-C or SIGTERM; a second signal exits at once.
-pub(crate) fn interrupt_flag() -> &'static AtomicBool {
-    crate::sys::signals::interrupt_flag()
 }
 
 fn live_line(r: &RunReport, prev: &mut Option<RunReport>) -> String {
@@ -187,30 +183,6 @@ fn summary(r: &RunReport) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Writes a JSON value to a path ("-" is stdout).
-pub(crate) fn write_json<T: serde::Serialize>(
-    path: &std::path::Path,
-    value: &T,
-) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| Failure::Runtime(format!("cannot encode the report: {e}")))?;
-    crate::report::write_text(path, &(text + "\n"))
-        .map_err(|e| Failure::Input(format!("cannot write {}: {e}", path.display())))
-}
-
-/// Starts the `--metrics` endpoint, if asked for (a bad address is exit 2).
-pub(crate) fn start_metrics(
-    args: &MetricsArgs,
-    command: &'static str,
-) -> Result<(std::sync::Arc<Live>, Option<MetricsServer>), Failure> {
-    let live = Live::new(command);
-    let server = args.start(&live).map_err(|e| match e {
-        MetricsError::Bind { .. } => Failure::Input(e.to_string()),
-        MetricsError::Start { .. } => Failure::Runtime(e.to_string()),
-    })?;
-    Ok((live, server))
-}
-
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let plan = crate::pipeline::load(&args.pipeline)?;
     #[cfg(feature = "mpi")]
@@ -268,21 +240,8 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
 #[cfg(feature = "mpi")]
 fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Failure> {
     use crate::hosts::trial::{agree, join, HostsError};
-    let Some(duration) = args.duration else {
-        return Err(Failure::Input(
-            "--duration: a run across hosts needs one (a host that only receives cannot \
-             tell when the senders are done)"
-                .into(),
-        ));
-    };
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err(Failure::Input(format!(
-            "--timeout {} is not a positive number of seconds",
-            args.timeout
-        )));
-    }
-    let timeout = Duration::from_secs_f64(args.timeout);
-    let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
+    let (duration, timeout) = hosts_times(args)?;
+    let fail = super::hosts::report;
     let ranks = join(plan, timeout).map_err(fail)?;
     let me = ranks.host().name.clone();
     // The clock rule, as for trials: a reliable receiver's latency compares
@@ -326,55 +285,9 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     } else {
         Default::default()
     };
-    // A rank interrupted ends its part and tells the others (through rank
-    // 0), which stop within a tick: the report comes now, not after the
-    // duration.
-    let mut tick = |_: &crate::runtime::run::RunReport| {
-        if ranks.stop_told() {
-            crate::sys::signals::interrupt_without_signal();
-        }
-    };
-    let opts = RunOptions {
-        duration: Some(duration),
-        interrupt: interrupt_flag(),
-        drain_timeout: args.drain_timeout,
-        drain_quiet: args.drain_quiet,
-        on_tick: Some(&mut tick),
-    };
-    let ran = run_pipeline(built, opts);
-    if interrupt_flag().load(std::sync::atomic::Ordering::Relaxed) {
-        ranks.tell_stop();
-    }
-    let (report, status) = match ran {
-        Ok(r) => (Some(r), 0),
-        Err(RunError::Stages { report, failures }) => {
-            ranks.say(&failures.join("; "));
-            (Some(*report), 1)
-        }
-        Err(e) => {
-            ranks.say(&e.to_string());
-            (None, 1)
-        }
-    };
-    let mut report = report;
+    let (mut report, status) = run_part(args, &ranks, built, duration);
     if let (Some(r), false) = (report.as_mut(), tai) {
-        for (stage, (host, from)) in &across {
-            let Some(d) = r
-                .stages
-                .get_mut(stage)
-                .filter(|_| *host == me)
-                .and_then(|s| s.detail.as_mut())
-            else {
-                continue;
-            };
-            d["latency_ns"] = serde_json::Value::Null;
-            d["latency_note"] = format!(
-                "no latency: the messages were stamped on host {} and received on host {host}; \
-                 set clock = \"tai\" on every host for one-way latency",
-                from.join(", ")
-            )
-            .into();
-        }
+        no_latency_across(r, &across, &me);
     }
     let wait = timeout + duration + args.drain_timeout;
     let text = report.as_ref().map(summary).unwrap_or_default();
@@ -383,28 +296,12 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         .and_then(|r| serde_json::to_value(r).ok())
         .unwrap_or_default();
     let signal = crate::sys::signals::name();
-    // Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs
-    // them a second later): rank 0's own part reaches the file before any
-    // step with the other ranks; the whole report replaces it.
     if let (true, Some(sig), Some(path)) = (
         ranks.is_driver(),
         signal,
         args.json.as_deref().filter(|p| p.as_os_str() != "-"),
     ) {
-        let mut section = value.clone();
-        if let Some(m) = section.as_object_mut() {
-            m.insert("rank".into(), 0.into());
-        }
-        let doc = serde_json::json!({
-            "pipeline": plan.pipeline.name,
-            "duration_s": duration.as_secs_f64(),
-            "interrupted": true,
-            "signal": sig,
-            "hosts": {me.clone(): section},
-            "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
-        });
-        // The whole report's write below reports a failure.
-        let _ = write_json(path, &doc);
+        write_own_part(path, plan, duration, &ranks, sig, &value);
     }
     let mine = serde_json::to_vec(&serde_json::json!({"summary": text, "report": value}))
         .unwrap_or_default();
@@ -414,67 +311,15 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
     let Some(rows) = rows else {
         return outcome.map_err(quiet_fail);
     };
-    let mut hosts = serde_json::Map::new();
     let to_stdout = args.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
-    for (h, row) in ranks.hosts().iter().zip(&rows) {
-        let v: serde_json::Value = serde_json::from_slice(row).unwrap_or_default();
-        if !to_stdout {
-            println!("host {}:", h.label());
-            print!("{}", v["summary"].as_str().unwrap_or("(no report)\n"));
-        }
-        let mut section = v["report"].clone();
-        if let Some(m) = section.as_object_mut() {
-            m.insert("rank".into(), h.rank.into());
-        }
-        hosts.insert(h.name.clone(), section);
-    }
+    let hosts = host_sections(&ranks, &rows, to_stdout);
     // SPEAD stages on several hosts: one ingest summary over all of them.
     let ingest = crate::hosts::ingest::summarise(hosts.iter().map(|(k, v)| (k.as_str(), v)));
     if let (Some(i), false) = (&ingest, to_stdout) {
         print!("{}", i.text());
     }
     // What crosses hosts and whether it has a latency, as for trials.
-    let clock = (!across.is_empty()).then(|| {
-        let what: Vec<String> = across
-            .iter()
-            .map(|(stage, (host, from))| {
-                format!(
-                    "reliable_rx `{stage}` on host {host} receives messages stamped on host {}",
-                    from.join(", ")
-                )
-            })
-            .collect();
-        let bound = offsets
-            .values()
-            .map(|o| o.offset_ns.unsigned_abs() + o.bound_ns)
-            .max()
-            .unwrap_or(0);
-        let why = if tai {
-            String::new()
-        } else {
-            format!(
-                "no latency for what crosses hosts: {}; a stamp from one host's clock is not \
-                 comparable with another's unless both are synchronised. Set clock = \"tai\" \
-                 on every host (CLOCK_TAI, disciplined by PTP's phc2sys) for one-way latency",
-                what.join("; ")
-            )
-        };
-        if !to_stdout {
-            if tai {
-                println!(
-                    "clock tai on every host: one-way latency, host clocks within {bound} ns of rank 0's"
-                );
-            } else {
-                println!("{why}");
-            }
-        }
-        serde_json::json!({
-            "clock": if tai { "tai" } else { "monotonic" },
-            "latency": tai,
-            "why": why,
-            "offset_bound_ns": tai.then_some(bound),
-        })
-    });
+    let clock = (!across.is_empty()).then(|| clock_section(&across, &offsets, tai, to_stdout));
     if let Some(path) = &args.json {
         let mut doc = serde_json::json!({
             "pipeline": plan.pipeline.name,
@@ -494,6 +339,198 @@ fn across_hosts(args: &RunArgs, plan: &crate::pipeline::Plan) -> Result<(), Fail
         write_json(path, &doc)?;
     }
     outcome.map_err(quiet_fail)
+}
+
+/// A run across hosts' duration and step timeout, both required to be
+/// positive.
+#[cfg(feature = "mpi")]
+fn hosts_times(args: &RunArgs) -> Result<(Duration, Duration), Failure> {
+    let Some(duration) = args.duration else {
+        return Err(Failure::Input(
+            "--duration: a run across hosts needs one (a host that only receives cannot \
+             tell when the senders are done)"
+                .into(),
+        ));
+    };
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err(Failure::Input(format!(
+            "--timeout {} is not a positive number of seconds",
+            args.timeout
+        )));
+    }
+    Ok((duration, Duration::from_secs_f64(args.timeout)))
+}
+
+/// Interrupted (mpirun passes a SIGTERM on to every rank and SIGKILLs them
+/// a second later): rank 0's own part (`value`) reaches the file at `path`
+/// before any step with the other ranks; the whole report replaces it.
+#[cfg(feature = "mpi")]
+fn write_own_part(
+    path: &std::path::Path,
+    plan: &crate::pipeline::Plan,
+    duration: Duration,
+    ranks: &crate::hosts::mpi::Ranks,
+    signal: &str,
+    value: &serde_json::Value,
+) {
+    let mut section = value.clone();
+    if let Some(m) = section.as_object_mut() {
+        m.insert("rank".into(), 0.into());
+    }
+    let doc = serde_json::json!({
+        "pipeline": plan.pipeline.name,
+        "duration_s": duration.as_secs_f64(),
+        "interrupted": true,
+        "signal": signal,
+        "hosts": {ranks.host().name.clone(): section},
+        "pending_hosts": ranks.hosts()[1..].iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+    });
+    // The whole report's write, after it, reports a failure.
+    let _ = write_json(path, &doc);
+}
+
+/// Runs this rank's part for `duration`; its report (if it ran) and its
+/// status for the other ranks (0 or 1), a failure said to them.
+#[cfg(feature = "mpi")]
+fn run_part(
+    args: &RunArgs,
+    ranks: &crate::hosts::mpi::Ranks,
+    built: crate::runtime::build::Built,
+    duration: Duration,
+) -> (Option<RunReport>, u64) {
+    // A rank interrupted ends its part and tells the others (through rank
+    // 0), which stop within a tick: the report comes now, not after the
+    // duration.
+    let mut tick = |_: &RunReport| {
+        if ranks.stop_told() {
+            crate::sys::signals::interrupt_without_signal();
+        }
+    };
+    let opts = RunOptions {
+        duration: Some(duration),
+        interrupt: interrupt_flag(),
+        drain_timeout: args.drain_timeout,
+        drain_quiet: args.drain_quiet,
+        on_tick: Some(&mut tick),
+    };
+    let ran = run_pipeline(built, opts);
+    if interrupt_flag().load(std::sync::atomic::Ordering::Relaxed) {
+        ranks.tell_stop();
+    }
+    match ran {
+        Ok(r) => (Some(r), 0),
+        Err(RunError::Stages { report, failures }) => {
+            ranks.say(&failures.join("; "));
+            (Some(*report), 1)
+        }
+        Err(e) => {
+            ranks.say(&e.to_string());
+            (None, 1)
+        }
+    }
+}
+
+/// Without TAI clocks on every host, the latency of what a reliable
+/// receiver on host `me` got from another host is not comparable: it is
+/// removed, with a note saying why.
+#[cfg(feature = "mpi")]
+fn no_latency_across(
+    r: &mut RunReport,
+    across: &std::collections::BTreeMap<String, (String, Vec<String>)>,
+    me: &str,
+) {
+    for (stage, (host, from)) in across {
+        let Some(d) = r
+            .stages
+            .get_mut(stage)
+            .filter(|_| host == me)
+            .and_then(|s| s.detail.as_mut())
+        else {
+            continue;
+        };
+        d["latency_ns"] = serde_json::Value::Null;
+        d["latency_note"] = format!(
+            "no latency: the messages were stamped on host {} and received on host {host}; \
+             set clock = \"tai\" on every host for one-way latency",
+            from.join(", ")
+        )
+        .into();
+    }
+}
+
+/// Each host's summary printed (unless the JSON goes to stdout) and its
+/// report section, by host name, from the gathered `rows`.
+#[cfg(feature = "mpi")]
+fn host_sections(
+    ranks: &crate::hosts::mpi::Ranks,
+    rows: &[Vec<u8>],
+    to_stdout: bool,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut hosts = serde_json::Map::new();
+    for (h, row) in ranks.hosts().iter().zip(rows) {
+        let v: serde_json::Value = serde_json::from_slice(row).unwrap_or_default();
+        if !to_stdout {
+            println!("host {}:", h.label());
+            print!("{}", v["summary"].as_str().unwrap_or("(no report)\n"));
+        }
+        let mut section = v["report"].clone();
+        if let Some(m) = section.as_object_mut() {
+            m.insert("rank".into(), h.rank.into());
+        }
+        hosts.insert(h.name.clone(), section);
+    }
+    hosts
+}
+
+/// The report's `clock` section for what crosses hosts (`across`), its
+/// line printed unless the JSON goes to stdout: one-way latency with TAI
+/// clocks on every host (within the measured `offsets`), else why not.
+#[cfg(feature = "mpi")]
+fn clock_section(
+    across: &std::collections::BTreeMap<String, (String, Vec<String>)>,
+    offsets: &std::collections::BTreeMap<String, crate::hosts::trial::Offset>,
+    tai: bool,
+    to_stdout: bool,
+) -> serde_json::Value {
+    let what: Vec<String> = across
+        .iter()
+        .map(|(stage, (host, from))| {
+            format!(
+                "reliable_rx `{stage}` on host {host} receives messages stamped on host {}",
+                from.join(", ")
+            )
+        })
+        .collect();
+    let bound = offsets
+        .values()
+        .map(|o| o.offset_ns.unsigned_abs() + o.bound_ns)
+        .max()
+        .unwrap_or(0);
+    let why = if tai {
+        String::new()
+    } else {
+        format!(
+            "no latency for what crosses hosts: {}; a stamp from one host's clock is not \
+             comparable with another's unless both are synchronised. Set clock = \"tai\" \
+             on every host (CLOCK_TAI, disciplined by PTP's phc2sys) for one-way latency",
+            what.join("; ")
+        )
+    };
+    if !to_stdout {
+        if tai {
+            println!(
+                "clock tai on every host: one-way latency, host clocks within {bound} ns of rank 0's"
+            );
+        } else {
+            println!("{why}");
+        }
+    }
+    serde_json::json!({
+        "clock": if tai { "tai" } else { "monotonic" },
+        "latency": tai,
+        "why": why,
+        "offset_bound_ns": tai.then_some(bound),
+    })
 }
 
 /// The scalar fields of a stage's detail as `key=value` (nested objects as

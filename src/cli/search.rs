@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::metrics_args::{start_metrics, MetricsArgs};
+use super::output::{create_parent, write_file, write_json};
+use super::Failure;
 use crate::search::measurer::{CommandMeasurer, MeasureError, Measurer};
 use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
-use crate::search::searcher::{Goal, SearchConfig, Searcher, TrialRecord, TrialRequest};
+use crate::search::searcher::{Goal, Outcome, SearchConfig, Searcher, TrialRecord, TrialRequest};
 use crate::search::sim::{SimDut, SimModel};
 use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
 use crate::traffic::trial::TX_SHORT_TOLERANCE;
@@ -109,7 +112,7 @@ pub struct SearchArgs {
     pub timeout: f64,
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
-    pub metrics: crate::metrics::MetricsArgs,
+    pub metrics: MetricsArgs,
 }
 
 fn parse_rate(s: &str, frame: f64) -> Result<f64, InputError> {
@@ -222,122 +225,29 @@ fn estimate_total(cfg: &SearchConfig, elapsed: f64, req: &TrialRequest) -> f64 {
     elapsed + req.duration_s + rest
 }
 
-/// Runs `linerate search`; returns the exit status (0 ok, 1 measurer failure or failed
-/// search, 2 bad input). `pipeline_measurer` builds the trial measurer of a pipeline file.
-pub fn run(
-    args: &SearchArgs,
-    pipeline_measurer: &dyn Fn(&Path) -> anyhow::Result<Box<dyn Measurer>>,
-) -> i32 {
-    let cfg = match config_of(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
-    let live = crate::metrics::Live::new("search");
-    let server = match args.metrics.start(&live) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return match e {
-                crate::metrics::MetricsError::Bind { .. } => 2,
-                crate::metrics::MetricsError::Start { .. } => 1,
-            };
-        }
-    };
-    let sources = [
-        args.pipeline.is_some(),
-        args.sim.is_some(),
-        args.measure_cmd.is_some(),
-    ];
-    if sources.iter().filter(|&&b| b).count() != 1 {
-        eprintln!("error: give exactly one of PIPELINE, --sim MODEL or --measure-cmd CMD");
-        return 2;
-    }
-    if !(0.0..=1e3).contains(&args.sim_time_scale) {
-        eprintln!("error: --sim-time-scale must be from 0 to 1000");
-        return 2;
-    }
-    let mut searcher: Box<dyn Searcher> = match if args.binary {
-        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
-    } else {
-        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
-    } {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-    };
+/// The measurer of a pipeline file, built by the caller (in this process,
+/// or across the hosts of an MPI job).
+pub type OpenPipeline<'a> = &'a dyn Fn(&Path) -> anyhow::Result<Box<dyn Measurer>>;
+
+/// Runs `linerate search`: exit status 0, 1 for a measurer failure or a
+/// failed search (the minimum rate fails, the time budget ran out), 2 for
+/// bad input, 128 + N after signal N. `pipeline_measurer` builds the trial
+/// measurer of a pipeline file.
+pub fn run(args: &SearchArgs, pipeline_measurer: OpenPipeline) -> Result<(), Failure> {
+    let cfg = config_of(args).map_err(|e| Failure::Input(e.to_string()))?;
+    let (live, server) = start_metrics(&args.metrics, "search")?;
+    check_sources(args)?;
+    let mut searcher = searcher_of(args, &cfg)?;
     // What is measured, so that only a report of the same is resumed.
-    let sim_model = match args.sim.as_deref().map(str::parse::<SimModel>) {
-        Some(Ok(m)) => Some(m),
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            return 2;
-        }
-        None => None,
-    };
-    let source = if let Some(m) = &sim_model {
-        format!("sim {m:?}")
-    } else if let Some(cmd) = &args.measure_cmd {
-        format!("command {cmd}")
-    } else {
-        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
-        match std::fs::read(path) {
-            Ok(bytes) => format!("pipeline (digest {})", digest(&bytes)),
-            // The pipeline measurer reports a missing file in its own words.
-            Err(_) => format!("pipeline {}", path.display()),
-        }
-    };
-    let earlier = match &args.resume {
-        None => None,
-        Some(path) => {
-            let read = std::fs::read_to_string(path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()));
-            let earlier = match read {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!(
-                        "error: --resume {}: not a search report: {e}",
-                        path.display()
-                    );
-                    return 2;
-                }
-            };
-            let mut now = report_of(searcher.as_ref());
-            now.source = Some(source.clone());
-            if let Err(why) = check_resumable(&earlier, &now) {
-                eprintln!(
-                    "error: --resume {}: the report is from another configuration: {why}",
-                    path.display()
-                );
-                return 2;
-            }
-            Some(earlier.trials)
-        }
-    };
-    let inner: Box<dyn Measurer> = if let Some(model) = sim_model {
-        Box::new(SimDut::new(model))
-    } else if let Some(cmd) = &args.measure_cmd {
-        if !cmd.contains("{rate}") || !cmd.contains("{duration}") {
-            eprintln!("error: --measure-cmd needs {{rate}} and {{duration}} placeholders");
-            return 2;
-        }
-        Box::new(CommandMeasurer::new(cmd.clone()))
-    } else {
-        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
-        match pipeline_measurer(path) {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return 2;
-            }
-        }
-    };
-    let interrupt = crate::sys::signals::interrupt_flag();
+    let sim_model = args
+        .sim
+        .as_deref()
+        .map(str::parse::<SimModel>)
+        .transpose()
+        .map_err(|e| Failure::Input(e.to_string()))?;
+    let source = source_of(args, sim_model.as_ref());
+    let earlier = resumed_trials(args, searcher.as_ref(), &source)?;
+    let inner = measurer_of(args, sim_model, pipeline_measurer)?;
     let scale = if args.sim.is_some() {
         args.sim_time_scale
     } else {
@@ -345,100 +255,19 @@ pub fn run(
     };
     let mut measurer = Replay::new(
         earlier.unwrap_or_default(),
-        Interruptible::new(inner, interrupt, scale),
+        Interruptible::new(inner, crate::sys::signals::interrupt_flag(), scale),
     );
-
-    let bar = if args.quiet {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new(1000);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar.enable_steady_tick(Duration::from_millis(200));
-        bar
-    };
     if let Some(p) = measurer.probe() {
         live.set_pipeline(p);
     }
-    let bounds_text = std::cell::RefCell::new(String::new());
-    let elapsed = std::cell::Cell::new(0.0);
+    let progress = Progress::new(args.quiet, &cfg, &live);
     let result = drive_with(
         searcher.as_mut(),
         &mut measurer,
-        &mut |trial, outcome| {
-            elapsed.set(trial.end_s);
-            live.progress(|p| {
-                p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
-                let s = p.search.get_or_insert_with(Default::default);
-                s.elapsed_s = trial.end_s;
-                s.bounds = outcome
-                    .goals
-                    .iter()
-                    .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
-                    .collect();
-            });
-            let text = outcome
-                .goals
-                .iter()
-                .map(|g| {
-                    format!(
-                        "{} [{}, {}]",
-                        g.goal.name,
-                        mpps(g.lower_pps),
-                        mpps(g.upper_pps)
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            let line = trial_line(trial, &text);
-            if bar.is_hidden() {
-                // Not a terminal (a log, CI): plain lines instead of a progress bar.
-                if !args.quiet {
-                    let req = TrialRequest {
-                        phase: trial.phase,
-                        rate_pps: trial.rate_pps,
-                        duration_s: trial.duration_s,
-                    };
-                    let total = estimate_total(&cfg, trial.end_s - trial.duration_s, &req);
-                    eprintln!(
-                        "{line}  elapsed {:.1} s of ~{:.0} s",
-                        trial.end_s,
-                        total.max(trial.end_s)
-                    );
-                }
-            } else {
-                bar.println(line);
-            }
-            *bounds_text.borrow_mut() = text;
-        },
-        &mut |req| {
-            live.progress(|p| {
-                p.trial_started(req.rate_pps, req.duration_s);
-                p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
-            });
-            let elapsed = elapsed.get();
-            let total = estimate_total(&cfg, elapsed, req);
-            bar.set_length((total * 10.0) as u64);
-            bar.set_position((elapsed * 10.0) as u64);
-            bar.set_message(format!(
-                "{}: {:.6} Mpps for {:.3} s | elapsed {:.0} s of ~{:.0} s | {}",
-                req.phase,
-                req.rate_pps / 1e6,
-                req.duration_s,
-                elapsed,
-                total,
-                bounds_text.borrow()
-            ));
-        },
+        &mut |trial, outcome| progress.trial_done(trial, outcome),
+        &mut |req| progress.trial_starts(req),
     );
-    bar.finish_and_clear();
-    live.progress(|p| {
-        p.current = None;
-        p.search.get_or_insert_with(Default::default).done = true;
-    });
+    progress.finish();
     let mut report = match result {
         Ok(r) => r,
         Err(e) if matches!(e.error, MeasureError::Interrupted) => {
@@ -449,8 +278,11 @@ pub fn run(
             r
         }
         Err(e) => {
-            eprintln!("error: trial {} failed: {}", e.trials.len() + 1, e.error);
-            return 1;
+            return Err(Failure::Runtime(format!(
+                "trial {} failed: {}",
+                e.trials.len() + 1,
+                e.error
+            )))
         }
     };
     report.source = Some(source);
@@ -462,29 +294,262 @@ pub fn run(
     }
     let stdout = std::io::stdout();
     let _ = print_summary(&report, &mut stdout.lock());
-    if let Some(path) = &args.json {
-        let written = with_hosts(&report, measurer.replayed(), &measurer.hosts_of_trials())
-            .and_then(|v| serde_json::to_string_pretty(&v))
-            .map_err(|e| e.to_string())
-            .and_then(|s| crate::report::write_text(path, &(s + "\n")).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return 1;
+    write_reports(
+        args,
+        &report,
+        measurer.replayed(),
+        &measurer.hosts_of_trials(),
+    )?;
+    let _ = std::io::stdout().flush();
+    args.metrics.stop(server);
+    if report.interrupted {
+        return Err(Failure::Silent(
+            crate::sys::signals::exit_status().unwrap_or(130),
+        ));
+    }
+    let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
+    // The summary says which goal failed.
+    if failed {
+        return Err(Failure::Silent(1));
+    }
+    Ok(())
+}
+
+/// Exactly one thing to measure, and a time scale that makes sense.
+fn check_sources(args: &SearchArgs) -> Result<(), Failure> {
+    let sources = [
+        args.pipeline.is_some(),
+        args.sim.is_some(),
+        args.measure_cmd.is_some(),
+    ];
+    if sources.iter().filter(|&&b| b).count() != 1 {
+        return Err(Failure::Input(
+            "give exactly one of PIPELINE, --sim MODEL or --measure-cmd CMD".into(),
+        ));
+    }
+    if !(0.0..=1e3).contains(&args.sim_time_scale) {
+        return Err(Failure::Input(
+            "--sim-time-scale must be from 0 to 1000".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// MDR, or plain binary search with `--binary`.
+fn searcher_of(args: &SearchArgs, cfg: &SearchConfig) -> Result<Box<dyn Searcher>, Failure> {
+    let searcher = if args.binary {
+        BinarySearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    } else {
+        MdrSearch::new(cfg.clone()).map(|s| Box::new(s) as Box<dyn Searcher>)
+    };
+    searcher.map_err(|e| Failure::Input(e.to_string()))
+}
+
+/// What is measured, as the report records it: the simulated device, the
+/// command, or the pipeline file's digest.
+fn source_of(args: &SearchArgs, sim_model: Option<&SimModel>) -> String {
+    if let Some(m) = sim_model {
+        format!("sim {m:?}")
+    } else if let Some(cmd) = &args.measure_cmd {
+        format!("command {cmd}")
+    } else {
+        let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
+        match std::fs::read(path) {
+            Ok(bytes) => format!("pipeline (digest {})", digest(&bytes)),
+            // The pipeline measurer reports a missing file in its own words.
+            Err(_) => format!("pipeline {}", path.display()),
         }
     }
-    if let Some(path) = &args.plot {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                eprintln!("error: cannot create {}: {e}", dir.display());
-                return 1;
-            }
+}
+
+/// With `--resume REPORT`: the report's trials, once it is known to come
+/// from the same goals, parameters and source.
+fn resumed_trials(
+    args: &SearchArgs,
+    searcher: &dyn Searcher,
+    source: &str,
+) -> Result<Option<Vec<TrialRecord>>, Failure> {
+    let Some(path) = &args.resume else {
+        return Ok(None);
+    };
+    let earlier = std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            Failure::Input(format!(
+                "--resume {}: not a search report: {e}",
+                path.display()
+            ))
+        })?;
+    let mut now = report_of(searcher);
+    now.source = Some(source.to_string());
+    check_resumable(&earlier, &now).map_err(|why| {
+        Failure::Input(format!(
+            "--resume {}: the report is from another configuration: {why}",
+            path.display()
+        ))
+    })?;
+    Ok(Some(earlier.trials))
+}
+
+/// The measurer: the simulated device, the external command, or the
+/// pipeline's (a pipeline that does not load is bad input).
+fn measurer_of(
+    args: &SearchArgs,
+    sim_model: Option<SimModel>,
+    pipeline_measurer: OpenPipeline,
+) -> Result<Box<dyn Measurer>, Failure> {
+    if let Some(model) = sim_model {
+        return Ok(Box::new(SimDut::new(model)));
+    }
+    if let Some(cmd) = &args.measure_cmd {
+        if !cmd.contains("{rate}") || !cmd.contains("{duration}") {
+            return Err(Failure::Input(
+                "--measure-cmd needs {rate} and {duration} placeholders".into(),
+            ));
         }
+        return Ok(Box::new(CommandMeasurer::new(cmd.clone())));
+    }
+    let path = args.pipeline.as_deref().unwrap_or(Path::new(""));
+    pipeline_measurer(path).map_err(|e| Failure::Input(format!("{e:#}")))
+}
+
+/// What the user sees while the search runs: a progress bar on a terminal,
+/// plain lines otherwise (none with `--quiet`), and the `--metrics`
+/// progress.
+struct Progress<'a> {
+    bar: ProgressBar,
+    quiet: bool,
+    cfg: &'a SearchConfig,
+    live: &'a crate::metrics::Live,
+    /// The goals' bounds after the last trial, shown with the next.
+    bounds_text: std::cell::RefCell<String>,
+    /// Accounted time at the end of the last trial.
+    elapsed: std::cell::Cell<f64>,
+}
+
+impl<'a> Progress<'a> {
+    fn new(quiet: bool, cfg: &'a SearchConfig, live: &'a crate::metrics::Live) -> Self {
+        let bar = if quiet {
+            ProgressBar::hidden()
+        } else {
+            let bar = ProgressBar::new(1000);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{bar:30}] {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        };
+        Progress {
+            bar,
+            quiet,
+            cfg,
+            live,
+            bounds_text: Default::default(),
+            elapsed: Default::default(),
+        }
+    }
+
+    /// A trial finished: its line, and the bounds it moved.
+    fn trial_done(&self, trial: &TrialRecord, outcome: &Outcome) {
+        self.elapsed.set(trial.end_s);
+        self.live.progress(|p| {
+            p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+            let s = p.search.get_or_insert_with(Default::default);
+            s.elapsed_s = trial.end_s;
+            s.bounds = outcome
+                .goals
+                .iter()
+                .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+                .collect();
+        });
+        let text = outcome
+            .goals
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} [{}, {}]",
+                    g.goal.name,
+                    mpps(g.lower_pps),
+                    mpps(g.upper_pps)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let line = trial_line(trial, &text);
+        if self.bar.is_hidden() {
+            // Not a terminal (a log, CI): plain lines instead of a progress bar.
+            if !self.quiet {
+                let req = TrialRequest {
+                    phase: trial.phase,
+                    rate_pps: trial.rate_pps,
+                    duration_s: trial.duration_s,
+                };
+                let total = estimate_total(self.cfg, trial.end_s - trial.duration_s, &req);
+                eprintln!(
+                    "{line}  elapsed {:.1} s of ~{:.0} s",
+                    trial.end_s,
+                    total.max(trial.end_s)
+                );
+            }
+        } else {
+            self.bar.println(line);
+        }
+        *self.bounds_text.borrow_mut() = text;
+    }
+
+    /// A trial is about to run: the bar's position and message.
+    fn trial_starts(&self, req: &TrialRequest) {
+        self.live.progress(|p| {
+            p.trial_started(req.rate_pps, req.duration_s);
+            p.search.get_or_insert_with(Default::default).phase = req.phase.to_string();
+        });
+        let elapsed = self.elapsed.get();
+        let total = estimate_total(self.cfg, elapsed, req);
+        self.bar.set_length((total * 10.0) as u64);
+        self.bar.set_position((elapsed * 10.0) as u64);
+        self.bar.set_message(format!(
+            "{}: {:.6} Mpps for {:.3} s | elapsed {:.0} s of ~{:.0} s | {}",
+            req.phase,
+            req.rate_pps / 1e6,
+            req.duration_s,
+            elapsed,
+            total,
+            self.bounds_text.borrow()
+        ));
+    }
+
+    /// The search ended.
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+        self.live.progress(|p| {
+            p.current = None;
+            p.search.get_or_insert_with(Default::default).done = true;
+        });
+    }
+}
+
+/// `--json`, `--plot` and `--html`, each where asked.
+/// `replayed` trials came from `--resume`; `hosts` are the later trials'
+/// sections across hosts.
+fn write_reports(
+    args: &SearchArgs,
+    report: &Report,
+    replayed: usize,
+    hosts: &[serde_json::Value],
+) -> Result<(), Failure> {
+    if let Some(path) = &args.json {
+        let value = with_hosts(report, replayed, hosts)
+            .map_err(|e| Failure::Runtime(format!("cannot encode the report: {e}")))?;
+        write_json(path, &value)?;
+    }
+    if let Some(path) = &args.plot {
+        create_parent(path)?;
         for ext in ["svg", "png"] {
             let p = path.with_extension(ext);
-            if let Err(e) = plot::plot(&report, &p) {
-                eprintln!("error: {e}");
-                return 1;
-            }
+            plot::plot(report, &p).map_err(|e| Failure::Runtime(e.to_string()))?;
         }
     }
     if let Some(path) = &args.html {
@@ -495,21 +560,11 @@ pub fn run(
         } else {
             format!("command {}", args.measure_cmd.as_deref().unwrap_or(""))
         };
-        let written = crate::search::html::render(&report, &source)
-            .map_err(|e| e.to_string())
-            .and_then(|h| crate::report::write_text(path, &h).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", path.display());
-            return 1;
-        }
+        let html = crate::search::html::render(report, &source)
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        write_file(path, &html)?;
     }
-    let _ = std::io::stdout().flush();
-    args.metrics.stop(server);
-    if report.interrupted {
-        return i32::from(crate::sys::signals::exit_status().unwrap_or(130));
-    }
-    let failed = report.outcome.timed_out || report.outcome.goals.iter().any(|g| g.min_rate_fails);
-    i32::from(failed)
+    Ok(())
 }
 
 /// The report as JSON, each trial measured across hosts (those after the
@@ -535,18 +590,17 @@ fn with_hosts(
 /// `None` when the file has no hosts (or does not load: the ordinary path
 /// reports that).
 #[cfg(feature = "mpi")]
-pub fn across_hosts(args: &SearchArgs) -> Option<i32> {
+pub fn across_hosts(args: &SearchArgs) -> Option<Result<(), Failure>> {
     use crate::hosts::trial::{Cluster, HostsMeasurer};
     let plan = crate::pipeline::load(args.pipeline.as_deref()?).ok()?;
     if plan.pipeline.hosts.is_empty() {
         return None;
     }
     if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        eprintln!(
-            "error: --timeout {} is not a positive number of seconds",
+        return Some(Err(Failure::Input(format!(
+            "--timeout {} is not a positive number of seconds",
             args.timeout
-        );
-        return Some(2);
+        ))));
     }
     let options = crate::traffic::trial::TrialOptions {
         drain: Duration::from_millis(200),
@@ -560,16 +614,13 @@ pub fn across_hosts(args: &SearchArgs) -> Option<i32> {
         crate::sys::signals::interrupt_flag(),
     ) {
         Ok(c) => c,
-        Err(e) => return Some(super::hosts::report(e)),
+        Err(e) => return Some(Err(super::hosts::report(e))),
     };
     if !cluster.is_driver() {
-        return Some(match cluster.follow() {
-            Ok(()) => 0,
-            Err(e) => i32::from(e.code()),
-        });
+        return Some(cluster.follow().map_err(|e| Failure::Silent(e.code())));
     }
     let cell = std::cell::RefCell::new(Some(cluster));
-    let code = run(args, &|_| {
+    let result = run(args, &|_| {
         let c = cell
             .borrow_mut()
             .take()
@@ -578,12 +629,13 @@ pub fn across_hosts(args: &SearchArgs) -> Option<i32> {
     });
     // A search that never measured still releases the other ranks.
     drop(cell);
-    Some(code)
+    Some(result)
 }
 
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::cli::status;
     use crate::search::Report;
     use clap::Parser;
 
@@ -654,7 +706,7 @@ mod test {
             &["--sim", "ndr=1e6", "--min-rate", "fast"],
             &["pipe.toml"],
         ] {
-            assert_eq!(run(&args(bad), &no_pipeline), 2, "{bad:?}");
+            assert_eq!(status(&run(&args(bad), &no_pipeline)), 2, "{bad:?}");
         }
     }
 
@@ -667,9 +719,9 @@ mod test {
             "--final-duration",
             "1",
         ]);
-        assert_eq!(run(&a, &no_pipeline), 1);
+        assert_eq!(status(&run(&a, &no_pipeline)), 1);
         let a = args(&["-q", "--measure-cmd", "exit 1 {rate} {duration}"]);
-        assert_eq!(run(&a, &no_pipeline), 1);
+        assert_eq!(status(&run(&a, &no_pipeline)), 1);
     }
 
     #[test]
@@ -726,7 +778,7 @@ mod test {
             "--plot",
             plot.to_str().unwrap(),
         ]);
-        assert_eq!(run(&a, &no_pipeline), 0);
+        assert_eq!(status(&run(&a, &no_pipeline)), 0);
         let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         assert_eq!(r.outcome.goals.len(), 2);
         let v: serde_json::Value =
@@ -752,12 +804,12 @@ mod test {
         assert!(dir.path().join("r.png").exists());
         // A device failing at the minimum rate: a clear failure.
         let a = args(&["-q", "--sim", "ndr=1e3,pdr=1.1e3", "--final-duration", "2"]);
-        assert_eq!(run(&a, &no_pipeline), 1);
+        assert_eq!(status(&run(&a, &no_pipeline)), 1);
         // The pipeline measurer is the caller's.
         let a = args(&["-q", "pipe.toml", "--final-duration", "2"]);
         let sim = |_: &Path| -> anyhow::Result<Box<dyn Measurer>> {
             Ok(Box::new(SimDut::new(SimModel::default())))
         };
-        assert_eq!(run(&a, &sim), 0);
+        assert_eq!(status(&run(&a, &sim)), 0);
     }
 }

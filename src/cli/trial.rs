@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::run::{interrupt_flag, start_metrics, write_json};
+use super::metrics_args::{start_metrics, MetricsArgs};
+use super::output::write_json;
 use super::Failure;
 use crate::latency::{encode, StatsFile};
-use crate::metrics::MetricsArgs;
 use crate::runtime::run::Probe;
+use crate::sys::signals::interrupt_flag;
 use crate::traffic::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
 use crate::units::{parse_duration, si, Rate};
 
@@ -228,7 +229,7 @@ fn across_hosts(
             args.timeout
         )));
     }
-    let fail = |e| Failure::Silent(super::hosts::report(e) as u8);
+    let fail = super::hosts::report;
     let options = TrialOptions {
         drain: args.drain,
         stats_interval: None,

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod findings;
+
 /// How a finding affects kernel-bypass use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -397,300 +399,35 @@ fn major_minor(v: &str) -> Option<(u32, u32)> {
 
 /// Runs every check.
 pub fn diagnose(roots: &Roots) -> Report {
-    let hp = hugepages(roots);
     let mounts = hugetlbfs_mounts(roots);
-    let (pmd_dirs, pmd_names) = pmds(roots);
-    let devs = devices(roots);
-    let iommu_groups = sorted_names(&roots.sys.join("kernel/iommu_groups")).len();
-    let vfio_pci = roots.sys.join("module/vfio_pci").exists()
-        || roots.sys.join("bus/pci/drivers/vfio-pci").exists();
-    let isolated = read_trim(&roots.sys.join("devices/system/cpu/isolated")).unwrap_or_default();
-    let nohz = read_trim(&roots.sys.join("devices/system/cpu/nohz_full"))
+    let (pmd_dirs, pmds) = pmds(roots);
+    let nohz_full = read_trim(&roots.sys.join("devices/system/cpu/nohz_full"))
         .filter(|s| s != "(null)")
         .unwrap_or_default();
-    let rdma = rdma_devices(roots);
-    let pkg = if roots.run_pkg_config {
-        pkg_config_dpdk()
-    } else {
-        None
-    };
-    let linked = linked_dpdk();
-
-    let mut f = Vec::new();
-    let mut add = |area, status, what: String, fix: Option<&str>| {
-        f.push(Finding {
-            area,
-            status,
-            what,
-            fix: fix.map(str::to_string),
-        });
-    };
-
-    // Hugepages.
-    let total_kb: u64 = hp.iter().map(|p| p.total * p.size_kb).sum();
-    let free_kb: u64 = hp.iter().map(|p| p.free * p.size_kb).sum();
-    for p in &hp {
-        add(
-            "hugepages",
-            Status::Info,
-            format!("{} kB pages: {} free of {}", p.size_kb, p.free, p.total),
-            None,
-        );
-    }
-    if hp.is_empty() {
-        add(
-            "hugepages",
-            Status::Problem,
-            "the kernel reports no hugepage sizes (no /sys/kernel/mm/hugepages)".into(),
-            Some("use a kernel with CONFIG_HUGETLBFS, or run DPDK with --no-huge -m 512 in the pipeline's [eal] section"),
-        );
-    } else if total_kb == 0 {
-        add(
-            "hugepages",
-            Status::Problem,
-            "no hugepages reserved: DPDK needs --no-huge (slower, no physical addresses) until some are".into(),
-            Some("sudo scripts/setup-hugepages.sh 1024   (reserves 1024 x 2 MiB and mounts hugetlbfs), or add --no-huge -m 512 to [eal]"),
-        );
-    } else if free_kb == 0 {
-        add(
-            "hugepages",
-            Status::Warn,
-            format!("all {} MiB of hugepages are in use", total_kb / 1024),
-            Some("stop other DPDK processes, remove stale files under the hugetlbfs mount (rte_* files of dead processes), or reserve more: sudo scripts/setup-hugepages.sh 2048"),
-        );
-    } else {
-        add(
-            "hugepages",
-            Status::Ok,
-            format!(
-                "{} MiB free of {} MiB reserved",
-                free_kb / 1024,
-                total_kb / 1024
-            ),
-            None,
-        );
-    }
-    let stale = stale_hugepage_files(roots, &mounts);
-    if !stale.is_empty() {
-        let bytes: u64 = stale.iter().map(|f| f.bytes).sum();
-        let globs = stale_prefixes(&stale);
-        add(
-            "hugepages",
-            if free_kb == 0 { Status::Problem } else { Status::Warn },
-            format!(
-                "{} hugepage file{} that no process holds keep{} {} MiB reserved ({}): a DPDK process was killed before it cleaned up",
-                stale.len(),
-                if stale.len() == 1 { "" } else { "s" },
-                if stale.len() == 1 { "s" } else { "" },
-                bytes / (1024 * 1024),
-                globs.join(", ")
-            ),
-            Some(&format!("rm -f {}", globs.join(" "))),
-        );
-    }
-    if total_kb > 0 && mounts.is_empty() {
-        add(
-            "hugepages",
-            Status::Problem,
-            "hugepages are reserved but no hugetlbfs is mounted".into(),
-            Some("sudo scripts/setup-hugepages.sh   (mounts hugetlbfs at /dev/hugepages), or: sudo mount -t hugetlbfs nodev /dev/hugepages"),
-        );
-    } else if !mounts.is_empty() {
-        add(
-            "hugepages",
-            Status::Ok,
-            format!("hugetlbfs mounted at {}", mounts.join(", ")),
-            None,
-        );
-    }
-
-    // DPDK.
-    match (&pkg, &linked) {
-        (None, None) => add(
-            "dpdk",
-            Status::Problem,
-            "DPDK is not installed (pkg-config libdpdk not found)".into(),
-            Some("sudo apt-get install -y dpdk dpdk-dev libdpdk-dev, then build with --features dpdk"),
-        ),
-        _ => {
-            if let Some(v) = &pkg {
-                let old = major_minor(v).is_some_and(|mm| mm < (22, 11));
-                add(
-                    "dpdk",
-                    if old { Status::Problem } else { Status::Ok },
-                    format!("libdpdk {v} (pkg-config)"),
-                    old.then_some("linerate needs DPDK >= 22.11 (Debian 12's dpdk package or newer)"),
-                );
-            }
-            match &linked {
-                Some(v) => add("dpdk", Status::Ok, format!("linked: {v}"), None),
-                None => add(
-                    "dpdk",
-                    Status::Info,
-                    "this linerate binary was built without feature `dpdk`: dpdk ports are unavailable".into(),
-                    Some("cargo build --release --features dpdk"),
-                ),
-            }
-        }
-    }
-    if pmd_dirs.is_empty() {
-        if pkg.is_some() || linked.is_some() {
-            add(
-                "dpdk",
-                Status::Warn,
-                "no DPDK PMD plugin directory (<libdir>/dpdk/pmds-*) found; vdevs such as net_null must then be linked in or loaded with -d".into(),
-                Some("sudo apt-get install -y dpdk (Debian ships the PMDs as plugins), or add -d <path/to/librte_net_null.so> to [eal]"),
-            );
-        }
-    } else {
-        let nets: Vec<&str> = pmd_names
-            .iter()
-            .filter(|n| n.starts_with("net_"))
-            .map(String::as_str)
-            .collect();
-        add(
-            "dpdk",
-            Status::Ok,
-            format!(
-                "{} PMDs in {} ({} net: {})",
-                pmd_names.len(),
-                pmd_dirs.join(", "),
-                nets.len(),
-                nets.join(" ")
-            ),
-            None,
-        );
-        for want in [
-            "net_null",
-            "net_ring",
-            "net_memif",
-            "net_pcap",
-            "net_af_packet",
-        ] {
-            if !pmd_names.iter().any(|n| n == want) {
-                add(
-                    "dpdk",
-                    Status::Warn,
-                    format!("PMD {want} not found: the {want} vdev is unavailable"),
-                    Some("sudo apt-get install -y dpdk (its PMD set includes it)"),
-                );
-            }
-        }
-    }
-
-    // Devices.
-    let mut dpdk_bound = 0;
-    for d in &devs {
-        let drv = d.driver.as_deref().unwrap_or("(no driver)");
-        if matches!(drv, "vfio-pci" | "uio_pci_generic" | "igb_uio") {
-            dpdk_bound += 1;
-        }
-        add(
-            "devices",
-            Status::Info,
-            format!(
-                "{} {} driver {drv}",
-                d.interface.as_deref().unwrap_or("-"),
-                d.pci.as_deref().unwrap_or("(not PCI)"),
-            ),
-            None,
-        );
-    }
-    let nics = devs.iter().filter(|d| d.pci.is_some()).count();
-    if nics > 0 && dpdk_bound == 0 {
-        add(
-            "devices",
-            Status::Info,
-            format!("{nics} PCI NIC(s), none bound to vfio-pci: DPDK can use them only through PMDs that work with the kernel driver (mlx5, af_packet, af_xdp)"),
-            Some("to give a NIC to DPDK: sudo modprobe vfio-pci; sudo dpdk-devbind.py -b vfio-pci <pci address> (the interface leaves the kernel)"),
-        );
-    }
-
-    // IOMMU / vfio.
-    if iommu_groups == 0 {
-        add(
-            "iommu",
-            Status::Warn,
-            "no IOMMU groups: the IOMMU is off, so vfio-pci works only in no-IOMMU mode".into(),
-            Some("add intel_iommu=on iommu=pt (or amd_iommu=on) to the kernel command line and reboot; or, for labs only: echo 1 > /sys/module/vfio/parameters/enable_unsafe_noiommu_mode"),
-        );
-    } else {
-        add(
-            "iommu",
-            Status::Ok,
-            format!("{iommu_groups} IOMMU groups"),
-            None,
-        );
-    }
-    add(
-        "iommu",
-        if vfio_pci { Status::Ok } else { Status::Info },
-        format!(
-            "vfio-pci module {}",
-            if vfio_pci { "loaded" } else { "not loaded" }
-        ),
-        (!vfio_pci).then_some("sudo modprobe vfio-pci   (needed only to bind PCI NICs to DPDK)"),
-    );
-
-    // CPU isolation.
-    if isolated.is_empty() {
-        add(
-            "cpu",
-            Status::Warn,
-            "no isolated cores: lcores share their CPUs with the rest of the system (noisy results)".into(),
-            Some("add isolcpus=<cores> nohz_full=<cores> rcu_nocbs=<cores> to the kernel command line and pin lcores there (pipeline lcores = \"...\")"),
-        );
-    } else {
-        add(
-            "cpu",
-            Status::Ok,
-            format!("isolated cores: {isolated}"),
-            None,
-        );
-    }
-    if !nohz.is_empty() {
-        add("cpu", Status::Ok, format!("nohz_full cores: {nohz}"), None);
-    }
-
-    // RDMA.
-    if rdma.is_empty() {
-        add(
-            "rdma",
-            Status::Info,
-            "no RDMA devices (/sys/class/infiniband is empty): ibverbs ports are unavailable".into(),
-            Some("an RDMA-capable NIC (e.g. ConnectX with mlx5_ib) and apt-get install ibverbs-providers rdma-core"),
-        );
-    } else {
-        add(
-            "rdma",
-            Status::Ok,
-            format!("RDMA devices: {}", rdma.join(", ")),
-            None,
-        );
-    }
-
-    f.sort_by_key(|x| match x.status {
-        Status::Problem => 0,
-        Status::Warn => 1,
-        Status::Ok => 2,
-        Status::Info => 3,
-    });
-    Report {
-        hugepages: hp,
+    let mut report = Report {
+        hugepages: hugepages(roots),
+        stale_hugepage_files: stale_hugepage_files(roots, &mounts),
         hugetlbfs_mounts: mounts,
-        dpdk_pkg_version: pkg,
-        dpdk_linked_version: linked,
+        dpdk_pkg_version: if roots.run_pkg_config {
+            pkg_config_dpdk()
+        } else {
+            None
+        },
+        dpdk_linked_version: linked_dpdk(),
         pmd_dirs,
-        pmds: pmd_names,
-        devices: devs,
-        iommu_groups,
-        vfio_pci,
-        isolated_cpus: isolated,
-        nohz_full: nohz,
-        rdma_devices: rdma,
-        stale_hugepage_files: stale,
-        findings: f,
-    }
+        pmds,
+        devices: devices(roots),
+        iommu_groups: sorted_names(&roots.sys.join("kernel/iommu_groups")).len(),
+        vfio_pci: roots.sys.join("module/vfio_pci").exists()
+            || roots.sys.join("bus/pci/drivers/vfio-pci").exists(),
+        isolated_cpus: read_trim(&roots.sys.join("devices/system/cpu/isolated"))
+            .unwrap_or_default(),
+        nohz_full,
+        rdma_devices: rdma_devices(roots),
+        findings: Vec::new(),
+    };
+    report.findings = findings::judge(&report);
+    report
 }
 
 /// Renders the report for a terminal: one line per finding, fixes indented.

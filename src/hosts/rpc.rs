@@ -52,40 +52,12 @@ const HOSTS: [&str; 2] = ["client", "server"];
 /// before MPI starts are the arguments' (exit 2, the same on both ranks);
 /// later ones end the whole job naming the host.
 pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
-    let dpdk = args.transport == BenchTransport::ReliableDpdk;
-    let name = if dpdk {
-        "reliable-dpdk"
-    } else {
-        "reliable-udp"
-    };
-    let (Some(client), Some(server)) = (args.client, args.server) else {
-        return Err((
-            2,
-            format!("--transport {name} needs --client IP:PORT and --server IP:PORT (the two ranks' UDP addresses)"),
-        ));
-    };
-    if dpdk {
-        check_dpdk_args(args, client, server)?;
-    }
-    if args.depth.is_empty() || args.depth.contains(&0) {
-        return Err((2, "queue depths must be at least 1".into()));
-    }
-    crate::rpc::ring::check_ring_size(args.ring).map_err(|e| (2, format!("--ring: {e}")))?;
-    let config = Config::new(args.ring);
-    let msg_size =
-        usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
-    let resp_size =
-        u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
-    {
-        let probe: Endpoint<()> =
-            Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
-        crate::rpc::bench::check_sizes(&probe, msg_size, resp_size)?;
-    }
-    let max_depth = args.depth.iter().copied().max().unwrap_or(1);
-    if max_depth > config.max_pending_calls {
-        return Err((2, format!("queue depth above {}", config.max_pending_calls)));
-    }
-
+    let Checked {
+        client,
+        server,
+        msg_size,
+        resp_size,
+    } = check_args(args)?;
     let names: Vec<String> = HOSTS.iter().map(|s| s.to_string()).collect();
     let ranks = Ranks::init(&names, args.timeout).map_err(|e| match e {
         InitError::Hosts(m) => (2, m),
@@ -117,81 +89,10 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
         peer_timeout: None,
         ..crate::reliable::Config::default()
     };
-    // Headroom for the Ethernet/IPv4/UDP headers a dpdk port puts in front.
-    let headroom = if dpdk { 64 } else { 0 };
-    let pool = Pool::new(&PoolConfig {
-        name: format!("rpc-{}", ranks.host().name),
-        count: 1 << 14,
-        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32 + headroom).max(2048),
-        headroom: headroom as u16,
-        ..PoolConfig::default()
-    })
-    .unwrap_or_else(|e| ranks.abort(&format!("buffer pool: {e}")));
-    let port = if dpdk {
-        let device = if is_client {
-            &args.client_device
-        } else {
-            &args.server_device
-        };
-        let device = device.as_deref().unwrap_or_default();
-        let core = if is_client {
-            args.core
-        } else {
-            args.server_core
-        };
-        open_dpdk(args, device, core, mine, peer, &pool)
-            .unwrap_or_else(|e| ranks.abort(&format!("dpdk {device} ({mine} -> {peer}): {e}")))
-    } else {
-        udp::open(
-            &UdpConfig {
-                bind: Some(mine),
-                connect: Some(peer),
-                rcvbuf: Some(SOCKET_BUFFER),
-                sndbuf: Some(SOCKET_BUFFER),
-                ..UdpConfig::default()
-            },
-            &pool,
-        )
-        .unwrap_or_else(|e| ranks.abort(&format!("udp {mine} -> {peer}: {e}")))
-    };
-    let (Some(rx), Some(tx)) = (port.rx.into_iter().next(), port.tx.into_iter().next()) else {
-        ranks.abort(&"the port has no queues")
-    };
-    let mut link = PortLink::new(rx, tx, pool.cache(), pool.cache());
+    let (_pool, _port, mut link) = open_link(args, &ranks, &rcfg, mine, peer);
     let mut t = ReliableTransport::new(rcfg, args.ring)
         .unwrap_or_else(|e| ranks.abort(&format!("reliable transport: {e}")));
-
-    // The out-of-band step: ring records, and the sizes both ranks were
-    // started with (they must agree, or the server would answer other sizes).
-    let info = t.info();
-    let mine_words = [
-        u64::from(info.ring_region),
-        info.ring_size,
-        args.msg_size,
-        args.resp_size,
-    ];
-    let (both, _) = ranks.exchange("rpc connect", args.timeout, &mine_words, 8, |all| {
-        all.iter().flat_map(|r| r.iter().copied()).collect()
-    });
-    let (c, s) = (&both[..4], &both[4..]);
-    if c[1..] != s[1..] {
-        return Err((
-            2,
-            format!(
-                "the ranks were started with different sizes (client: ring {} B, request {} B, response {} B; server: {} B, {} B, {} B): give both the same arguments",
-                c[1], c[2], c[3], s[1], s[2], s[3]
-            ),
-        ));
-    }
-    let theirs = if is_client { s } else { c };
-    let peer_info = crate::rpc::transport::reliable::ReliableInfo {
-        ring_region: crate::reliable::RegionId::try_from(theirs[0]).unwrap_or_else(|_| {
-            ranks.abort(&format!("peer ring region {} out of range", theirs[0]))
-        }),
-        ring_size: theirs[1],
-    };
-    t.connect(peer_info)
-        .unwrap_or_else(|e| ranks.abort(&format!("connect: {e}")));
+    connect(args, &ranks, &mut t)?;
 
     let peer_label = ranks.hosts()[if is_client { 1 } else { 0 }].label();
     let (depths, rpcs) = if is_client {
@@ -232,6 +133,167 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     let Some(rows) = ranks.gather_bytes("rpc results", args.timeout, &bytes) else {
         return Ok(None);
     };
+    report(args, &ranks, &rows, depths).map(Some)
+}
+
+/// What the arguments give once checked.
+struct Checked {
+    client: std::net::SocketAddr,
+    server: std::net::SocketAddr,
+    msg_size: usize,
+    resp_size: u32,
+}
+
+/// The arguments' checks, before MPI starts, so both ranks fail alike
+/// (exit 2).
+fn check_args(args: &BenchConfig) -> BenchResult<Checked> {
+    let dpdk = args.transport == BenchTransport::ReliableDpdk;
+    let name = if dpdk {
+        "reliable-dpdk"
+    } else {
+        "reliable-udp"
+    };
+    let (Some(client), Some(server)) = (args.client, args.server) else {
+        return Err((
+            2,
+            format!("--transport {name} needs --client IP:PORT and --server IP:PORT (the two ranks' UDP addresses)"),
+        ));
+    };
+    if dpdk {
+        check_dpdk_args(args, client, server)?;
+    }
+    if args.depth.is_empty() || args.depth.contains(&0) {
+        return Err((2, "queue depths must be at least 1".into()));
+    }
+    crate::rpc::ring::check_ring_size(args.ring).map_err(|e| (2, format!("--ring: {e}")))?;
+    let config = Config::new(args.ring);
+    let msg_size =
+        usize::try_from(args.msg_size).map_err(|_| (2, "message too large".to_string()))?;
+    let resp_size =
+        u32::try_from(args.resp_size).map_err(|_| (2, "response too large".to_string()))?;
+    {
+        let probe: Endpoint<()> =
+            Endpoint::new(config, config.local_info()).map_err(|e| (2, e.to_string()))?;
+        crate::rpc::bench::check_sizes(&probe, msg_size, resp_size)?;
+    }
+    let max_depth = args.depth.iter().copied().max().unwrap_or(1);
+    if max_depth > config.max_pending_calls {
+        return Err((2, format!("queue depth above {}", config.max_pending_calls)));
+    }
+    Ok(Checked {
+        client,
+        server,
+        msg_size,
+        resp_size,
+    })
+}
+
+/// This rank's pool, port and link to the other: a UDP socket, or a DPDK
+/// port that carries the datagrams (the pool and the port outlive the
+/// link). A failure ends the job naming the host.
+fn open_link(
+    args: &BenchConfig,
+    ranks: &Ranks,
+    rcfg: &crate::reliable::Config,
+    mine: std::net::SocketAddr,
+    peer: std::net::SocketAddr,
+) -> (Pool, OpenPort, PortLink) {
+    let dpdk = args.transport == BenchTransport::ReliableDpdk;
+    let is_client = ranks.is_driver();
+    // Headroom for the Ethernet/IPv4/UDP headers a dpdk port puts in front.
+    let headroom = if dpdk { 64 } else { 0 };
+    let pool = Pool::new(&PoolConfig {
+        name: format!("rpc-{}", ranks.host().name),
+        count: 1 << 14,
+        buf_size: (rcfg.data_mtu.max(rcfg.priority_mtu) as u32 + headroom).max(2048),
+        headroom: headroom as u16,
+        ..PoolConfig::default()
+    })
+    .unwrap_or_else(|e| ranks.abort(&format!("buffer pool: {e}")));
+    let mut port = if dpdk {
+        let device = if is_client {
+            &args.client_device
+        } else {
+            &args.server_device
+        };
+        let device = device.as_deref().unwrap_or_default();
+        let core = if is_client {
+            args.core
+        } else {
+            args.server_core
+        };
+        open_dpdk(args, device, core, mine, peer, &pool)
+            .unwrap_or_else(|e| ranks.abort(&format!("dpdk {device} ({mine} -> {peer}): {e}")))
+    } else {
+        udp::open(
+            &UdpConfig {
+                bind: Some(mine),
+                connect: Some(peer),
+                rcvbuf: Some(SOCKET_BUFFER),
+                sndbuf: Some(SOCKET_BUFFER),
+                ..UdpConfig::default()
+            },
+            &pool,
+        )
+        .unwrap_or_else(|e| ranks.abort(&format!("udp {mine} -> {peer}: {e}")))
+    };
+    let (Some(rx), Some(tx)) = (
+        std::mem::take(&mut port.rx).into_iter().next(),
+        std::mem::take(&mut port.tx).into_iter().next(),
+    ) else {
+        ranks.abort(&"the port has no queues")
+    };
+    let link = PortLink::new(rx, tx, pool.cache(), pool.cache());
+    (pool, port, link)
+}
+
+/// The out-of-band step: ring records, and the sizes both ranks were
+/// started with (they must agree, or the server would answer other sizes).
+fn connect(args: &BenchConfig, ranks: &Ranks, t: &mut ReliableTransport) -> BenchResult<()> {
+    let info = t.info();
+    let mine_words = [
+        u64::from(info.ring_region),
+        info.ring_size,
+        args.msg_size,
+        args.resp_size,
+    ];
+    let (both, _) = ranks.exchange("rpc connect", args.timeout, &mine_words, 8, |all| {
+        all.iter().flat_map(|r| r.iter().copied()).collect()
+    });
+    let (c, s) = (&both[..4], &both[4..]);
+    if c[1..] != s[1..] {
+        return Err((
+            2,
+            format!(
+                "the ranks were started with different sizes (client: ring {} B, request {} B, response {} B; server: {} B, {} B, {} B): give both the same arguments",
+                c[1], c[2], c[3], s[1], s[2], s[3]
+            ),
+        ));
+    }
+    let theirs = if ranks.is_driver() { s } else { c };
+    let peer_info = crate::rpc::transport::reliable::ReliableInfo {
+        ring_region: crate::reliable::RegionId::try_from(theirs[0]).unwrap_or_else(|_| {
+            ranks.abort(&format!("peer ring region {} out of range", theirs[0]))
+        }),
+        ring_size: theirs[1],
+    };
+    t.connect(peer_info)
+        .unwrap_or_else(|e| ranks.abort(&format!("connect: {e}")));
+    Ok(())
+}
+
+/// Rank 0's report: its depths and every host's counters (`rows`, as
+/// gathered).
+fn report(
+    args: &BenchConfig,
+    ranks: &Ranks,
+    rows: &[Vec<u8>],
+    depths: Vec<crate::rpc::bench::DepthReport>,
+) -> BenchResult<BenchReport> {
+    let (client, server) = (
+        args.client.map(|a| a.to_string()).unwrap_or_default(),
+        args.server.map(|a| a.to_string()).unwrap_or_default(),
+    );
     let hosts = rows
         .iter()
         .enumerate()
@@ -244,7 +306,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
             })
         })
         .collect::<BenchResult<Vec<_>>>()?;
-    let over = if dpdk {
+    let over = if args.transport == BenchTransport::ReliableDpdk {
         format!(
             "dpdk ({} / {})",
             args.client_device.as_deref().unwrap_or_default(),
@@ -253,7 +315,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
     } else {
         "udp".to_string()
     };
-    Ok(Some(BenchReport {
+    Ok(BenchReport {
         transport: args.transport,
         shm: format!(
             "reliable channel over {over}, client {client}{} <-> server {server}{}",
@@ -275,7 +337,7 @@ pub fn bench(args: &BenchConfig) -> BenchResult<Option<BenchReport>> {
         transport_echo: None,
         depths,
         hosts,
-    }))
+    })
 }
 
 /// Rank 0: every depth, then `'D'` until acknowledged. Any failure ends the

@@ -529,7 +529,7 @@ mod test {
             }
             let (series, value) = line.rsplit_once(' ').ok_or(format!("no value: {line}"))?;
             let v: f64 = value.parse().map_err(|_| format!("bad value: {line}"))?;
-            let name = series.split('{').next().unwrap_or("");
+            let name = series.split("{").next().unwrap_or("");
             if name.is_empty()
                 || !name
                     .chars()

@@ -28,31 +28,22 @@ pub use server::{MetricsError, MetricsServer};
 
 use crate::runtime::run::Probe;
 
-/// The `--metrics` options, flattened into each command that serves metrics.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct MetricsArgs {
-    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics while
-    /// running, e.g. "127.0.0.1:9464" (port 0 picks a free port, printed on stderr).
-    #[arg(long, value_name = "ADDR", value_parser = parse_addr)]
-    pub metrics: Option<SocketAddr>,
+/// Where to serve metrics and how long to keep serving after the job (the
+/// command line's `--metrics ADDR` and `--metrics-hold`).
+#[derive(Debug, Clone, Default)]
+pub struct MetricsConfig {
+    /// Serve at http://ADDR/metrics; `None` serves nothing.
+    pub addr: Option<SocketAddr>,
     /// Keep serving the final counters this long after the job ends, so a
-    /// scraper sees the last values of a short run ("5s").
-    #[arg(long, value_name = "DURATION", value_parser = crate::units::parse_duration, default_value = "0s")]
-    pub metrics_hold: Duration,
+    /// scraper sees the last values of a short run.
+    pub hold: Duration,
 }
 
-/// `host:port` with a numeric host (a name would need a lookup that may hang).
-fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse::<SocketAddr>().map_err(|_| {
-        format!("`{s}` is not an address: give IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464")
-    })
-}
-
-impl MetricsArgs {
-    /// Starts serving when `--metrics` was given. A bad or busy address is
+impl MetricsConfig {
+    /// Starts serving when an address is given. A bad or busy address is
     /// the user's input error (exit status 2).
     pub fn start(&self, live: &Arc<Live>) -> Result<Option<MetricsServer>, MetricsError> {
-        match self.metrics {
+        match self.addr {
             None => Ok(None),
             Some(addr) => {
                 let s = MetricsServer::start(addr, live.clone())?;
@@ -62,10 +53,10 @@ impl MetricsArgs {
         }
     }
 
-    /// Ends serving after `--metrics-hold` (cut short by SIGINT or SIGTERM).
+    /// Ends serving after `hold` (cut short by SIGINT or SIGTERM).
     pub fn stop(&self, server: Option<MetricsServer>) {
         if let Some(s) = server {
-            let end = Instant::now() + self.metrics_hold;
+            let end = Instant::now() + self.hold;
             while Instant::now() < end && crate::sys::signals::received().is_none() {
                 std::thread::sleep(
                     Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())),

@@ -7,8 +7,32 @@ pub(crate) fn mpps(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
 }
 
-/// Prints the summary table of a report.
+/// Prints the summary table of a report: a row per goal, then the search's
+/// totals and what the tool itself lost.
 pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let (any_generator, any_receiver) = goal_rows(report, out)?;
+    search_lines(report, out)?;
+    tool_lines(report, out)?;
+    if any_generator {
+        writeln!(
+            out,
+            "* at the marked bounds {}; the device itself was not measured there",
+            LimitedBy::Generator.advice()
+        )?;
+    }
+    if any_receiver {
+        writeln!(
+            out,
+            "+ at the marked bounds {}; the device itself was not measured there",
+            LimitedBy::Receiver.advice()
+        )?;
+    }
+    Ok(())
+}
+
+/// The table's header and a row per goal; whether any bound was the
+/// generator's limit, and whether any was the receiver's.
+fn goal_rows(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<(bool, bool)> {
     writeln!(
         out,
         "{:<10} {:>10} {:>14} {:>14} {:>9} {:>7} {:>9}  notes",
@@ -69,6 +93,11 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             notes.join("; ")
         )?;
     }
+    Ok((any_generator, any_receiver))
+}
+
+/// The search's totals, and whether it was interrupted or resumed.
+fn search_lines(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     writeln!(
         out,
         "{} search: {} trials, {:.1} s of trial time{}",
@@ -99,6 +128,12 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
             report.trials.iter().filter(|t| !t.resumed).count()
         )?;
     }
+    Ok(())
+}
+
+/// What the tool, not the device, did not carry: packets the generator did
+/// not send, a generator short of the rate, drops at our own receiver.
+fn tool_lines(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     // Unsent packets, where the measurer reported them: counted as lost above, shown apart
     // so a generator that cannot keep up is not mistaken for the device losing packets.
     let known: Vec<u64> = report.trials.iter().filter_map(|t| t.unsent).collect();
@@ -142,20 +177,6 @@ pub fn print_summary(report: &Report, out: &mut dyn std::io::Write) -> std::io::
              counted as lost)",
             known.iter().filter(|&&u| u > 0).count(),
             known.len()
-        )?;
-    }
-    if any_generator {
-        writeln!(
-            out,
-            "* at the marked bounds {}; the device itself was not measured there",
-            LimitedBy::Generator.advice()
-        )?;
-    }
-    if any_receiver {
-        writeln!(
-            out,
-            "+ at the marked bounds {}; the device itself was not measured there",
-            LimitedBy::Receiver.advice()
         )?;
     }
     Ok(())

@@ -12,6 +12,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 
+use super::output::write_json_if;
+use super::Failure;
+
 use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
 use crate::metrics::SpeadCounters;
@@ -251,31 +254,19 @@ pub struct RecvArgs {
     pub plot: Option<PathBuf>,
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
-    pub metrics: crate::metrics::MetricsArgs,
+    pub metrics: super::MetricsArgs,
 }
 
-/// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).
-pub fn run(args: &SpeadArgs) -> i32 {
-    let r = match &args.command {
+/// Runs `linerate spead ...`.
+pub fn run(args: &SpeadArgs) -> Result<(), Failure> {
+    match &args.command {
         SpeadCommand::Send(a) => send(a),
-        SpeadCommand::Recv(a) => recv(a),
-    };
-    match r {
-        Ok(code) => code,
-        Err(Failure::Input(m)) => {
-            eprintln!("linerate spead: {m}");
-            2
-        }
-        Err(Failure::Runtime(m)) => {
-            eprintln!("linerate spead: {m}");
-            1
-        }
+        // A wrong byte under `--sink check`: the summary says so (exit 1).
+        SpeadCommand::Recv(a) => match recv(a)? {
+            0 => Ok(()),
+            code => Err(Failure::Silent(code.clamp(1, 255) as u8)),
+        },
     }
-}
-
-enum Failure {
-    Input(String),
-    Runtime(String),
 }
 
 fn input<E: std::fmt::Display>(e: E) -> Failure {
@@ -284,15 +275,6 @@ fn input<E: std::fmt::Display>(e: E) -> Failure {
 
 fn runtime<E: std::fmt::Display>(e: E) -> Failure {
     Failure::Runtime(e.to_string())
-}
-
-fn write_json<T: Serialize>(path: Option<&PathBuf>, v: &T) -> Result<(), Failure> {
-    if let Some(p) = path {
-        let text = serde_json::to_string_pretty(v).map_err(runtime)?;
-        crate::report::write_text(p, &text)
-            .map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))?;
-    }
-    Ok(())
 }
 
 mod recv;

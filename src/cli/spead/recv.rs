@@ -232,8 +232,8 @@ pub(super) fn recv_on(
             s.packets_malformed,
             arrivals.gbps(s.bytes, secs)
         );
-        write_json(
-            a.json.as_ref(),
+        write_json_if(
+            a.json.as_deref(),
             &RecvReport {
                 mode: "heaps",
                 secs,
@@ -345,8 +345,8 @@ pub(super) fn recv_on(
             r.heaps_checked, r.bytes_checked, r.wrong_bytes
         );
     }
-    write_json(
-        a.json.as_ref(),
+    write_json_if(
+        a.json.as_deref(),
         &RecvReport {
             mode: "chunks",
             secs,

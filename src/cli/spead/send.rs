@@ -28,7 +28,7 @@ fn bits_per_second(rate: &str, packet: usize) -> Result<f64, Failure> {
     })
 }
 
-pub(super) fn send(a: &SendArgs) -> Result<i32, Failure> {
+pub(super) fn send(a: &SendArgs) -> Result<(), Failure> {
     let flavour = a.flavour.flavour();
     let packet = parse_size(&a.packet).map_err(input)? as usize;
     if packet > MAX_DATAGRAM {
@@ -169,6 +169,5 @@ pub(super) fn send(a: &SendArgs) -> Result<i32, Failure> {
         "sent {} heaps, {} packets, {} bytes in {:.3} s: {:.3} Gb/s, {:.0} packets/s",
         report.heaps, report.packets, report.bytes, report.secs, report.gbps, report.pps
     );
-    write_json(a.json.as_ref(), &report)?;
-    Ok(0)
+    write_json_if(a.json.as_deref(), &report)
 }

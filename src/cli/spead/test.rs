@@ -88,7 +88,7 @@ fn loopback_fsim_send_and_checked_chunk_recv() {
         "50 Mbps",
     ];
     s.extend_from_slice(&geo);
-    assert_eq!(run(&parse(&s)), 0);
+    assert_eq!(crate::cli::status(&run(&parse(&s))), 0);
     assert_eq!(h.join().unwrap(), 0);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -141,7 +141,7 @@ fn loopback_generic_heaps_send_and_recv() {
         "--json",
         &send_s,
     ]);
-    assert_eq!(run(&s), 0);
+    assert_eq!(crate::cli::status(&run(&s)), 0);
     assert_eq!(h.join().unwrap(), 0);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -164,7 +164,7 @@ fn loopback_generic_heaps_send_and_recv() {
 #[test]
 fn bad_input_is_status_2() {
     let a = parse(&["x", "spead", "send", "127.0.0.1:9", "--rate", "fast"]);
-    assert_eq!(run(&a), 2);
+    assert_eq!(crate::cli::status(&run(&a)), 2);
     let a = parse(&[
         "x",
         "spead",
@@ -174,5 +174,5 @@ fn bad_input_is_status_2() {
         "--sink",
         "write",
     ]);
-    assert_eq!(run(&a), 2);
+    assert_eq!(crate::cli::status(&run(&a)), 2);
 }

@@ -10,6 +10,19 @@ use crate::time::Instant;
 use core::time::Duration;
 use std::collections::VecDeque;
 
+/// What an ACK settled.
+#[derive(Default)]
+struct Settled {
+    /// Segments newly acknowledged.
+    newly: u32,
+    /// The latest send time among them of a segment sent once: an RTT sample.
+    sample: Option<Instant>,
+    /// This ACK covers a resent segment: it filled a hole.
+    resent: bool,
+    /// The newest-sent segment acknowledged: its send time and rate snapshot.
+    newest: Option<(Instant, RateSnap)>,
+}
+
 impl Endpoint {
     pub(super) fn on_ack(&mut self, ch: Channel, ack: &AckRepr, now: Instant) {
         let t = &mut self.tx[ch.index()];
@@ -21,66 +34,20 @@ impl Endpoint {
             self.stats.stale_acks += 1;
             return;
         }
-        let mut newly = 0u32;
-        let mut sample: Option<Instant> = None;
-        // This ACK covers a resent segment: it filled a hole.
-        let mut resent = false;
-        // The newest-sent segment acknowledged: its send time and rate snapshot.
-        let mut newest: Option<(Instant, RateSnap)> = None;
-        let mut ack_one =
-            |t: &mut TxChannel, timers: &mut TimerWheel, events: &mut VecDeque<Event>, s: u32| {
-                let seg = &mut t.segs[(s & t.wmask) as usize];
-                if !seg.live || seg.acked {
-                    return;
-                }
-                seg.acked = true;
-                seg.queued = false;
-                if let Some(r) = seg.room.take() {
-                    timers.check_out(r);
-                }
-                if seg.in_pipe {
-                    seg.in_pipe = false;
-                    t.pipe -= 1;
-                }
-                t.delivered += 1;
-                if newest.is_none_or(|(at, _)| seg.sent_at >= at) {
-                    newest = Some((seg.sent_at, seg.rate));
-                }
-                if seg.xmits == 1 {
-                    sample = Some(sample.map_or(seg.sent_at, |x| x.max(seg.sent_at)));
-                } else {
-                    resent = true;
-                }
-                if seg.holed && seg.xmits == 1 {
-                    // Shown missing, then received without a resend: reordered.
-                    let extent = t.rack_time.saturating_duration_since(seg.sent_at);
-                    t.reorder_seen = t.reorder_seen.max(extent);
-                }
-                if seg.sent_at > t.rack_time {
-                    t.rack_time = seg.sent_at;
-                }
-                if !t.any_acked || seq::gt(s, t.largest_acked) {
-                    t.largest_acked = s;
-                    t.any_acked = true;
-                }
-                newly += 1;
-                let frag = seg.frag_id;
-                let m = &mut t.msgs[(frag & t.cmask) as usize];
-                m.acked += 1;
-                if m.cut && m.acked >= m.segs {
-                    m.live = false;
-                    if m.put.is_some() {
-                        events.push_back(Event::PutDone { handle: m.handle });
-                    }
-                    let buf = core::mem::take(&mut m.data);
-                    if t.pool.len() <= t.cmask as usize {
-                        t.pool.push(buf);
-                    }
-                }
-            };
+        let settled = self.settle(ch, ack);
+        self.take_samples(ch, &settled, now);
+        self.count_duplicate(ch, ack, settled.newly);
+        self.sack_losses(ch, ack);
+    }
+
+    /// Marks what `ack` acknowledges (its cumulative point and ranges) and
+    /// advances the channel's cumulative points.
+    fn settle(&mut self, ch: Channel, ack: &AckRepr) -> Settled {
+        let t = &mut self.tx[ch.index()];
+        let mut settled = Settled::default();
         let mut s = t.snd_una;
         while seq::lt(s, ack.cum) {
-            ack_one(t, &mut self.timers, &mut self.events, s);
+            ack_one(t, &mut self.timers, &mut self.events, s, &mut settled);
             s = s.wrapping_add(1);
         }
         for r in ack.ranges() {
@@ -90,7 +57,7 @@ impl Endpoint {
                 r.start
             };
             while seq::lt(s, r.end) {
-                ack_one(t, &mut self.timers, &mut self.events, s);
+                ack_one(t, &mut self.timers, &mut self.events, s, &mut settled);
                 s = s.wrapping_add(1);
             }
         }
@@ -102,15 +69,22 @@ impl Endpoint {
         while t.msg_una != t.next_frag && !t.msgs[(t.msg_una & t.cmask) as usize].live {
             t.msg_una = t.msg_una.wrapping_add(1);
         }
+        settled
+    }
+
+    /// The RTT sample, the delivery rate and the backoff after an ACK that
+    /// settled `settled`.
+    fn take_samples(&mut self, ch: Channel, settled: &Settled, now: Instant) {
+        let t = &mut self.tx[ch.index()];
         // Karn's rule, extended: an ACK that fills a hole also covers
         // segments that waited behind it at the receiver, some sent once but
         // long ago; without SACK (which acknowledged them on arrival) their
         // "RTT" is the hole's recovery time (165 ms samples on a 20 us path
         // took the RTO to its maximum).
-        let sample = if resent && !self.cfg.sack_ranges() {
+        let sample = if settled.resent && !self.cfg.sack_ranges() {
             None
         } else {
-            sample
+            settled.sample
         };
         if let Some(sent) = sample {
             let rtt = now - sent;
@@ -120,21 +94,26 @@ impl Endpoint {
                 t.min_rtt = Some(rtt);
             }
         }
-        if let Some((sent, snap)) = newest {
+        if let Some((sent, snap)) = settled.newest {
             t.delivered_time = now;
             if self.cfg.flight_gain > 0 {
-                t.note_acked(newly, now);
+                t.note_acked(settled.newly, now);
                 t.update_flight_cap(snap, sent, now, self.cfg.flight_gain, self.cfg.flight_floor);
             }
         }
-        if newly > 0 {
+        if settled.newly > 0 {
             // New data acknowledged, resent or not: the path delivers, so the
             // backoff ends (as QUIC resets its PTO count on an ACK) and the
             // channel's timer restarts (RFC 6298 5.3).
             t.rtt.reset_backoff();
             t.probe_after = now + t.rtt.rto();
         }
-        // Duplicate cumulative ACKs (usnic: one is enough to resend).
+    }
+
+    /// Duplicate cumulative ACKs (usnic: one is enough to resend); `newly`
+    /// segments were acknowledged by this one.
+    fn count_duplicate(&mut self, ch: Channel, ack: &AckRepr, newly: u32) {
+        let t = &mut self.tx[ch.index()];
         if ack.cum == t.last_cum && newly == 0 && t.snd_una != t.next_seq {
             t.dup_acks += 1;
             // Without SACK and without a threshold of its own (our mode with
@@ -165,62 +144,127 @@ impl Endpoint {
             t.last_cum = ack.cum;
             t.dup_acks = 0;
         }
-        // SACK loss detection, RACK-style, on the holes this ACK proves:
-        // the cumulative point, the segment just below every range (a range
-        // starts above a missing segment), and the gaps between the ranges
-        // after the first (the receiver lists those as consecutive runs).
-        // Only these: a segment below the highest SACKed one but shown by
-        // no ACK may well have arrived (its ACKs lost, or its run not yet
-        // reported), and resending it was most of the resends under 20 %
-        // loss each way (10 500 for 3 000 losses). A hole is declared lost
-        // once a segment sent `reorder_window` after it was acknowledged.
-        if self.cfg.sack_ranges() && t.any_acked {
-            let reo = reorder_window(t);
-            // Until reordering is seen or possible ([`may_reorder`]),
-            // `reorder_threshold` segments acknowledged above a proven hole
-            // also declare it lost (RACK's start, RFC 8985 6.2).
-            let thr = (!may_reorder(t)).then(|| self.cfg.reorder_threshold.max(1) as i32);
-            let mut lost = |t: &mut TxChannel, s: u32| {
-                if !seq::lt(s, t.largest_acked) || seq::lt(s, t.snd_una) {
-                    return;
-                }
-                let (rack_time, largest) = (t.rack_time, t.largest_acked);
-                let seg = &mut t.segs[(s & t.wmask) as usize];
-                if !seg.live || seg.acked || seg.queued || seg.sent_at >= rack_time {
-                    return;
-                }
-                let by_count = thr.is_some_and(|n| seq::diff(largest, s) >= n);
-                if !by_count && seg.sent_at + reo >= rack_time {
-                    // Maybe only late: if it turns up, that measures the
-                    // reordering; if it has not one RTO after it was sent,
-                    // the reordering timer declares it lost.
-                    seg.holed = true;
-                    let due = seg.sent_at + t.rtt.rto();
-                    t.reo_deadline = Some(t.reo_deadline.map_or(due, |d| d.min(due)));
-                    return;
-                }
-                if let Some(r) = seg.room.take() {
-                    self.timers.check_out(r);
-                }
-                seg.queued = true;
-                t.leave_pipe(s);
-                self.resend.push_back((ch, s));
-                self.stats.fast_retransmits += 1;
-                // Forget old reordering slowly (RACK decays its window too).
-                t.reorder_seen -= t.reorder_seen / 64;
-            };
-            lost(t, ack.cum);
-            let rs = ack.ranges();
-            for (i, r) in rs.iter().enumerate() {
-                lost(t, r.start.wrapping_sub(1));
-                if i >= 2 {
-                    let mut s = r.end;
-                    while seq::lt(s, rs[i - 1].start) {
-                        lost(t, s);
-                        s = s.wrapping_add(1);
-                    }
+    }
+
+    /// SACK loss detection, RACK-style, on the holes this ACK proves:
+    /// the cumulative point, the segment just below every range (a range
+    /// starts above a missing segment), and the gaps between the ranges
+    /// after the first (the receiver lists those as consecutive runs).
+    /// Only these: a segment below the highest SACKed one but shown by
+    /// no ACK may well have arrived (its ACKs lost, or its run not yet
+    /// reported), and resending it was most of the resends under 20 %
+    /// loss each way (10 500 for 3 000 losses). A hole is declared lost
+    /// once a segment sent `reorder_window` after it was acknowledged.
+    fn sack_losses(&mut self, ch: Channel, ack: &AckRepr) {
+        let t = &mut self.tx[ch.index()];
+        if !(self.cfg.sack_ranges() && t.any_acked) {
+            return;
+        }
+        let reo = reorder_window(t);
+        // Until reordering is seen or possible ([`may_reorder`]),
+        // `reorder_threshold` segments acknowledged above a proven hole
+        // also declare it lost (RACK's start, RFC 8985 6.2).
+        let thr = (!may_reorder(t)).then(|| self.cfg.reorder_threshold.max(1) as i32);
+        let mut lost = |t: &mut TxChannel, s: u32| {
+            if !seq::lt(s, t.largest_acked) || seq::lt(s, t.snd_una) {
+                return;
+            }
+            let (rack_time, largest) = (t.rack_time, t.largest_acked);
+            let seg = &mut t.segs[(s & t.wmask) as usize];
+            if !seg.live || seg.acked || seg.queued || seg.sent_at >= rack_time {
+                return;
+            }
+            let by_count = thr.is_some_and(|n| seq::diff(largest, s) >= n);
+            if !by_count && seg.sent_at + reo >= rack_time {
+                // Maybe only late: if it turns up, that measures the
+                // reordering; if it has not one RTO after it was sent,
+                // the reordering timer declares it lost.
+                seg.holed = true;
+                let due = seg.sent_at + t.rtt.rto();
+                t.reo_deadline = Some(t.reo_deadline.map_or(due, |d| d.min(due)));
+                return;
+            }
+            if let Some(r) = seg.room.take() {
+                self.timers.check_out(r);
+            }
+            seg.queued = true;
+            t.leave_pipe(s);
+            self.resend.push_back((ch, s));
+            self.stats.fast_retransmits += 1;
+            // Forget old reordering slowly (RACK decays its window too).
+            t.reorder_seen -= t.reorder_seen / 64;
+        };
+        lost(t, ack.cum);
+        let rs = ack.ranges();
+        for (i, r) in rs.iter().enumerate() {
+            lost(t, r.start.wrapping_sub(1));
+            if i >= 2 {
+                let mut s = r.end;
+                while seq::lt(s, rs[i - 1].start) {
+                    lost(t, s);
+                    s = s.wrapping_add(1);
                 }
             }
+        }
+    }
+}
+
+/// Acknowledges segment `s` of `t` if it is live and not yet acknowledged:
+/// its timer checked out, its message settled when whole (a PUT's
+/// completion queued on `events`), and what it tells added to `settled`.
+fn ack_one(
+    t: &mut TxChannel,
+    timers: &mut TimerWheel,
+    events: &mut VecDeque<Event>,
+    s: u32,
+    settled: &mut Settled,
+) {
+    let seg = &mut t.segs[(s & t.wmask) as usize];
+    if !seg.live || seg.acked {
+        return;
+    }
+    seg.acked = true;
+    seg.queued = false;
+    if let Some(r) = seg.room.take() {
+        timers.check_out(r);
+    }
+    if seg.in_pipe {
+        seg.in_pipe = false;
+        t.pipe -= 1;
+    }
+    t.delivered += 1;
+    if settled.newest.is_none_or(|(at, _)| seg.sent_at >= at) {
+        settled.newest = Some((seg.sent_at, seg.rate));
+    }
+    if seg.xmits == 1 {
+        settled.sample = Some(settled.sample.map_or(seg.sent_at, |x| x.max(seg.sent_at)));
+    } else {
+        settled.resent = true;
+    }
+    if seg.holed && seg.xmits == 1 {
+        // Shown missing, then received without a resend: reordered.
+        let extent = t.rack_time.saturating_duration_since(seg.sent_at);
+        t.reorder_seen = t.reorder_seen.max(extent);
+    }
+    if seg.sent_at > t.rack_time {
+        t.rack_time = seg.sent_at;
+    }
+    if !t.any_acked || seq::gt(s, t.largest_acked) {
+        t.largest_acked = s;
+        t.any_acked = true;
+    }
+    settled.newly += 1;
+    let frag = seg.frag_id;
+    let m = &mut t.msgs[(frag & t.cmask) as usize];
+    m.acked += 1;
+    if m.cut && m.acked >= m.segs {
+        m.live = false;
+        if m.put.is_some() {
+            events.push_back(Event::PutDone { handle: m.handle });
+        }
+        let buf = core::mem::take(&mut m.data);
+        if t.pool.len() <= t.cmask as usize {
+            t.pool.push(buf);
         }
     }
 }

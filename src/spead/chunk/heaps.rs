@@ -4,7 +4,6 @@
 //! [`ChunkSource`]: a single receiver's own window ([`super::ChunkStream`]) or
 //! a receive group member's held chunks (`spead::group::Member`).
 
-use super::predict::Predict;
 use super::MAX_PLACE_ITEMS;
 use super::{insert_offset, ChunkDiscard, ChunkStats, Place, PlaceInput, Placement, Push};
 use crate::spead::wire::{self, ctrl, decode_visit, id};
@@ -75,6 +74,54 @@ pub(super) struct LiveHeap {
     pub(super) received: u64,
     pub(super) offsets: Vec<u64>,
     pub(super) age: u64,
+}
+
+/// Header words a [`Predict`] can hold (the header word and 15 item pointers).
+pub(super) const PREDICT_WORDS: usize = 16;
+
+/// Header prediction, as in Van Jacobson's TCP fast path: consecutive packets of
+/// one heap normally carry the same item pointers except the payload offset's
+/// value. After a packet of a live heap, its header is remembered; a next packet
+/// from the same sender whose header bytes equal it except for those value bits
+/// is that heap's next packet, and the item walk of `decode_visit` (the largest
+/// per-packet cost after the copy on multi-packet heaps) is skipped. Every check
+/// the decoder would make on such a packet is made here or is implied by the
+/// equality (magic, version, flavour, item count, no stream control item);
+/// anything else takes the full path.
+#[derive(Debug, Clone)]
+pub(super) struct Predict {
+    pub(super) valid: bool,
+    pub(super) sender: u32,
+    /// Index in `Heaps::live`: invalid once any live heap is removed.
+    pub(super) live: usize,
+    /// The header's words as loaded from memory (native byte order), compared
+    /// under `masks`: all bits, except the payload offset's value bits.
+    pub(super) words: [u64; PREDICT_WORDS],
+    pub(super) masks: [u64; PREDICT_WORDS],
+    /// Header bytes (`payload_start`).
+    pub(super) len: usize,
+    /// Byte offset of the payload offset's item pointer (the last one, which
+    /// the decoder takes).
+    pub(super) offset_at: usize,
+    /// The flavour's value bits.
+    pub(super) value_mask: u64,
+    pub(super) heap_length: u64,
+    pub(super) payload_length: u64,
+}
+
+impl Predict {
+    pub(super) const NONE: Predict = Predict {
+        valid: false,
+        sender: 0,
+        live: 0,
+        words: [0; PREDICT_WORDS],
+        masks: [0; PREDICT_WORDS],
+        len: 0,
+        offset_at: 0,
+        value_mask: 0,
+        heap_length: 0,
+        payload_length: 0,
+    };
 }
 
 /// A receiver's heaps: its placement, live multi-packet heaps (at most
