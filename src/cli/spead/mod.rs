@@ -3,7 +3,8 @@
 //!
 //! The sockets are the runtime's udp port (`recvmmsg`/`sendmmsg` in batches of
 //! up to [`BURST_MAX`] datagrams, into and out of pool buffers); every protocol
-//! decision is made by the sans-IO cores.
+//! decision is made by the sans-IO cores. `recv` builds a pipeline from its
+//! flags and runs it on the runtime (see `recv.rs`).
 
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -14,16 +15,11 @@ use serde::Serialize;
 
 use crate::buf::copy::CopyMode;
 use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
-use crate::metrics::SpeadCounters;
 use crate::port::udp::UdpConfig;
-use crate::port::{RxQueue, TxQueue};
-use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
-use crate::spead::check::{write_chunk, CheckReport, Checker};
-use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
+use crate::port::TxQueue;
 use crate::spead::fsim::{Fsim, FsimConfig};
-use crate::spead::plot::Sample;
 use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
-use crate::spead::wire::{Flavour, ItemValue};
+use crate::spead::wire::Flavour;
 use crate::time::Clock;
 use crate::units::{parse_duration, parse_size, Rate};
 
@@ -252,6 +248,10 @@ pub struct RecvArgs {
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
+    /// Print the pipeline these flags make (TOML, as `linerate run` reads
+    /// it) and exit.
+    #[arg(long)]
+    pub print_pipeline: bool,
 }
 
 /// Runs `linerate spead ...`; returns the exit status (0 ok, 1 runtime failure, 2 bad input).

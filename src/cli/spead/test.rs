@@ -1,16 +1,17 @@
-use super::recv::{recv_on, recv_port};
+use super::recv::{open, pipeline_text, run_built};
 use super::*;
 
-/// Runs the receiver of `args` on a socket bound here and now, so the
-/// sender never sends to a port nobody listens on yet.
+/// Runs the receiver of `args` on a socket bound here and now (its pipeline
+/// built, so its udp port open), so the sender never sends to a port nobody
+/// listens on yet.
 fn spawn_receiver(args: SpeadArgs) -> std::thread::JoinHandle<i32> {
     let SpeadCommand::Recv(r) = args.command else {
         panic!("not a recv command")
     };
-    let pool = pool().unwrap_or_else(|_| panic!("no pool"));
-    let rx = recv_port(&r, &pool).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
+    let text = pipeline_text(&r).unwrap_or_else(|_| panic!("bad flags"));
+    let built = open(&text).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
     std::thread::spawn(move || {
-        recv_on(rx, &pool, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
+        run_built(built, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
     })
 }
 use clap::Parser;
