@@ -35,7 +35,7 @@ pub(super) fn recv(a: &RecvArgs) -> Result<i32, Failure> {
 }
 
 /// The CLI's failure as this command's (same exit status).
-fn from_cli(f: crate::cli::Failure) -> Failure {
+pub(super) fn from_cli(f: crate::cli::Failure) -> Failure {
     match f {
         crate::cli::Failure::Input(m) => Failure::Input(m),
         crate::cli::Failure::Runtime(m) => Failure::Runtime(m),
