@@ -177,3 +177,67 @@ fn bad_input_is_status_2() {
     ]);
     assert_eq!(run(&a), 2);
 }
+
+#[test]
+fn the_pipelines_the_flags_make_load_with_their_stages() {
+    let load = |text: &str| {
+        crate::pipeline::load_str(std::path::Path::new("flags.toml"), text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+    };
+    let recv = |args: &[&str]| {
+        let SpeadCommand::Recv(r) = parse(args).command else {
+            panic!("not recv")
+        };
+        pipeline_text(&r).unwrap_or_else(|_| panic!("bad flags {args:?}"))
+    };
+    // Heaps: one receiver, printing and plotting.
+    let text = recv(&[
+        "x",
+        "spead",
+        "recv",
+        "127.0.0.1:0",
+        "--verbose",
+        "--plot",
+        "a \"b\"/p",
+    ]);
+    let plan = load(&text);
+    let names: Vec<&str> = plan
+        .pipeline
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["recv"]);
+    assert!(text.contains("mode = \"heaps\"") && text.contains("print = true"));
+    // Chunks written to a directory whose name needs escaping.
+    let text = recv(&[
+        "x",
+        "spead",
+        "recv",
+        "127.0.0.1:0",
+        "--chunks",
+        "--sink",
+        "write",
+        "--out",
+        "c\\\"d",
+    ]);
+    let plan = load(&text);
+    let names: Vec<&str> = plan
+        .pipeline
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["recv", "sink"]);
+    // The sender, generic and simulated, paced in packets/s.
+    for extra in [&[][..], &["--fsim"][..]] {
+        let mut args = vec!["x", "spead", "send", "127.0.0.1:9", "--rate", "10 kpps"];
+        args.extend_from_slice(extra);
+        let SpeadCommand::Send(s) = parse(&args).command else {
+            panic!("not send")
+        };
+        let text = super::send::pipeline_text(&s).unwrap_or_else(|_| panic!("bad flags"));
+        let plan = load(&text);
+        assert_eq!(plan.pipeline.stages.len(), 1, "{text}");
+    }
+}
