@@ -163,7 +163,7 @@ impl Receiver {
         match self {
             Receiver::One(s) => s.push(0, data),
             Receiver::Member { member, .. } => member.push(0, data),
-            // Offered by `SpeadRecv::offer_heaps`, never here.
+            // Heaps are offered by `SpeadRecv::offer` to the assembler, never here.
             Receiver::Heaps(_) => Push::Accepted,
         }
     }
