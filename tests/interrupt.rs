@@ -3,7 +3,9 @@
 //! exit 130 or 143; a second signal exits at once; `search --resume` continues
 //! such a report to bounds around the simulated device's true rates with fewer
 //! new trials than a fresh search, and refuses a report of another
-//! configuration. `run` and `spead recv` stop on SIGTERM as on Ctrl-C.
+//! configuration. `run` and `spead recv` stop on SIGTERM as on Ctrl-C;
+//! `spead recv` runs its stages on the runtime, serves their counters with
+//! `--metrics` and writes the run's report when interrupted.
 //! Every wait has a timeout; a child still running at the end is killed.
 
 mod util;
@@ -382,4 +384,102 @@ fn spead_recv_stops_on_sigterm_and_reports() {
     assert_eq!(wait(&mut g, Duration::from_secs(20)), 0);
     let v: serde_json::Value = read_json(&json);
     assert!(v.is_object(), "{v}");
+}
+
+/// A metrics scrape's body (empty when the endpoint does not answer yet).
+fn scrape(addr: &str) -> String {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let _ = write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// The value of the first sample of `metric` whose labels contain `labels`.
+fn sample(text: &str, metric: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn spead_recv_runs_its_stages_on_the_runtime_and_ctrl_c_writes_their_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("recv.json");
+    let bind = format!("127.0.0.1:{}", util::free_udp_port());
+    let metrics = format!("127.0.0.1:{}", util::free_tcp_port());
+    let geo = [
+        "--n-ants",
+        "2",
+        "--n-channels-total",
+        "64",
+        "--n-channels-per-stream",
+        "2",
+        "--n-samples-per-channel",
+        "64",
+        "--packet-payload",
+        "256",
+    ];
+    let child = util::bin()
+        .args(["spead", "recv", &bind, "--chunks", "--sink", "check"])
+        .args(geo)
+        .args(["--heaps-per-fengine-per-chunk", "2", "--metrics", &metrics])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut g = Guard(child);
+    // Listening once its metrics answer (the pipeline is built first).
+    let start = Instant::now();
+    while !scrape(&metrics).contains("stage=\"recv\"") {
+        assert!(start.elapsed() < Duration::from_secs(20), "no metrics");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // 8 timestamps of 2 antennas, no end-of-stream heap: the receive runs on.
+    let sent = util::bin()
+        .args(["spead", "send", &bind, "--fsim", "--flavour", "64-48"])
+        .args(["--heaps", "8", "--rate", "50 Mbps", "--no-stop"])
+        .args(geo)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    // The stage's own counter, served while it runs.
+    let heaps = "linerate_spead_heaps_complete_total";
+    let labels = "stage=\"recv\",kind=\"spead_recv\"";
+    while sample(&scrape(&metrics), heaps, labels) != Some(16.0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{}",
+            scrape(&metrics)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&g.0, "INT");
+    assert_eq!(wait(&mut g, Duration::from_secs(20)), 0);
+    let v: serde_json::Value = read_json(&json);
+    // The run's report: stopped by the interrupt, the stages' details.
+    assert_eq!(v["pipeline"], "spead-recv");
+    assert_eq!(v["stopped_by"], "interrupt");
+    let recv = &v["stages"]["recv"];
+    assert_eq!(recv["kind"], "spead_recv");
+    assert_eq!(recv["detail"]["heaps_complete"], 16);
+    assert_eq!(recv["detail"]["ended_by"], "drain");
+    let sink = &v["stages"]["sink"];
+    assert_eq!(sink["kind"], "chunk_sink");
+    assert_eq!(sink["detail"]["check"]["heaps_checked"], 16);
+    // And the command's own fields, taken from them.
+    assert_eq!(v["mode"], "chunks");
+    assert_eq!(v["chunks"], recv["detail"]["stream"]);
+    assert_eq!(v["check"]["wrong_bytes"], 0);
 }

@@ -2,7 +2,8 @@
 //! shipped (mem wire, UDP loopback, and a DPDK vdev with `--features dpdk`),
 //! an impaired wire, a sink on another lcore with as few chunks as the window
 //! (the receiver stalls and holds packets), chunks written to files, and the
-//! generic-heap sender read back by the heap assembler.
+//! generic-heap sender read back by the heap assembler and by a receiver in
+//! heaps mode.
 
 mod util;
 
@@ -581,4 +582,59 @@ mode = "check"
     let per: Vec<u64> = recv.replicas.iter().map(|m| m.packets_in).collect();
     assert_eq!(per.iter().sum::<u64>(), recv.packets_in);
     assert!(per.contains(&0), "two senders over three sockets: {per:?}");
+}
+
+#[test]
+fn heaps_mode_assembles_generic_heaps_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("heaps");
+    let text = format!(
+        r#"
+[pipeline]
+lcores = "0"
+pin = false
+[port.wire]
+kind = "mem"
+[stage.tx]
+kind = "spead_send"
+tx = "wire"
+source = "heaps"
+flavour = "64-40"
+heaps = 5
+heap_size = "10 KiB"
+packet_size = 1000
+[stage.recv]
+kind = "spead_recv"
+rx = "wire"
+mode = "heaps"
+plot = "{}"
+"#,
+        plot.display()
+    );
+    let r = util::run_text("heaps-mode.toml", &text, Duration::from_secs(60));
+    assert_eq!(r.stopped_by, Some(StopReason::Finished), "{r:?}");
+    let rx = detail(&r, "recv");
+    // Any flavour: the 64-40 heaps are assembled although the stage's
+    // (unused) flavour is 64-48; 11 packets each, and the end of stream.
+    assert_eq!(rx["mode"], "heaps", "{rx}");
+    assert_eq!(rx["packets"], 5 * 11 + 1, "{rx}");
+    assert_eq!(rx["heaps_complete"], 5, "{rx}");
+    assert_eq!(rx["heaps_evicted"], 0, "{rx}");
+    assert_eq!(rx["packets_duplicate"], 0, "{rx}");
+    assert_eq!(rx["ended_by"], "end_of_stream", "{rx}");
+    assert_eq!(rx["stream"]["stopped"], true, "{rx}");
+    assert!(
+        rx["stream"]["bytes"].as_u64().unwrap() >= 5 * 10 * 1024,
+        "{rx}"
+    );
+    let svg = std::fs::read_to_string(plot.with_extension("svg")).unwrap();
+    assert!(svg.contains("fraction heaps complete") && svg.contains("Gb/s"));
+    // A chunk sink cannot take a heaps-mode receiver's chunks: it has none.
+    let sink = text.replace("plot = ", "# plot = ")
+        + "[stage.sink]\nkind = \"chunk_sink\"\nfrom = \"recv\"\n";
+    let plan = linerate::pipeline::load_str(Path::new("h.toml"), &sink).unwrap();
+    let e = linerate::runtime::build::build(&plan)
+        .err()
+        .expect("a heaps-mode receiver has no chunks");
+    assert!(e.to_string().contains("mode = \"heaps\""), "{e}");
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::metrics_args::{start_metrics, MetricsArgs};
 use super::output::write_json;
 use super::Failure;
-use crate::runtime::build::{build, BuildError};
+use crate::metrics::Live;
+use crate::runtime::build::{build, BuildError, Built};
 use crate::runtime::run::{run as run_pipeline, Probe, RunError, RunOptions, RunReport};
 use crate::sys::signals::interrupt_flag;
 use crate::units::{parse_duration, si};
@@ -183,6 +184,62 @@ fn summary(r: &RunReport) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Builds a planned pipeline (opens its ports): a bad setting is exit 2, a
+/// failure to open exit 1.
+pub(crate) fn build_plan(plan: &crate::pipeline::Plan) -> Result<Built, Failure> {
+    build(plan).map_err(|e| match e {
+        BuildError::Input(m) => Failure::Input(m),
+        BuildError::Runtime(m) => Failure::Runtime(m),
+    })
+}
+
+/// How a built pipeline runs: `run`'s flags, or what a subcommand that
+/// builds its own pipeline (`spead recv`) passes.
+pub(crate) struct Drive {
+    /// Stop after this long; `None`: when every finite stage has finished
+    /// or on Ctrl-C / SIGTERM.
+    pub duration: Option<Duration>,
+    /// Longest wait for in-flight packets when stopping.
+    pub drain_timeout: Duration,
+    /// How long every stage must have been idle before stopping.
+    pub drain_quiet: Duration,
+    /// No live stats on stderr.
+    pub quiet: bool,
+}
+
+/// Runs a built pipeline on the runtime, `live` serving its counters for
+/// `--metrics`, its live stats on stderr once a second: the report, and
+/// the stages' failures (joined) if any failed.
+pub(crate) fn drive(
+    built: Built,
+    live: &Live,
+    d: &Drive,
+) -> Result<(RunReport, Option<String>), Failure> {
+    live.set_pipeline(Probe::of(&built));
+    for w in &built.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut prev = None;
+    let quiet = d.quiet;
+    let mut tick = |r: &RunReport| {
+        if !quiet {
+            eprintln!("{}", live_line(r, &mut prev));
+        }
+    };
+    let opts = RunOptions {
+        duration: d.duration,
+        interrupt: interrupt_flag(),
+        drain_timeout: d.drain_timeout,
+        drain_quiet: d.drain_quiet,
+        on_tick: Some(&mut tick),
+    };
+    match run_pipeline(built, opts) {
+        Ok(r) => Ok((r, None)),
+        Err(RunError::Stages { report, failures }) => Ok((*report, Some(failures.join("; ")))),
+        Err(e) => Err(Failure::Runtime(e.to_string())),
+    }
+}
+
 pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
     let plan = crate::pipeline::load(&args.pipeline)?;
     #[cfg(feature = "mpi")]
@@ -190,36 +247,17 @@ pub(super) fn run(args: &RunArgs) -> Result<(), Failure> {
         return across_hosts(args, &plan);
     }
     let (live, server) = start_metrics(&args.metrics, "run")?;
-    let built = build(&plan).map_err(|e| match e {
-        BuildError::Input(m) => Failure::Input(m),
-        BuildError::Runtime(m) => Failure::Runtime(m),
-    })?;
-    live.set_pipeline(Probe::of(&built));
-    for w in &built.warnings {
-        eprintln!("warning: {w}");
-    }
+    let built = build_plan(&plan)?;
     if !plan.pipeline.pin {
         eprintln!("note: lcores are not pinned (pin = false); they share the machine's cores");
     }
-    let mut prev = None;
-    let quiet = args.quiet;
-    let mut tick = |r: &RunReport| {
-        if !quiet {
-            eprintln!("{}", live_line(r, &mut prev));
-        }
-    };
-    let opts = RunOptions {
+    let drive_opts = Drive {
         duration: args.duration,
-        interrupt: interrupt_flag(),
         drain_timeout: args.drain_timeout,
         drain_quiet: args.drain_quiet,
-        on_tick: Some(&mut tick),
+        quiet: args.quiet,
     };
-    let (report, failure) = match run_pipeline(built, opts) {
-        Ok(r) => (r, None),
-        Err(RunError::Stages { report, failures }) => (*report, Some(failures.join("; "))),
-        Err(e) => return Err(Failure::Runtime(e.to_string())),
-    };
+    let (report, failure) = drive(built, &live, &drive_opts)?;
     if args.json.as_deref().is_none_or(|p| p.as_os_str() != "-") {
         print_summary(&report);
     }

@@ -1,13 +1,14 @@
 //! What the `spead_recv` and `chunk_sink` stages publish while they run
 //! ([`StageValues`]), for `--metrics` to serve live: every integer counter of
-//! the receiver's chunk stream as `linerate_spead_<field>` (the JSON report's
-//! `stream` field names, as `spead recv` serves them) and the sink's totals as
+//! the receiver's chunk stream (or, in heaps mode, its heap assembler) as
+//! `linerate_spead_<field>` (the JSON report's `stream` field names) and the sink's totals as
 //! `linerate_chunk_sink_<field>` (its detail's names), plus each one's
 //! fraction present. The stage sets them with relaxed stores once per busy
 //! poll and once at the end, so the last scrape equals the JSON report.
 
 use crate::runtime::{StageValues, ValueDef, ValueKind};
 
+use super::assemble::AssembleStats;
 use super::chunk::ChunkStats;
 
 macro_rules! counters {
@@ -89,6 +90,39 @@ pub fn publish_recv(v: &StageValues, s: &ChunkStats, not_udp: u64, wrong_flavour
     v.set(i, not_udp);
     v.set(i + 1, wrong_flavour);
     v.set_f64(i + 2, s.fraction_present());
+}
+
+counters!(HEAPS, publish_heap_stats, AssembleStats, "linerate_spead_", {
+    packets: "SPEAD packets offered to the assembler.",
+    packets_accepted: "SPEAD packets accepted into a heap.",
+    packets_malformed: "SPEAD packets that did not decode.",
+    packets_duplicate: "Duplicate SPEAD packets.",
+    packets_inconsistent: "SPEAD packets whose heap length or flavour disagreed with their heap.",
+    packets_too_large: "SPEAD packets of heaps larger than the limit.",
+    packets_after_stop: "SPEAD packets after the end of stream.",
+    heaps_complete: "Heaps delivered complete.",
+    heaps_unsized: "Heaps without a heap length delivered because they were contiguous.",
+    heaps_evicted: "Incomplete heaps evicted to make room.",
+    heaps_flushed: "Incomplete heaps dropped at the end.",
+    packets_in_dropped_heaps: "SPEAD packets of heaps evicted or flushed incomplete.",
+    bytes: "Payload bytes delivered in heaps.",
+});
+
+/// What a `spead_recv` stage in heaps mode publishes: the assembler's
+/// counters, then packets not UDP.
+pub fn heap_defs() -> Vec<ValueDef> {
+    HEAPS
+        .iter()
+        .chain(RECV_MORE.iter().take(1))
+        .copied()
+        .collect()
+}
+
+/// Publishes a heaps-mode receiver's counters (its assembler's, packets not UDP).
+#[inline]
+pub fn publish_heaps(v: &StageValues, s: &AssembleStats, not_udp: u64) {
+    let i = publish_heap_stats(v, s);
+    v.set(i, not_udp);
 }
 
 /// A chunk sink's totals.
@@ -181,6 +215,35 @@ mod test {
         assert_eq!(got["linerate_spead_packets_not_udp"], 6.0);
         assert_eq!(got["linerate_spead_packets_wrong_flavour"], 7.0);
         assert_eq!(got["linerate_spead_fraction_present"], 0.8);
+    }
+
+    #[test]
+    fn every_integer_field_of_the_assembler_is_published_under_its_name() {
+        let s = AssembleStats {
+            packets: 1,
+            heaps_complete: 2,
+            heaps_flushed: 3,
+            bytes: 4,
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&s).unwrap();
+        let v = StageValues::new(heap_defs());
+        publish_heaps(&v, &s, 5);
+        let got: std::collections::BTreeMap<&str, f64> =
+            v.read().map(|(d, x)| (d.name, x)).collect();
+        let fields: Vec<&String> = json
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| v.is_u64())
+            .map(|(k, _)| k)
+            .collect();
+        assert_eq!(fields.len(), HEAPS.len());
+        for f in fields {
+            let name = format!("linerate_spead_{f}");
+            assert_eq!(got[name.as_str()], json[f].as_u64().unwrap() as f64, "{f}");
+        }
+        assert_eq!(got["linerate_spead_packets_not_udp"], 5.0);
     }
 
     #[test]

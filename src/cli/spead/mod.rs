@@ -1,67 +1,36 @@
 //! `linerate spead send` and `linerate spead recv`: quick SPEAD tools like spead2's
 //! `spead2_send` / `spead2_recv`, over kernel UDP sockets.
 //!
-//! The sockets are the runtime's udp port (`recvmmsg`/`sendmmsg` in batches of
-//! up to [`BURST_MAX`] datagrams, into and out of pool buffers); every protocol
-//! decision is made by the sans-IO cores.
+//! Each builds a pipeline from its flags (a udp port and the SPEAD stages)
+//! and runs it on the runtime as `linerate run` runs a file, so the sockets
+//! are the runtime's udp port (`recvmmsg`/`sendmmsg` in batches of up to
+//! [`BURST_MAX`] datagrams, into and out of pool buffers) and every protocol
+//! decision is made by the stages' sans-IO cores.
 
-use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use serde::Serialize;
 
 use super::output::write_json_if;
 use super::Failure;
 
 use crate::buf::copy::CopyMode;
-use crate::buf::{Burst, Pool, PoolConfig, BURST_MAX};
-use crate::metrics::SpeadCounters;
-use crate::port::udp::UdpConfig;
-use crate::port::{RxQueue, TxQueue};
-use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler};
-use crate::spead::check::{write_chunk, CheckReport, Checker};
-use crate::spead::chunk::{ChunkStats, ChunkStream, KatgpucbfPlace, Push};
-use crate::spead::fsim::{Fsim, FsimConfig};
-use crate::spead::plot::Sample;
-use crate::spead::send::{generic_descriptors, Pacer, Packetizer, SendHeap};
-use crate::spead::wire::{Flavour, ItemValue};
-use crate::time::Clock;
+use crate::buf::BURST_MAX;
+use crate::spead::fsim::FsimConfig;
+use crate::spead::wire::Flavour;
 use crate::units::{parse_duration, parse_size, Rate};
 
 /// Largest datagram the commands handle (jumbo frames); larger ones are
 /// truncated by the port and counted as dropped.
 pub const MAX_DATAGRAM: usize = 9216;
 
-/// A pool of `MAX_DATAGRAM`-byte buffers for the commands' udp port.
-fn pool() -> Result<Pool, Failure> {
-    Pool::new(&PoolConfig {
-        name: "spead".into(),
-        count: 4096,
-        buf_size: (MAX_DATAGRAM + 128) as u32,
-        headroom: 128,
-        ..PoolConfig::default()
-    })
-    .map_err(runtime)
-}
-
 fn socket_addr(what: &str, text: &str) -> Result<SocketAddr, Failure> {
     text.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| Failure::Input(format!("{what} `{text}` is not a host:port")))
-}
-
-fn udp_port(config: &UdpConfig, pool: &Pool) -> Result<crate::port::OpenPort, Failure> {
-    let port = crate::port::udp::open(config, pool).map_err(|e| match e {
-        crate::port::PortError::Input(m) => Failure::Input(m),
-        crate::port::PortError::Runtime(m) => Failure::Runtime(m),
-    })?;
-    for w in &port.warnings {
-        eprintln!("linerate spead: {w}");
-    }
-    Ok(port)
 }
 
 /// SPEAD tools.
@@ -172,6 +141,10 @@ pub struct SendArgs {
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Print the pipeline these flags make (TOML, as `linerate run` reads
+    /// it) and exit.
+    #[arg(long)]
+    pub print_pipeline: bool,
 }
 
 /// What `recv` does with chunks.
@@ -255,6 +228,10 @@ pub struct RecvArgs {
     /// `--metrics ADDR`: Prometheus metrics while running.
     #[command(flatten)]
     pub metrics: super::MetricsArgs,
+    /// Print the pipeline these flags make (TOML, as `linerate run` reads
+    /// it) and exit.
+    #[arg(long)]
+    pub print_pipeline: bool,
 }
 
 /// Runs `linerate spead ...`.
@@ -271,10 +248,6 @@ pub fn run(args: &SpeadArgs) -> Result<(), Failure> {
 
 fn input<E: std::fmt::Display>(e: E) -> Failure {
     Failure::Input(e.to_string())
-}
-
-fn runtime<E: std::fmt::Display>(e: E) -> Failure {
-    Failure::Runtime(e.to_string())
 }
 
 mod recv;

@@ -1,19 +1,19 @@
-//! `linerate spead send`: heaps paced onto a UDP socket.
+//! `linerate spead send`: a pipeline made from the flags (a udp port
+//! connected to the destination and a `spead_send` stage), run on the
+//! runtime as `linerate run` runs a file: heaps paced onto a UDP socket.
+
+use std::fmt::Write as _;
+use std::path::Path;
 
 use super::*;
+use crate::cli::run::{build_plan, drive, print_summary, Drive};
+use crate::runtime::run::RunReport;
 
-#[derive(Debug, Serialize)]
-struct SendReport {
-    heaps: u64,
-    packets: u64,
-    bytes: u64,
-    /// Packets the kernel refused because nobody listened at the destination
-    /// yet (an ICMP port unreachable came back): counted, not fatal.
-    refused: u64,
-    secs: f64,
-    gbps: f64,
-    pps: f64,
-}
+/// The name the generated pipeline has in messages and reports.
+const PIPELINE: &str = "spead-send";
+
+/// The sending stage's name in the pipeline.
+const SEND: &str = "send";
 
 fn bits_per_second(rate: &str, packet: usize) -> Result<f64, Failure> {
     let r: Rate = rate.parse().map_err(input)?;
@@ -28,8 +28,10 @@ fn bits_per_second(rate: &str, packet: usize) -> Result<f64, Failure> {
     })
 }
 
-pub(super) fn send(a: &SendArgs) -> Result<(), Failure> {
-    let flavour = a.flavour.flavour();
+/// The pipeline `spead send` runs, as TOML (`--print-pipeline` shows it): a
+/// udp port connected to the destination (a 4 MiB socket buffer), buffers
+/// for jumbo datagrams, and a `spead_send` stage.
+pub(super) fn pipeline_text(a: &SendArgs) -> Result<String, Failure> {
     let packet = parse_size(&a.packet).map_err(input)? as usize;
     if packet > MAX_DATAGRAM {
         return Err(Failure::Input(format!(
@@ -37,137 +39,131 @@ pub(super) fn send(a: &SendArgs) -> Result<(), Failure> {
         )));
     }
     let dest = socket_addr("destination", &a.dest)?;
-    let pool = pool()?;
-    let port = udp_port(
-        &UdpConfig {
-            bind: None,
-            connect: Some(dest),
-            multicast: None,
-            interface: Ipv4Addr::UNSPECIFIED,
-            rcvbuf: None,
-            sndbuf: Some(4 << 20),
-            queues: 1,
-            ..UdpConfig::default()
-        },
-        &pool,
-    )?;
-    let stats = port.stats.clone();
-    let Some(mut tx) = port.tx.into_iter().next() else {
-        return Err(Failure::Runtime("the udp port has no transmit side".into()));
-    };
-    let mut cache = pool.cache();
-    let mut burst = Burst::new();
-    let clock = Clock::new();
     let bps = bits_per_second(&a.rate, packet)?;
-    let mut pacer = Pacer::new(bps, clock.now(), 100_000);
-    let mut report = SendReport {
-        heaps: 0,
-        packets: 0,
-        bytes: 0,
-        refused: 0,
-        secs: 0.0,
-        gbps: 0.0,
-        pps: 0.0,
+    if !(bps >= 0.0 && bps.is_finite()) {
+        return Err(Failure::Input(format!("--rate `{}` is not a rate", a.rate)));
+    }
+    if a.heaps == 0 {
+        return Err(Failure::Input("--heaps must be at least 1".into()));
+    }
+    let flavour = match a.flavour {
+        FlavourArg::S64_40 => "64-40",
+        FlavourArg::S64_48 => "64-48",
     };
-    let mut buf = vec![0u8; packet.max(2048)];
-    // Sends the burst with sendmmsg, waiting while the socket buffer is full.
-    // A datagram refused because nobody listens yet is dropped and counted by
-    // the port.
-    let flush = |tx: &mut Box<dyn TxQueue>, burst: &mut Burst| {
-        while !burst.is_empty() {
-            if tx.tx_burst(clock.now(), burst) == 0 {
-                std::thread::yield_now();
-            }
-        }
-    };
-    let mut emit = |data: &[u8], report: &mut SendReport| -> Result<(), Failure> {
-        if bps > 0.0 {
-            while let Err(due) = pacer.poll(clock.now(), data.len()) {
-                // Waiting for the pacer: send what is batched first.
-                flush(&mut tx, &mut burst);
-                let wait = due.as_nanos().saturating_sub(clock.now().as_nanos());
-                if wait > 50_000 {
-                    std::thread::sleep(Duration::from_nanos(wait - 20_000));
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-        }
-        let mut pkt = match cache.alloc() {
-            Some(p) => p,
-            None => {
-                flush(&mut tx, &mut burst);
-                cache
-                    .alloc()
-                    .ok_or_else(|| Failure::Runtime("no packet buffer left".into()))?
-            }
-        };
-        pkt.set_data(data).map_err(runtime)?;
-        let _ = burst.push(pkt);
-        if burst.room() == 0 {
-            flush(&mut tx, &mut burst);
-        }
-        report.packets += 1;
-        report.bytes += data.len() as u64;
-        Ok(())
-    };
-    let mut next_cnt = 1;
+    let mut t = String::new();
+    let _ = writeln!(t, "[pipeline]\nname = \"{PIPELINE}\"\npin = false\n");
+    let _ = writeln!(
+        t,
+        "[pool]\nbuffers = 4096\nsize = {}\nheadroom = 128\n",
+        MAX_DATAGRAM + 128
+    );
+    let _ = writeln!(
+        t,
+        "[port.udp]\nkind = \"udp\"\nconnect = {}\nsndbuf = \"4 MiB\"\n",
+        serde_json::Value::from(dest.to_string())
+    );
+    let _ = writeln!(
+        t,
+        "[stage.{SEND}]\nkind = \"spead_send\"\ntx = \"udp\"\nburst = {BURST_MAX}\nflavour = \"{flavour}\"\nend_of_stream = {}",
+        !a.no_stop
+    );
+    if bps > 0.0 {
+        let _ = writeln!(t, "rate = \"{bps} bps\"");
+    }
     if a.fsim {
-        let mut cfg = a.feng.fsim(flavour);
-        cfg.rate_gbps = bps / 1e9;
-        if cfg.max_packet() > packet {
+        let f = a.feng.fsim(a.flavour.flavour());
+        f.validate().map_err(Failure::Input)?;
+        if f.max_packet() > packet {
             return Err(Failure::Input(format!(
                 "F-engine packets are {} bytes, more than --packet {packet}",
-                cfg.max_packet()
+                f.max_packet()
             )));
         }
-        let mut sim = Fsim::new(cfg.clone()).map_err(Failure::Input)?;
-        let total = a.heaps * cfg.n_ants as u64 * cfg.packets_per_heap() as u64;
-        for _ in 0..total {
-            let (n, _) = sim.next_packet(&mut buf).map_err(runtime)?;
-            emit(&buf[..n], &mut report)?;
-        }
-        report.heaps = a.heaps * cfg.n_ants as u64;
-        next_cnt = a.heaps * cfg.n_ants as u64;
+        let _ = writeln!(
+            t,
+            "source = \"fsim\"\ntimestamps = {}\nn_ants = {}\nn_channels_total = {}\n\
+             n_channels_per_stream = {}\nn_samples_per_channel = {}\nn_pols = {}\n\
+             packet_payload = {}",
+            a.heaps,
+            f.n_ants,
+            f.n_channels_total,
+            f.n_channels_per_stream,
+            f.n_samples_per_channel,
+            f.n_pols,
+            f.packet_payload,
+        );
     } else {
-        let size = parse_size(&a.heap_size).map_err(input)? as usize;
-        for k in 0..a.heaps {
-            let mut h = SendHeap::new(next_cnt);
-            if k == 0 {
-                for d in generic_descriptors(flavour) {
-                    h = h.descriptor(flavour, &d).map_err(runtime)?;
-                }
-            }
-            let data: Vec<u8> = (0..size).map(|i| (i as u64 + k) as u8).collect();
-            let h = h.immediate(0x1000, k).bytes(0x1001, data);
-            let (ptrs, payload) = h.layout(flavour).map_err(runtime)?;
-            let mut pk = Packetizer::new(flavour, h.cnt, &ptrs, &payload, packet).map_err(input)?;
-            while let Some(r) = pk.next_packet(&mut buf) {
-                let n = r.map_err(runtime)?;
-                emit(&buf[..n], &mut report)?;
-            }
-            report.heaps += 1;
-            next_cnt += 1;
-        }
+        let size = parse_size(&a.heap_size).map_err(input)?;
+        let _ = writeln!(
+            t,
+            "source = \"heaps\"\nheaps = {}\nheap_size = {size}\npacket_size = {packet}",
+            a.heaps
+        );
     }
-    if !a.no_stop {
-        let h = SendHeap::end_of_stream(next_cnt & flavour.max_value());
-        let (ptrs, payload) = h.layout(flavour).map_err(runtime)?;
-        let mut pk = Packetizer::new(flavour, h.cnt, &ptrs, &payload, packet).map_err(input)?;
-        while let Some(r) = pk.next_packet(&mut buf) {
-            let n = r.map_err(runtime)?;
-            emit(&buf[..n], &mut report)?;
-        }
+    Ok(t)
+}
+
+pub(super) fn send(a: &SendArgs) -> Result<(), Failure> {
+    let text = pipeline_text(a)?;
+    if a.print_pipeline {
+        print!("{text}");
+        return Ok(());
     }
-    // The last datagrams (emit sends only full bursts or before waiting).
-    flush(&mut tx, &mut burst);
-    report.refused = stats.report().dropped;
-    report.secs = clock.elapsed().as_secs_f64();
-    report.gbps = report.bytes as f64 * 8.0 / report.secs.max(1e-9) / 1e9;
-    report.pps = report.packets as f64 / report.secs.max(1e-9);
-    println!(
-        "sent {} heaps, {} packets, {} bytes in {:.3} s: {:.3} Gb/s, {:.0} packets/s",
-        report.heaps, report.packets, report.bytes, report.secs, report.gbps, report.pps
-    );
-    write_json_if(a.json.as_deref(), &report)
+    let plan = crate::pipeline::load_str(Path::new(PIPELINE), &text).map_err(input)?;
+    let live = crate::metrics::Live::new("spead_send");
+    let built = build_plan(&plan)?;
+    let d = Drive {
+        duration: None,
+        drain_timeout: Duration::from_secs(1),
+        drain_quiet: Duration::from_millis(20),
+        quiet: false,
+    };
+    let (report, failure) = drive(built, &live, &d)?;
+    let v = json_report(&report);
+    let to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    if !to_stdout {
+        print_summary(&report);
+        let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+        println!(
+            "sent {} heaps, {} packets, {} bytes in {:.3} s: {:.3} Gb/s, {:.0} packets/s",
+            v["heaps"],
+            v["packets"],
+            v["bytes"],
+            report.duration_s,
+            f("gbps"),
+            f("pps")
+        );
+    }
+    write_json_if(a.json.as_deref(), &v)?;
+    match failure {
+        Some(f) => Err(Failure::Runtime(f)),
+        None => Ok(()),
+    }
+}
+
+/// The run's report plus the send's own fields: `heaps`, `packets` (the
+/// end-of-stream heap's included), `bytes`, `refused` (datagrams the kernel
+/// refused because nobody listened at the destination yet: counted, not
+/// fatal), and `secs`, `gbps`, `pps` over the whole send.
+fn json_report(r: &RunReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    let d = r
+        .stages
+        .get(SEND)
+        .and_then(|s| s.detail.clone())
+        .unwrap_or_default();
+    let n = |k: &str| d[k].as_u64().unwrap_or(0);
+    let (packets, bytes) = (n("packets"), n("bytes"));
+    let secs = r.duration_s.max(1e-9);
+    if let Some(m) = v.as_object_mut() {
+        m.insert("heaps".into(), n("heaps").into());
+        m.insert("packets".into(), packets.into());
+        m.insert("bytes".into(), bytes.into());
+        let refused = r.ports.get("udp").map_or(0, |p| p.dropped);
+        m.insert("refused".into(), refused.into());
+        m.insert("secs".into(), r.duration_s.into());
+        m.insert("gbps".into(), (bytes as f64 * 8.0 / secs / 1e9).into());
+        m.insert("pps".into(), (packets as f64 / secs).into());
+    }
+    v
 }

@@ -1,16 +1,17 @@
-use super::recv::{recv_on, recv_port};
+use super::recv::{open, pipeline_text, run_built};
 use super::*;
 
-/// Runs the receiver of `args` on a socket bound here and now, so the
-/// sender never sends to a port nobody listens on yet.
+/// Runs the receiver of `args` on a socket bound here and now (its pipeline
+/// built, so its udp port open), so the sender never sends to a port nobody
+/// listens on yet.
 fn spawn_receiver(args: SpeadArgs) -> std::thread::JoinHandle<i32> {
     let SpeadCommand::Recv(r) = args.command else {
         panic!("not a recv command")
     };
-    let pool = pool().unwrap_or_else(|_| panic!("no pool"));
-    let rx = recv_port(&r, &pool).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
+    let text = pipeline_text(&r).unwrap_or_else(|_| panic!("bad flags"));
+    let built = open(&text).unwrap_or_else(|_| panic!("cannot bind {}", r.bind));
     std::thread::spawn(move || {
-        recv_on(rx, &pool, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
+        run_built(built, &r, &crate::metrics::Live::new("spead_recv")).unwrap_or(1)
     })
 }
 use clap::Parser;
@@ -175,4 +176,68 @@ fn bad_input_is_status_2() {
         "write",
     ]);
     assert_eq!(crate::cli::status(&run(&a)), 2);
+}
+
+#[test]
+fn the_pipelines_the_flags_make_load_with_their_stages() {
+    let load = |text: &str| {
+        crate::pipeline::load_str(std::path::Path::new("flags.toml"), text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"))
+    };
+    let recv = |args: &[&str]| {
+        let SpeadCommand::Recv(r) = parse(args).command else {
+            panic!("not recv")
+        };
+        pipeline_text(&r).unwrap_or_else(|_| panic!("bad flags {args:?}"))
+    };
+    // Heaps: one receiver, printing and plotting.
+    let text = recv(&[
+        "x",
+        "spead",
+        "recv",
+        "127.0.0.1:0",
+        "--verbose",
+        "--plot",
+        "a \"b\"/p",
+    ]);
+    let plan = load(&text);
+    let names: Vec<&str> = plan
+        .pipeline
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["recv"]);
+    assert!(text.contains("mode = \"heaps\"") && text.contains("print = true"));
+    // Chunks written to a directory whose name needs escaping.
+    let text = recv(&[
+        "x",
+        "spead",
+        "recv",
+        "127.0.0.1:0",
+        "--chunks",
+        "--sink",
+        "write",
+        "--out",
+        "c\\\"d",
+    ]);
+    let plan = load(&text);
+    let names: Vec<&str> = plan
+        .pipeline
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(names, ["recv", "sink"]);
+    // The sender, generic and simulated, paced in packets/s.
+    for extra in [&[][..], &["--fsim"][..]] {
+        let mut args = vec!["x", "spead", "send", "127.0.0.1:9", "--rate", "10 kpps"];
+        args.extend_from_slice(extra);
+        let SpeadCommand::Send(s) = parse(&args).command else {
+            panic!("not send")
+        };
+        let text = super::send::pipeline_text(&s).unwrap_or_else(|_| panic!("bad flags"));
+        let plan = load(&text);
+        assert_eq!(plan.pipeline.stages.len(), 1, "{text}");
+    }
 }

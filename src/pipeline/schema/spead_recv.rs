@@ -14,7 +14,7 @@ use crate::runtime::build::LinkCtx;
 use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::group::{ChunkGroup, Eviction};
-use crate::spead::stage::{MemberEnd, RecvEnd, SpeadRecv, SpeadRecvSpec};
+use crate::spead::stage::{MemberEnd, RecvEnd, RecvMode, SpeadRecv, SpeadRecvSpec};
 
 const KEYS: &[Key] = &[
     KIND,
@@ -63,6 +63,24 @@ const KEYS: &[Key] = &[
         "\"lossy\" or \"lossless\"",
         "\"lossy\"",
         "with `lcores` (a receive group): move the window on past a member still holding a chunk (lossy) or wait for it (lossless)",
+    ),
+    Key::new(
+        "mode",
+        "\"chunks\" or \"heaps\"",
+        "\"chunks\"",
+        "place F-engine heaps into chunks (for a chunk_sink), or assemble any SPEAD heaps whole (the geometry keys are then unused)",
+    ),
+    Key::new(
+        "print",
+        "boolean",
+        "false",
+        "with mode = \"heaps\": print each heap's descriptors and items on stdout",
+    ),
+    Key::new(
+        "plot",
+        "path",
+        "none",
+        "at the end, draw Gb/s and the fraction of heaps complete (heaps) or present in chunks (chunks) over time to PATH.svg and PATH.png",
     ),
     ENCAP,
     BURST,
@@ -151,6 +169,19 @@ fn parse_spead_recv(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadRecvSpec
                 "\"lossy\" (the group moves on; a laggard's late heaps are too old) or \"lossless\" (the group waits for it)",
             )
             .unwrap_or_default(),
+        mode: t
+            .choice(
+                sink,
+                "mode",
+                "receive mode",
+                &[("chunks", RecvMode::Chunks), ("heaps", RecvMode::Heaps)],
+                "\"chunks\" (F-engine heaps placed into chunks) or \"heaps\" (any heaps, whole)",
+            )
+            .unwrap_or_default(),
+        print: t.boolean(sink, "print").unwrap_or(false),
+        plot: t
+            .string(sink, "plot")
+            .map(|(p, _)| std::path::PathBuf::from(p)),
     }
 }
 
@@ -192,6 +223,11 @@ impl StageConfig for SpeadRecvSpec {
 
     fn build(&self, mut cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError> {
         let i = cx.input()?;
+        if cx.spec.replica.is_some() && self.mode == RecvMode::Heaps {
+            return Err(cx.input_error(
+                "mode = \"heaps\" has no receive group: use one lcore, not `lcores`".to_string(),
+            ));
+        }
         if cx.spec.replica.is_some() {
             let end = cx
                 .take_link::<MemberEnd>()
@@ -202,7 +238,7 @@ impl StageConfig for SpeadRecvSpec {
                 end,
                 cx.pool.cache(),
                 cx.counters.clone(),
-                cx.publish(crate::spead::live::recv_defs()),
+                cx.publish(self.value_defs()),
             )));
         }
         // Its chunk sink's link, made by the sink's `link` (none: chunks are
@@ -214,7 +250,7 @@ impl StageConfig for SpeadRecvSpec {
             link,
             cx.pool.cache(),
             cx.counters.clone(),
-            cx.publish(crate::spead::live::recv_defs()),
+            cx.publish(self.value_defs()),
         )))
     }
 }

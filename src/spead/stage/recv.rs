@@ -1,6 +1,29 @@
-//! The `spead_recv` stage: packets into chunks (a stream or a group member), handed to its sink.
+//! The `spead_recv` stage: packets into chunks (a stream or a group member),
+//! handed to its sink; or, in heaps mode, into whole heaps (any SPEAD stream,
+//! as spead2_recv assembles them), counted and optionally printed.
 
 use super::*;
+use crate::spead::assemble::{AssembleConfig, AssembleStats, Assembler, Heap};
+use crate::spead::live::publish_heaps;
+use crate::spead::wire::ItemValue;
+
+/// What a `spead_recv` stage assembles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecvMode {
+    /// F-engine heaps placed into chunks (katgpucbf's layout).
+    #[default]
+    Chunks,
+    /// Any SPEAD heaps, assembled whole (no chunks, no geometry).
+    Heaps,
+}
+
+/// How often a receiver samples its counters for its plot (doubled as the
+/// samples fill [`RECV_PLOT_SAMPLES`]).
+const RECV_PLOT_EVERY_S: f64 = 0.5;
+
+/// Most samples a receiver keeps for its plot.
+const RECV_PLOT_SAMPLES: usize = 4096;
+
 /// A `spead_recv` stage's settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpeadRecvSpec {
@@ -25,12 +48,29 @@ pub struct SpeadRecvSpec {
     /// With replicas (a receive group): what the group does when its window
     /// must move past a chunk a member still holds.
     pub eviction: Eviction,
+    /// Chunks (the default) or whole heaps.
+    pub mode: RecvMode,
+    /// Heaps mode: print each heap's descriptors and items on stdout (off the
+    /// hot path: only when asked for, as spead2_recv does).
+    pub print: bool,
+    /// Draw Gb/s and the fraction of heaps complete (heaps mode) or present
+    /// in chunks (chunks mode) over time to this path with `.svg` and `.png`
+    /// at the end.
+    pub plot: Option<PathBuf>,
 }
 
 impl SpeadRecvSpec {
     /// The placement.
     pub fn place(&self) -> KatgpucbfPlace {
         KatgpucbfPlace::for_fsim(&self.fsim, self.heaps_per_fengine_per_chunk)
+    }
+
+    /// The values the stage publishes for live readers.
+    pub fn value_defs(&self) -> Vec<crate::runtime::ValueDef> {
+        match self.mode {
+            RecvMode::Chunks => crate::spead::live::recv_defs(),
+            RecvMode::Heaps => crate::spead::live::heap_defs(),
+        }
     }
 
     /// The chunk stream's configuration.
@@ -113,6 +153,8 @@ enum Receiver {
         group: ChunkGroup,
         recycle: bool,
     },
+    /// Heaps mode: whole heaps, no chunks.
+    Heaps(Assembler),
 }
 
 impl Receiver {
@@ -121,14 +163,88 @@ impl Receiver {
         match self {
             Receiver::One(s) => s.push(0, data),
             Receiver::Member { member, .. } => member.push(0, data),
+            // Heaps are offered by `SpeadRecv::offer` to the assembler, never here.
+            Receiver::Heaps(_) => Push::Accepted,
         }
     }
 
+    /// The chunk stream's counters (a heaps-mode receiver has none: its
+    /// counters are [`Receiver::heap_stats`]).
     fn stats(&self) -> &ChunkStats {
+        static NONE: std::sync::OnceLock<ChunkStats> = std::sync::OnceLock::new();
         match self {
             Receiver::One(s) => s.stats(),
             Receiver::Member { member, .. } => member.stats(),
+            Receiver::Heaps(_) => NONE.get_or_init(ChunkStats::default),
         }
+    }
+
+    fn heap_stats(&self) -> Option<&AssembleStats> {
+        match self {
+            Receiver::Heaps(a) => Some(a.stats()),
+            _ => None,
+        }
+    }
+
+    /// Payload bytes received so far (placed in chunks, or in heaps).
+    fn bytes(&self) -> u64 {
+        self.heap_stats().map_or(self.stats().bytes, |h| h.bytes)
+    }
+
+    /// The counters as a plot sample at `t`: heaps complete of those ended,
+    /// or heaps present of the slots of delivered chunks.
+    fn sample(&self, t: f64) -> Sample {
+        match self.heap_stats() {
+            Some(h) => Sample {
+                t,
+                bytes: h.bytes,
+                good: h.heaps_complete,
+                total: h.heaps_complete + h.heaps_evicted + h.heaps_flushed + h.heaps_unsized,
+            },
+            None => {
+                let s = self.stats();
+                Sample {
+                    t,
+                    bytes: s.bytes,
+                    good: s.present,
+                    total: s.present_slots,
+                }
+            }
+        }
+    }
+}
+
+/// Gb/s over the time the packets arrived in: the bytes counted after the
+/// first burst (`first_bytes`, which arrived at the span's start) over
+/// `span_s`, from the first burst to the last; over the whole receive
+/// (`whole_s`) when everything came in one burst.
+fn arrival_gbps(bytes: u64, first_bytes: u64, span_s: f64, whole_s: f64) -> f64 {
+    if span_s > 0.0 {
+        bytes.saturating_sub(first_bytes) as f64 * 8.0 / span_s / 1e9
+    } else if whole_s > 0.0 {
+        bytes as f64 * 8.0 / whole_s / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// Prints a heap's descriptors and items (heaps mode with `print`).
+fn print_heap(h: &Heap) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "heap {} (sender {}):", h.cnt, h.sender);
+    for d in h.descriptors() {
+        let _ = writeln!(
+            out,
+            "  descriptor {:#x} {:?}: {:?} shape {:?} format {:?}",
+            d.id, d.name, d.description, d.shape, d.format
+        );
+    }
+    for it in h.items() {
+        let _ = match it.value {
+            ItemValue::Immediate(v) => writeln!(out, "  item {:#x} = {v}", it.id),
+            ItemValue::Bytes(b) => writeln!(out, "  item {:#x}: {} bytes", it.id, b.len()),
+        };
     }
 }
 
@@ -163,6 +279,13 @@ pub struct SpeadRecv {
     after_end: u64,
     first: Option<Instant>,
     last: Option<Instant>,
+    /// Bytes counted by the end of the first burst: they arrived at the
+    /// span's start, so Gb/s counts only those after.
+    first_bytes: Option<u64>,
+    /// The first poll and the latest: the whole receive.
+    started: Option<Instant>,
+    last_poll: Option<Instant>,
+    sampler: Option<Sampler>,
     /// The last poll that had packets in hand (received, or held back by a
     /// stall): idle time counts from here, not from `last`, or a stall longer
     /// than `idle_timeout` (a lossless group waiting for a member whose lcore
@@ -192,7 +315,13 @@ impl SpeadRecv {
         counters: Arc<CacheAligned<StageCounters>>,
         values: Arc<StageValues>,
     ) -> SpeadRecv {
-        let rx = Receiver::One(ChunkStream::new(spec.chunk_config(), spec.place()));
+        let rx = match spec.mode {
+            RecvMode::Chunks => Receiver::One(ChunkStream::new(spec.chunk_config(), spec.place())),
+            RecvMode::Heaps => Receiver::Heaps(Assembler::new(AssembleConfig {
+                max_heaps: spec.max_heaps,
+                ..AssembleConfig::default()
+            })),
+        };
         SpeadRecv::with(spec, input, rx, link, cache, counters, values)
     }
 
@@ -239,6 +368,13 @@ impl SpeadRecv {
             after_end: 0,
             first: None,
             last: None,
+            first_bytes: None,
+            started: None,
+            last_poll: None,
+            sampler: spec
+                .plot
+                .as_ref()
+                .map(|_| Sampler::new(RECV_PLOT_EVERY_S, RECV_PLOT_SAMPLES)),
             worked: None,
             drain_since: None,
             end: None,
@@ -253,12 +389,15 @@ impl SpeadRecv {
 
     /// Publishes the counters for live readers (a few relaxed stores).
     fn publish(&self) {
-        publish_recv(
-            &self.values,
-            self.rx.stats(),
-            self.not_udp,
-            self.wrong_flavour,
-        );
+        match self.rx.heap_stats() {
+            Some(h) => publish_heaps(&self.values, h, self.not_udp),
+            None => publish_recv(
+                &self.values,
+                self.rx.stats(),
+                self.not_udp,
+                self.wrong_flavour,
+            ),
+        }
     }
 
     /// Takes chunks back from the sink and hands flushed ones to it; returns
@@ -283,6 +422,7 @@ impl SpeadRecv {
                 }
                 return moved;
             }
+            Receiver::Heaps(_) => return false,
         };
         if let Some(l) = self.link.as_mut() {
             moved |= l.free.pop_bulk(usize::MAX, |c| stream.add_free_chunk(c)) > 0;
@@ -311,6 +451,27 @@ impl SpeadRecv {
         if matches!(self.end, Some(EndReason::IdleTimeout | EndReason::Drain)) {
             // The window was flushed: later packets are counted, not placed.
             self.after_end += self.burst.len().saturating_sub(at) as u64;
+            return None;
+        }
+        if let Receiver::Heaps(asm) = &mut self.rx {
+            // Any flavour: the assembler reads each packet's own.
+            for pkt in self.burst.as_slice().iter().skip(at) {
+                let Some(data) = self.spec.encap.strip(pkt.data()) else {
+                    self.not_udp += 1;
+                    continue;
+                };
+                let _ = asm.push(0, data);
+                while let Some(h) = asm.poll_heap() {
+                    if self.spec.print {
+                        print_heap(&h);
+                    }
+                    asm.recycle(h);
+                }
+            }
+            if asm.stats().stopped && self.end.is_none() {
+                self.stop_seen = true;
+                self.end_now(EndReason::EndOfStream);
+            }
             return None;
         }
         if let Receiver::Member { member, .. } = &mut self.rx {
@@ -378,6 +539,15 @@ impl SpeadRecv {
             Receiver::Member { member, .. } => {
                 member.finish();
             }
+            Receiver::Heaps(asm) => {
+                asm.flush();
+                while let Some(h) = asm.poll_heap() {
+                    if self.spec.print {
+                        print_heap(&h);
+                    }
+                    asm.recycle(h);
+                }
+            }
         }
         self.end = Some(why);
     }
@@ -386,6 +556,18 @@ impl SpeadRecv {
 impl Stage for SpeadRecv {
     fn poll(&mut self, cx: &Context) -> Poll {
         let now = cx.now;
+        let start = *self.started.get_or_insert(now);
+        self.last_poll = Some(now);
+        if self
+            .sampler
+            .as_ref()
+            .is_some_and(|s| s.due((now - start).as_secs_f64()))
+        {
+            let sample = self.rx.sample((now - start).as_secs_f64());
+            if let Some(s) = self.sampler.as_mut() {
+                s.push(sample);
+            }
+        }
         let mut busy = self.exchange();
         if self.pending_at.is_none() {
             let n = self.input.recv(now, &mut self.burst, self.spec.burst);
@@ -417,6 +599,9 @@ impl Stage for SpeadRecv {
                     self.cache.free_bulk(&mut self.burst);
                 }
             }
+            if self.first_bytes.is_none() {
+                self.first_bytes = Some(self.rx.bytes());
+            }
             self.exchange();
         }
         if self.end.is_none() && self.pending_at.is_none() {
@@ -433,7 +618,7 @@ impl Stage for SpeadRecv {
             // group for ever.
             let since = match self.rx {
                 Receiver::Member { .. } => self.worked.or(Some(*self.polled.get_or_insert(now))),
-                Receiver::One(_) => self.worked,
+                Receiver::One(_) | Receiver::Heaps(_) => self.worked,
             };
             if let (Some(t), Some(last)) = (self.spec.idle_timeout, since) {
                 if now - last >= t {
@@ -485,10 +670,22 @@ impl Stage for SpeadRecv {
     fn finish(&mut self) -> Result<(), String> {
         // The last values, equal to the report's.
         self.publish();
+        if let (Some(path), Some(mut sampler)) = (self.spec.plot.clone(), self.sampler.take()) {
+            // The last sample at the last packet (or the last poll).
+            if let (Some(start), Some(end)) = (self.started, self.last.or(self.last_poll)) {
+                sampler.push_last(self.rx.sample((end - start).as_secs_f64()));
+            }
+            let drawn = self.draw(&path, &sampler);
+            self.sampler = Some(sampler);
+            drawn.map_err(|e| format!("plot {}: {e}", path.display()))?;
+        }
         Ok(())
     }
 
     fn detail(&self) -> Option<serde_json::Value> {
+        if let Some(h) = self.rx.heap_stats() {
+            return Some(self.heap_detail(h));
+        }
         let s: &ChunkStats = self.rx.stats();
         // A group's first member also reports the group: its members'
         // counters added up and the chunks it delivered.
@@ -511,10 +708,7 @@ impl Stage for SpeadRecv {
             }
             _ => None,
         };
-        let secs = match (self.first, self.last) {
-            (Some(a), Some(b)) => (b - a).as_secs_f64(),
-            _ => 0.0,
-        };
+        let secs = self.span_s();
         let held = self
             .pending_at
             .map_or(0, |at| self.burst.len().saturating_sub(at));
@@ -526,7 +720,7 @@ impl Stage for SpeadRecv {
             "heaps_rejected": s.heaps_rejected,
             "chunks": s.chunks,
             "fraction_present": s.fraction_present(),
-            "gbps": if secs > 0.0 { s.bytes as f64 * 8.0 / secs / 1e9 } else { 0.0 },
+            "gbps": self.gbps(),
             "seconds": secs,
             "packets_not_udp": self.not_udp,
             "packets_wrong_flavour": self.wrong_flavour,
@@ -536,7 +730,83 @@ impl Stage for SpeadRecv {
             "ended_by": self.end,
             "stream": s,
             "receive_group": group,
+            "plot": self.plot_detail(),
         }))
+    }
+}
+
+impl SpeadRecv {
+    /// From the first burst to the last (s).
+    fn span_s(&self) -> f64 {
+        match (self.first, self.last) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        }
+    }
+
+    /// Gb/s over the time the packets arrived in (see [`arrival_gbps`]).
+    fn gbps(&self) -> f64 {
+        let whole = match (self.started, self.last_poll) {
+            (Some(a), Some(b)) => (b - a).as_secs_f64(),
+            _ => 0.0,
+        };
+        arrival_gbps(
+            self.rx.bytes(),
+            self.first_bytes.unwrap_or(0),
+            self.span_s(),
+            whole,
+        )
+    }
+
+    /// A heaps-mode receiver's detail: the assembler's counters.
+    fn heap_detail(&self, h: &AssembleStats) -> serde_json::Value {
+        serde_json::json!({
+            "mode": "heaps",
+            "packets": h.packets,
+            "heaps_complete": h.heaps_complete,
+            "heaps_unsized": h.heaps_unsized,
+            "heaps_evicted": h.heaps_evicted,
+            "heaps_flushed": h.heaps_flushed,
+            "packets_duplicate": h.packets_duplicate,
+            "packets_malformed": h.packets_malformed,
+            "gbps": self.gbps(),
+            "seconds": self.span_s(),
+            "packets_not_udp": self.not_udp,
+            "packets_after_end": self.after_end,
+            "ended_by": self.end,
+            "stream": h,
+            "plot": self.plot_detail(),
+        })
+    }
+
+    fn plot_detail(&self) -> serde_json::Value {
+        match (&self.spec.plot, &self.sampler) {
+            (Some(p), Some(s)) => serde_json::json!({
+                "svg": p.with_extension("svg"),
+                "png": p.with_extension("png"),
+                "intervals": s.samples().len().saturating_sub(1),
+                "interval_s": s.every_s(),
+            }),
+            _ => serde_json::Value::Null,
+        }
+    }
+
+    /// Draws the plot (`PATH.svg`, `PATH.png`).
+    fn draw(&self, path: &std::path::Path, sampler: &Sampler) -> Result<(), String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let what = match self.spec.mode {
+            RecvMode::Heaps => "heaps complete",
+            RecvMode::Chunks => "heaps present in chunks",
+        };
+        let title = format!("spead_recv: {what}");
+        for ext in ["svg", "png"] {
+            crate::spead::plot::plot(&title, what, sampler.samples(), &path.with_extension(ext))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 }
 
@@ -554,5 +824,15 @@ mod test {
         // Offered again from 4 after the stall: the rest, once.
         let again: Vec<_> = skipped.iter().copied().filter(|s| s.0 >= 4).collect();
         assert_eq!(skipped_before(&again, None), (1, 1));
+    }
+
+    #[test]
+    fn gbps_is_over_the_time_the_packets_arrived_in() {
+        assert_eq!(arrival_gbps(0, 0, 0.0, 10.0), 0.0);
+        // A first burst of 1000 bytes at 3 s (after waiting for the sender),
+        // then 1000 bytes every 1 ms to 4 s, then nothing until 10 s.
+        assert!((arrival_gbps(1_001_000, 1000, 1.0, 10.0) - 0.008).abs() < 1e-9);
+        // Everything in one burst: no span, the whole receive.
+        assert_eq!(arrival_gbps(1000, 1000, 0.0, 2.0), 1000.0 * 8.0 / 2.0 / 1e9);
     }
 }

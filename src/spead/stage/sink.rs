@@ -93,6 +93,12 @@ impl ChunkSink {
         counters: Arc<CacheAligned<StageCounters>>,
         values: Arc<StageValues>,
     ) -> Result<ChunkSink, String> {
+        if recv.mode == RecvMode::Heaps {
+            return Err(format!(
+                "`{}` has mode = \"heaps\": it makes no chunks for a chunk_sink",
+                spec.from
+            ));
+        }
         if let ChunkSinkMode::Write(dir) = &spec.mode {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
