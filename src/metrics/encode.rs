@@ -166,9 +166,6 @@ fn families(live: &Live) -> Vec<Family> {
         pipeline_families(&probe.snapshot(), &mut out);
         stage_value_families(probe, &mut out);
     }
-    if let Some(s) = live.spead.get() {
-        spead_families(s, &mut out);
-    }
     progress_families(live, pipeline.as_deref(), &mut out);
     out.retain(|f| !f.samples.is_empty());
     out
@@ -358,32 +355,6 @@ fn stage_value_families(probe: &crate::runtime::run::Probe, out: &mut Vec<Family
     out.extend(fams);
 }
 
-fn spead_families(s: &super::SpeadCounters, out: &mut Vec<Family>) {
-    for (field, v) in s.read() {
-        let mut f = Family::new(
-            format!("linerate_spead_{field}"),
-            "A SPEAD receiver counter (see the JSON report's field of the same name).",
-            MetricType::Counter,
-        );
-        f.count(vec![("mode", s.mode.to_string())], v);
-        out.push(f);
-    }
-    if s.mode == "chunks" {
-        let mut f = Family::new(
-            "linerate_spead_fraction_present",
-            "Share of the expected heaps present in the chunks so far (0..1).",
-            MetricType::Gauge,
-        );
-        f.add(
-            vec![("mode", s.mode.to_string())],
-            s.fraction_present_ppm
-                .load(std::sync::atomic::Ordering::Relaxed) as f64
-                / 1e6,
-        );
-        out.push(f);
-    }
-}
-
 fn progress_families(live: &Live, pipeline: Option<&str>, out: &mut Vec<Family>) {
     use MetricType::{Counter, Gauge};
     let p = live.progress_now();
@@ -499,7 +470,7 @@ fn progress_families(live: &Live, pipeline: Option<&str>, out: &mut Vec<Family>)
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::metrics::{Live, SpeadCounters};
+    use crate::metrics::Live;
     use std::collections::BTreeMap;
 
     /// A strict reader of the text format: `# TYPE`/`# HELP` lines, samples
@@ -581,15 +552,6 @@ mod test {
             },
         )
         .unwrap();
-        let spead = live.set_spead(SpeadCounters::new(
-            "chunks",
-            &crate::spead::chunk::ChunkStats::default(),
-        ));
-        let cs = crate::spead::chunk::ChunkStats {
-            heaps_complete: 7,
-            ..Default::default()
-        };
-        spead.publish(&cs, Some(0.5));
         live.progress(|p| {
             p.trial_started(1e6, 2.0);
         });
@@ -608,14 +570,6 @@ mod test {
         );
         assert_eq!(types["linerate_port_rx_packets"], "counter");
         assert_eq!(types["linerate_pool_buffers"], "gauge");
-        assert_eq!(
-            samples[r#"linerate_spead_heaps_complete_total{mode="chunks"}"#],
-            7.0
-        );
-        assert_eq!(
-            samples[r#"linerate_spead_fraction_present{mode="chunks"}"#],
-            0.5
-        );
         assert!(samples
             .keys()
             .any(|k| k.starts_with("linerate_port_events_total{") && k.contains("event=\"lost\"")));

@@ -6,8 +6,8 @@
 //! - a pipeline's stage, port, ring and pool counters, read at scrape time
 //!   through a [`Probe`] (the same lock-free atomics the live stderr line reads;
 //!   the lcores never see the server);
-//! - the SPEAD receiver's heap and chunk counters, published as atomics by the
-//!   receive loop a few times a second ([`SpeadCounters`]);
+//! - the values stages publish beyond their counters (a SPEAD receiver's heap
+//!   and chunk counters), read the same way;
 //! - trial and search progress (phase, rate, bounds, totals), written by the
 //!   controlling thread ([`Progress`]) under a mutex that only that thread and
 //!   the server thread take, never an lcore.
@@ -19,7 +19,6 @@ mod encode;
 pub mod server;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -72,7 +71,6 @@ pub struct Live {
     started: Instant,
     command: &'static str,
     pipeline: OnceLock<Probe>,
-    spead: OnceLock<SpeadCounters>,
     progress: Mutex<Progress>,
 }
 
@@ -84,7 +82,6 @@ impl Live {
             started: Instant::now(),
             command,
             pipeline: OnceLock::new(),
-            spead: OnceLock::new(),
             progress: Mutex::new(Progress::default()),
         })
     }
@@ -92,12 +89,6 @@ impl Live {
     /// Serves this pipeline's counters from now on (the first one set stays).
     pub fn set_pipeline(&self, probe: Probe) {
         let _ = self.pipeline.set(probe);
-    }
-
-    /// Serves these SPEAD counters from now on (the first set stays).
-    pub fn set_spead(&self, counters: SpeadCounters) -> &SpeadCounters {
-        let _ = self.spead.set(counters);
-        self.spead.get().expect("set just above")
     }
 
     /// Changes the trial and search progress (only the controlling thread
@@ -192,60 +183,4 @@ pub struct SearchNow {
     pub bounds: Vec<(String, Option<f64>, Option<f64>)>,
     /// Whether the search has ended.
     pub done: bool,
-}
-
-/// Named counters a receive loop publishes (plain atomic stores, no lock),
-/// for a scrape to read.
-#[derive(Debug)]
-pub struct SpeadCounters {
-    mode: &'static str,
-    names: Vec<String>,
-    values: Vec<AtomicU64>,
-    fraction_present_ppm: AtomicU64,
-}
-
-impl SpeadCounters {
-    /// Counters named after the integer fields of `stats` (a serializable
-    /// struct such as the assembler's or the chunk stream's statistics);
-    /// `mode` is `heaps` or `chunks`.
-    pub fn new<T: serde::Serialize>(mode: &'static str, stats: &T) -> SpeadCounters {
-        let names: Vec<String> = match serde_json::to_value(stats) {
-            Ok(serde_json::Value::Object(m)) => m
-                .into_iter()
-                .filter(|(_, v)| v.is_u64())
-                .map(|(k, _)| k)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let values = names.iter().map(|_| AtomicU64::new(0)).collect();
-        SpeadCounters {
-            mode,
-            names,
-            values,
-            fraction_present_ppm: AtomicU64::new(0),
-        }
-    }
-
-    /// Publishes the current values (called a few times a second, and at the
-    /// end: it serializes `stats`, so never per packet).
-    pub fn publish<T: serde::Serialize>(&self, stats: &T, fraction_present: Option<f64>) {
-        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(stats) {
-            for (name, slot) in self.names.iter().zip(&self.values) {
-                if let Some(v) = m.get(name).and_then(|v| v.as_u64()) {
-                    slot.store(v, Ordering::Relaxed);
-                }
-            }
-        }
-        if let Some(f) = fraction_present {
-            self.fraction_present_ppm
-                .store((f * 1e6).round() as u64, Ordering::Relaxed);
-        }
-    }
-
-    fn read(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.names
-            .iter()
-            .zip(&self.values)
-            .map(|(n, v)| (n.as_str(), v.load(Ordering::Relaxed)))
-    }
 }
