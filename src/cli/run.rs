@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Failure;
 use crate::metrics::{Live, MetricsArgs, MetricsError, MetricsServer};
-use crate::runtime::build::{build, BuildError};
+use crate::pipeline::build::{build, BuildError};
 use crate::runtime::run::{run as run_pipeline, Probe, RunError, RunOptions, RunReport};
 use crate::units::{parse_duration, si};
 

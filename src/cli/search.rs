@@ -10,8 +10,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::search::measurer::{CommandMeasurer, MeasureError, Measurer};
 use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
-use crate::search::sim::{SimDut, SimModel};
 use crate::search::searcher::{Goal, SearchConfig, Searcher, TrialRecord, TrialRequest};
+use crate::search::sim::{SimDut, SimModel};
 use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
 use crate::traffic::trial::TX_SHORT_TOLERANCE;
 use crate::units::{parse_duration, Rate};

@@ -25,6 +25,7 @@
 //! A stage's `rx` and `tx` name a port or a `[ring.NAME]` (a bounded SPSC link
 //! between two stages, possibly on two lcores).
 
+pub mod build;
 mod diag;
 mod host_part;
 mod plan;

@@ -17,16 +17,7 @@ use super::table::Table;
 use super::Pipeline;
 use crate::traffic::template::FrameSpec;
 
-/// What an instance of a replicated stage knows of its stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replica {
-    /// The logical stage's name.
-    pub of: String,
-    /// This replica's index, `0..count`.
-    pub index: usize,
-    /// How many replicas the stage has.
-    pub count: usize,
-}
+pub use crate::runtime::build::Replica;
 
 /// The name of replica `k` of stage `name`.
 pub fn instance_name(name: &str, k: usize) -> String {

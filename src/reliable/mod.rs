@@ -10,7 +10,6 @@
 pub mod compare;
 pub mod driver;
 pub mod endpoint;
-pub mod timer_wheel;
 pub mod keys;
 pub mod pattern;
 pub mod reassembly;
@@ -18,6 +17,7 @@ pub mod rtt;
 pub mod seq;
 pub mod sim;
 pub mod stage;
+pub mod timer_wheel;
 pub mod wire;
 
 pub use endpoint::{Config, DeadReason, Endpoint, Event, SendError, Stats};

@@ -23,19 +23,19 @@ pub mod measurer;
 pub mod pipeline;
 pub mod plot;
 pub mod resume;
+pub mod searcher;
 pub mod sim;
 pub mod summary;
-pub mod searcher;
 
 pub use binary::BinarySearch;
 pub use grid::Grid;
 pub use mdr::{Interval, MdrSearch};
 pub use measurer::{CommandMeasurer, MeasureError, Measurer, TrialCounts};
-pub use sim::{SimDut, SimModel};
 pub use searcher::{
     ConfigError, Goal, GoalResult, Outcome, Phase, SearchConfig, Searcher, TrialRecord,
     TrialRequest,
 };
+pub use sim::{SimDut, SimModel};
 
 use serde::{Deserialize, Serialize};
 

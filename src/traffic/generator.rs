@@ -68,6 +68,15 @@ pub struct GenControl {
     pub max_lag_ns: AtomicU64,
 }
 
+/// A generator as a trial drives it: its control and its share of the
+/// trial's aggregate rate (what the generator kind hands the driver).
+pub struct TrialGenerator {
+    /// Starts and stops its trials.
+    pub control: Arc<GenControl>,
+    /// Its weight in the trial's rate.
+    pub share: f64,
+}
+
 impl Default for GenControl {
     fn default() -> Self {
         GenControl {

@@ -6,7 +6,7 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::analyzer::{AnaControl, Analyzer, LatencyMode};
 
@@ -94,7 +94,7 @@ impl StageConfig for AnalyzerSpec {
         if cx.mode == Mode::FreeRun {
             control.epoch.store(1, std::sync::atomic::Ordering::Relaxed);
         }
-        cx.analyzers.push((cx.spec.name.clone(), control.clone()));
+        cx.controls.put(&cx.spec.name, control.clone());
         Ok(Box::new(Analyzer::new(
             i,
             cx.pool.cache(),

@@ -7,7 +7,7 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{KIND, LCORE};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, LinkCtx, StageCtx};
+use crate::pipeline::build::{BuildError, LinkCtx, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::group::ChunkGroup;
 use crate::spead::stage::{

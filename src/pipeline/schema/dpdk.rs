@@ -138,7 +138,7 @@ impl super::PortConfig for crate::port::dpdk::DpdkConfig {
 
     fn open(
         &self,
-        cx: &crate::runtime::build::PortCtx<'_>,
+        cx: &crate::pipeline::build::PortCtx<'_>,
     ) -> Result<crate::port::OpenPort, crate::port::PortError> {
         match cx.eal {
             Some(eal) => crate::port::dpdk::open(cx.name, self, eal),

@@ -9,9 +9,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
-use crate::traffic::generator::{GenConfig, GenControl, Generator};
+use crate::traffic::generator::{GenConfig, GenControl, Generator, TrialGenerator};
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
     MIN_FRAME, MIN_FRAME_V6,
@@ -479,8 +479,11 @@ impl StageConfig for GeneratorSpec {
         if cx.mode == Mode::FreeRun {
             control.start(1, g.rate_pps, None, g.count);
         }
-        cx.generators
-            .push((cx.spec.name.clone(), control.clone(), g.share));
+        let handle = TrialGenerator {
+            control: control.clone(),
+            share: g.share,
+        };
+        cx.controls.put(&cx.spec.name, Arc::new(handle));
         let mut frames = g.frames.clone();
         if let Some((gateway_mac, port_mac)) = cx.next_hop {
             frames.dst_mac = gateway_mac;

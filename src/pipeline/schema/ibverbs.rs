@@ -177,7 +177,7 @@ impl super::PortConfig for crate::port::ibverbs::IbverbsConfig {
 
     fn open(
         &self,
-        cx: &crate::runtime::build::PortCtx<'_>,
+        cx: &crate::pipeline::build::PortCtx<'_>,
     ) -> Result<crate::port::OpenPort, crate::port::PortError> {
         crate::port::ibverbs::open(self, cx.pool)
     }

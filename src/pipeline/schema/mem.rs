@@ -5,9 +5,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ring_size, DELAY, DUPLICATE, KIND, LOSS, REORDER};
 use super::{Key, PortConfig, PortDef, PortKind};
+use crate::pipeline::build::PortCtx;
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::PortCtx;
 use crate::units::si;
 
 const KEYS: &[Key] = &[

@@ -40,8 +40,8 @@ use super::diag::{suggest, Diagnostics, Sink};
 use super::table::{as_int, Span, Table};
 use super::Pipeline;
 use crate::buf::{HugepageMode, PoolConfig};
+use crate::pipeline::build::{BuildError, LinkCtx, PortCtx, StageCtx};
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::{BuildError, LinkCtx, PortCtx, StageCtx};
 use crate::runtime::Stage;
 use crate::units::parse_core_list;
 

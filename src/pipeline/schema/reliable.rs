@@ -6,8 +6,8 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, to_value, tx, BURST, KIND, LCORE, RX, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::reliable::stage::{ReliableSpec, ReliableStage, Role};
-use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 
 const KEYS: &[Key] = &[

@@ -4,7 +4,7 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 
 /// A sink stage's settings.

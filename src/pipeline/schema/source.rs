@@ -4,8 +4,8 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::basic::{udp_template, Source, SourcePacing};
-use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::units::{si, Rate};
 

@@ -9,7 +9,7 @@ use super::spead::{
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
 };
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::stage::{SendSource, SpeadSend, SpeadSendSpec};
 use crate::units::{si, Rate};

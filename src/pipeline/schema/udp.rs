@@ -6,9 +6,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ipv4, socket_addr, KIND};
 use super::{Key, PortConfig, PortDef, PortKind};
+use crate::pipeline::build::PortCtx;
 use crate::port::udp::UdpConfig;
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::PortCtx;
 
 const KEYS: &[Key] = &[
     KIND,

@@ -1,8 +1,8 @@
 //! Acknowledgements in: what they settle, RTT samples, and loss detection
 //! (duplicate ACKs, SACK and RACK's time rule).
 
-use super::super::timer_wheel::TimerWheel;
 use super::super::seq;
+use super::super::timer_wheel::TimerWheel;
 use super::super::wire::{AckRepr, Channel};
 use super::tx::{RateSnap, TxChannel};
 use super::{Endpoint, Event};

@@ -273,10 +273,10 @@ pub const ABORT_REPEATS: u32 = 3;
 /// peer for longer than that.
 pub const RETRY_LIMIT_SILENCE: core::time::Duration = core::time::Duration::from_secs(1);
 
-use super::timer_wheel::TimerWheel;
 use super::reassembly::{Reassembly, Regions};
 use super::rtt::RttEstimator;
 use super::seq;
+use super::timer_wheel::TimerWheel;
 use super::wire::{Channel, PutRepr};
 use super::RegionId;
 use crate::time::Instant;

@@ -1,9 +1,9 @@
 //! The sending half of a channel: segments, messages in flight, the
 //! delivery-rate flight bound, and the transmit path of [`Endpoint`].
 
-use super::super::timer_wheel::RoomId;
 use super::super::rtt::RttEstimator;
 use super::super::seq;
+use super::super::timer_wheel::RoomId;
 use super::super::wire::{
     AckRepr, Channel, DataRepr, Packet, PutRepr, Repr, ACK_BLOCK_LEN, HEADER_LEN, SACK_RANGE_LEN,
 };

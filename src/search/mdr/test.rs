@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::search::measurer::Measurer;
-use crate::search::sim::{SimDut, SimModel};
 use crate::search::searcher::Goal;
+use crate::search::sim::{SimDut, SimModel};
 
 fn cfg() -> SearchConfig {
     SearchConfig {
