@@ -524,7 +524,7 @@ fn resolve_gateways(
 #[cfg(feature = "dpdk")]
 fn init_eal(plan: &Plan) -> Result<Option<&'static crate::sys::dpdk::Eal>, BuildError> {
     let p = &plan.pipeline;
-    if !p.ports.iter().any(|x| x.kind.name() == "dpdk") {
+    if !p.ports.iter().any(|x| x.kind.config().uses_eal()) {
         return Ok(None);
     }
     let mut args = p.eal.clone();

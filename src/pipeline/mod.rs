@@ -26,6 +26,7 @@
 //! between two stages, possibly on two lcores).
 
 pub mod build;
+mod check;
 mod diag;
 mod host_part;
 mod plan;
@@ -36,6 +37,7 @@ mod table;
 
 use std::path::{Path, PathBuf};
 
+pub use check::{MessageEnd, TrialLoad};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{

@@ -76,6 +76,10 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
 }
 
 impl StageConfig for AnalyzerSpec {
+    fn streams_tracked(&self) -> Option<usize> {
+        Some(self.streams)
+    }
+
     fn name(&self) -> &'static str {
         "analyzer"
     }

@@ -80,6 +80,19 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 }
 
 impl PortConfig for MemConfig {
+    fn queues_key(&self, _dir: &str) -> String {
+        "queues".into()
+    }
+
+    /// A wire carries whatever it is given.
+    fn carries(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn is_wire(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "mem"
     }

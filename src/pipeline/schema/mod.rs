@@ -30,17 +30,16 @@ mod spead_recv;
 mod spead_send;
 mod udp;
 
-pub(crate) use impair::carries;
-
 use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
+use super::build::{BuildError, LinkCtx, PortCtx, StageCtx};
+use super::check::{CheckCtx, MessageEnd, Refusal, TrialLoad};
 use super::diag::{suggest, Diagnostics, Sink};
 use super::table::{as_int, Span, Table};
 use super::Pipeline;
 use crate::buf::{HugepageMode, PoolConfig};
-use crate::pipeline::build::{BuildError, LinkCtx, PortCtx, StageCtx};
 use crate::port::{OpenPort, PortError};
 use crate::runtime::Stage;
 use crate::units::parse_core_list;
@@ -213,6 +212,34 @@ pub(crate) trait PortConfig {
     fn line_rate_bps(&self) -> Option<f64> {
         None
     }
+    /// Why the port cannot give each replica of a stage its own queue, if
+    /// it cannot.
+    fn cannot_split(&self) -> Option<&'static str> {
+        None
+    }
+    /// The key that sets the port's queues in a direction, for messages.
+    fn queues_key(&self, dir: &str) -> String {
+        format!("{dir}_queues")
+    }
+    /// What its packets are, for a stage that passes them on unchanged;
+    /// `None` for a port that carries whatever it is given.
+    fn carries(&self) -> Option<&'static str> {
+        Some("Ethernet frames")
+    }
+    /// Whether what is sent on it is received from it (an in-process wire):
+    /// the planner follows such a port when it looks for cycles.
+    fn is_wire(&self) -> bool {
+        false
+    }
+    /// The bytes a frame may have in one of the port's own buffers, when the
+    /// port brings its own (a dpdk port's mbufs).
+    fn data_room(&self) -> Option<usize> {
+        None
+    }
+    /// Whether opening the port needs DPDK's EAL.
+    fn uses_eal(&self) -> bool {
+        false
+    }
 }
 
 /// What each stage kind's settings do beyond parsing (implemented in the
@@ -229,6 +256,45 @@ pub(crate) trait StageConfig {
     }
     /// Builds the running stage.
     fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
+
+    /// Checks the stage against the pipeline it sits in (its ports, the
+    /// pool, other stages) once replicas are expanded and rx/tx resolved;
+    /// may resolve settings that depend on them (a rate in % of line rate).
+    fn check(&mut self, _cx: &mut CheckCtx<'_, '_>) {}
+    /// Whether the stage can run as `n` replicas, and if not, why.
+    fn replicate(&self, _n: usize) -> Result<(), Refusal> {
+        Ok(())
+    }
+    /// What replica `k` of `n` changes in its copy of the settings (its share
+    /// of a count or rate, its slice of flows or antennas).
+    fn split(&mut self, _k: usize, _n: usize) {}
+    /// Whether the stage's links run both ways on purpose (a reliable
+    /// channel's data and ACKs): the cycle check passes over a link between
+    /// two such stages.
+    fn feeds_back(&self) -> bool {
+        false
+    }
+    /// The stream id the stage stamps on what it sends, if any.
+    fn stream(&self) -> Option<u16> {
+        None
+    }
+    /// The stream ids the stage tracks (`0..n`), if it tracks streams.
+    fn streams_tracked(&self) -> Option<usize> {
+        None
+    }
+    /// What the stage offers a trial's rate, if a trial drives it.
+    fn trial_load(&self) -> Option<TrialLoad> {
+        None
+    }
+    /// Which end of stamped messages the stage is, if either.
+    fn message_end(&self) -> Option<MessageEnd> {
+        None
+    }
+    /// The stage whose output this one takes through a link of its own, not
+    /// a ring (a chunk sink's `from`).
+    fn takes_from(&self) -> Option<&str> {
+        None
+    }
 
     /// The next hop whose MAC address the builder resolves on the stage's
     /// `tx` port before any stage runs (a generator's `gateway`); the result
@@ -250,7 +316,7 @@ macro_rules! port_kinds {
         }
 
         impl PortKind {
-            fn config(&self) -> &dyn PortConfig {
+            pub(crate) fn config(&self) -> &dyn PortConfig {
                 match self {
                     $( $(#[cfg($cfg)])? PortKind::$variant(c) => c, )*
                 }
@@ -274,6 +340,12 @@ macro_rules! stage_kinds {
 
         impl StageKind {
             pub(crate) fn config(&self) -> &dyn StageConfig {
+                match self {
+                    $( StageKind::$variant(c) => c, )*
+                }
+            }
+
+            pub(crate) fn config_mut(&mut self) -> &mut dyn StageConfig {
                 match self {
                     $( StageKind::$variant(c) => c, )*
                 }

@@ -66,6 +66,10 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 }
 
 impl PortConfig for PcapConfig {
+    fn cannot_split(&self) -> Option<&'static str> {
+        Some("a pcap file is one ordered stream of packets")
+    }
+
     fn name(&self) -> &'static str {
         "pcap"
     }

@@ -2,6 +2,7 @@
 //! channel. Keys beyond the stage's own go to the endpoint's reader
 //! ([`crate::reliable::keys`]), which reports its own unknown keys.
 
+use super::super::check::{CheckCtx, MessageEnd, Refusal};
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, to_value, tx, BURST, KIND, LCORE, RX, TX};
@@ -229,6 +230,39 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, role: Role) -> ParsedStage 
 }
 
 impl StageConfig for ReliableSpec {
+    /// Its largest datagram fits a pool buffer.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        let mtu = self.config.data_mtu.max(self.config.priority_mtu);
+        let room = cx.room;
+        if mtu > room {
+            cx.error(
+                Some("data_mtu"),
+                format!(
+                    "{mtu}-byte datagrams do not fit a pool buffer ({room} bytes after headroom)"
+                ),
+                Some("a larger `size` in [pool] or a smaller `data_mtu`".into()),
+            );
+        }
+    }
+
+    fn replicate(&self, _n: usize) -> Result<(), Refusal> {
+        Err(Refusal::Kind(
+            "a reliable channel is one ordered sequence space",
+        ))
+    }
+
+    /// Data one way and ACKs the other, on purpose.
+    fn feeds_back(&self) -> bool {
+        true
+    }
+
+    fn message_end(&self) -> Option<MessageEnd> {
+        Some(match self.role {
+            Role::Tx => MessageEnd::Sends,
+            Role::Rx => MessageEnd::Receives,
+        })
+    }
+
     fn name(&self) -> &'static str {
         if self.role == Role::Tx {
             "reliable_tx"

@@ -1,5 +1,6 @@
 //! `kind = "source"`: a fixed template packet, as fast as possible or at a rate.
 
+use super::super::check::{count_share, CheckCtx};
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
@@ -82,6 +83,20 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
 }
 
 impl StageConfig for SourceConfig {
+    /// Its rate resolves against its port; its frame fits a buffer.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        if let Some(rate) = self.rate {
+            self.rate_pps = cx.resolve_rate(rate, self.frame as f64);
+        }
+        cx.frame_fits(self.frame);
+    }
+
+    /// Replica k sends its share of the count (and of the rate, see
+    /// [`CheckCtx::resolve_rate`]).
+    fn split(&mut self, k: usize, n: usize) {
+        self.count = self.count.map(|c| count_share(c, k, n));
+    }
+
     fn name(&self) -> &'static str {
         "source"
     }

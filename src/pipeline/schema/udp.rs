@@ -163,6 +163,14 @@ fn check_multicast(t: &Table<'_, '_>, sink: &mut Sink<'_>, c: &UdpConfig) {
 }
 
 impl PortConfig for UdpConfig {
+    fn queues_key(&self, _dir: &str) -> String {
+        "queues".into()
+    }
+
+    fn carries(&self) -> Option<&'static str> {
+        Some("UDP payloads (the kernel adds and strips the headers)")
+    }
+
     fn name(&self) -> &'static str {
         "udp"
     }
