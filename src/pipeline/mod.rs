@@ -41,9 +41,9 @@ pub use check::{MessageEnd, TrialLoad};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
-    port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, HostClock,
-    HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig,
-    SourceConfig, StageKind, StageSpec, UdpBinding,
+    port_kinds, reliable_endpoint, sections, stage_kinds, AnalyzerSpec, ForwardConfig,
+    GeneratorSpec, HostClock, HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec,
+    RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec, UdpBinding,
 };
 
 use crate::buf::PoolConfig;

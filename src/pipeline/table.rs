@@ -83,11 +83,6 @@ impl<'t, 'i> Table<'t, 'i> {
         self.used.push(key.to_string());
     }
 
-    /// Whether a key was already read (by an accessor or [`Table::mark_used`]).
-    pub(crate) fn was_read(&self, key: &str) -> bool {
-        self.used.iter().any(|u| u == key)
-    }
-
     /// A key's raw value.
     pub(crate) fn raw(&self, key: &str) -> Option<&'t DeValue<'i>> {
         self.map.get(key).map(|v| v.get_ref())
@@ -282,13 +277,6 @@ impl<'t, 'i> Table<'t, 'i> {
 
     pub(crate) fn size(&mut self, sink: &mut Sink<'_>, key: &str) -> Option<(u64, Span)> {
         self.parsed(sink, key, parse_size, "a size like \"2 KiB\"")
-    }
-
-    /// Every key present, with its value, in file order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (&'t str, &'t DeValue<'i>)> {
-        self.map
-            .iter()
-            .map(|(k, v)| (k.get_ref().as_ref(), v.get_ref()))
     }
 
     /// Reports every key present that no accessor asked for (present minus

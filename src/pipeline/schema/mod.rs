@@ -49,6 +49,7 @@ pub use forward::ForwardConfig;
 pub use generator::GeneratorSpec;
 pub use host::{HostClock, HostSpec};
 pub use neigh::{NeighSpec, UdpBinding};
+pub use reliable::reliable_endpoint;
 pub use sink::SinkConfig;
 pub use source::SourceConfig;
 
@@ -97,8 +98,8 @@ pub struct KindDoc {
     pub doc: &'static str,
     /// Its keys, in the order "valid:" lists them.
     pub keys: &'static [Key],
-    /// Keys passed on to a reader of their own (a reliable endpoint's), which
-    /// reports its own unknown keys.
+    /// Keys of a part the kind reads with a reader of its own (a reliable
+    /// endpoint's), listed apart by `linerate keys`.
     pub more_keys: &'static [Key],
 }
 
@@ -175,7 +176,7 @@ impl StageDef {
         }
     }
 
-    /// The same, with keys passed on to a reader of their own.
+    /// The same, with the keys of a part read by a reader of its own.
     pub(crate) const fn more_keys(self, keys: &'static [Key]) -> StageDef {
         StageDef {
             doc: KindDoc {
@@ -733,7 +734,14 @@ fn parse_stage(
         None
     };
     let (kind, rx, tx) = (def.parse)(&mut t, sink);
-    t.finish(sink, def.doc.what, def.doc.keys);
+    let keys: Vec<Key> = def
+        .doc
+        .keys
+        .iter()
+        .chain(def.doc.more_keys)
+        .copied()
+        .collect();
+    t.finish(sink, def.doc.what, &keys);
     Some(StageSpec {
         name: name.to_string(),
         lcore,
