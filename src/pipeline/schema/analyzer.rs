@@ -8,18 +8,8 @@ use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
+use crate::traffic::analyzer::AnalyzerSpec;
 use crate::traffic::analyzer::{AnaControl, Analyzer, LatencyMode};
-
-/// An analyzer stage's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnalyzerSpec {
-    /// Which packets give latency samples.
-    pub latency: LatencyMode,
-    /// Streams tracked: ids 0..streams.
-    pub streams: usize,
-    /// Packets per burst.
-    pub burst: usize,
-}
 
 const KEYS: &[Key] = &[
     KIND,

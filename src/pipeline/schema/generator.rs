@@ -12,39 +12,13 @@ use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
+use crate::traffic::generator::GeneratorSpec;
 use crate::traffic::generator::{GenConfig, GenControl, Generator, TrialGenerator};
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
     MIN_FRAME, MIN_FRAME_V6,
 };
-use crate::units::{si, Rate};
-
-/// A generator stage's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GeneratorSpec {
-    /// Frames, flows and sizes.
-    pub frames: FrameSpec,
-    /// Stream id (0..=255) written in every stamp.
-    pub stream: u16,
-    /// The free-running rate as written (`linerate run`); trials set their own.
-    pub rate: Option<Rate>,
-    /// That rate in packets/s, resolved by the plan.
-    pub rate_pps: Option<f64>,
-    /// Packets to send when free-running; `None` is until stopped.
-    pub count: Option<u64>,
-    /// Packets per burst.
-    pub burst: usize,
-    /// This generator's share of a trial's aggregate rate (weights are
-    /// normalised over all generators).
-    pub share: f64,
-    /// How late a packet may go out before it is counted as unsent.
-    pub max_lag: std::time::Duration,
-    /// The next hop whose MAC address becomes `dst_mac`, resolved before the
-    /// first packet (`gateway = "10.1.0.1"`).
-    pub gateway: Option<std::net::IpAddr>,
-    /// `src_mac` was written (else a gateway's port supplies its own).
-    pub src_mac_given: bool,
-}
+use crate::units::si;
 
 const KEYS: &[Key] = &[
     KIND,

@@ -44,14 +44,12 @@ use crate::port::{OpenPort, PortError};
 use crate::runtime::Stage;
 use crate::units::parse_core_list;
 
-pub use analyzer::AnalyzerSpec;
-pub use forward::ForwardConfig;
-pub use generator::GeneratorSpec;
+pub use crate::runtime::basic::{ForwardConfig, SinkConfig, SourceConfig};
+pub use crate::traffic::analyzer::AnalyzerSpec;
+pub use crate::traffic::generator::GeneratorSpec;
 pub use host::{HostClock, HostSpec};
 pub use neigh::{NeighSpec, UdpBinding};
 pub use reliable::reliable_endpoint;
-pub use sink::SinkConfig;
-pub use source::SourceConfig;
 
 /// The pool section, as written.
 pub type PoolSpec = PoolConfig;

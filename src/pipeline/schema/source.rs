@@ -6,27 +6,10 @@ use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, StageCtx};
+use crate::runtime::basic::SourceConfig;
 use crate::runtime::basic::{udp_template, Source, SourcePacing};
 use crate::runtime::Stage;
-use crate::units::{si, Rate};
-
-/// A source stage's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceConfig {
-    /// The rate as written; `None` is as fast as possible.
-    pub rate: Option<Rate>,
-    /// The rate in packets/s, resolved by the plan against the tx port.
-    pub rate_pps: Option<f64>,
-    /// Frame size in bytes, FCS included (the packet holds 4 bytes fewer).
-    pub frame: usize,
-    /// Packets to send before finishing; `None` is forever.
-    pub count: Option<u64>,
-    /// Packets per burst.
-    pub burst: usize,
-    /// How late a paced packet may go out; later ones are skipped (counted as
-    /// `late`), so a source that lost its core does not catch up in a flood.
-    pub max_lag: std::time::Duration,
-}
+use crate::units::si;
 
 const KEYS: &[Key] = &[
     KIND,
