@@ -1,34 +1,23 @@
 //! The file schema: sections, their keys, and what each kind of port and stage
 //! accepts. Parsing goes on after an error so every problem is reported.
 //!
-//! Each kind of port and stage is one file here: its settings, its keys (name,
-//! type, default, meaning: see [`Key`]), how it reads them, how the plan
-//! describes it, and how it is built into a running port or stage. The
-//! registry ([`port_kinds!`] and [`stage_kinds!`] below) lists the kinds:
-//! a new kind is its own file plus one line there.
+//! Each kind of port and stage is one file here: its keys (name, type,
+//! default, meaning: see [`Key`]), how it reads them, how the plan describes
+//! it, its checks against the pipeline it sits in, whether and how it splits
+//! into replicas, and how it is built into a running port or stage (see
+//! [`PortConfig`] and [`StageConfig`]). Its settings struct lives beside the
+//! code it configures (a port's in `port/`, a stage's beside its stage). The
+//! registry ([`port_kinds!`] and [`stage_kinds!`] below) lists the kinds and
+//! declares their modules: a new kind is its own file plus one line there.
 //!
 //! A section's unknown keys are the keys present that its reader never asked
 //! for; the "valid:" line and the "did you mean" come from its [`Key`] table.
 
-mod analyzer;
-mod chunk_sink;
+// The kinds' modules are declared by the registry below.
 mod common;
-mod dpdk;
-mod forward;
-mod generator;
 mod host;
-mod ibverbs;
-mod impair;
-mod mem;
 mod neigh;
-mod pcap;
-mod reliable;
-mod sink;
-mod source;
 mod spead;
-mod spead_recv;
-mod spead_send;
-mod udp;
 
 use std::path::Path;
 
@@ -304,7 +293,7 @@ pub(crate) trait StageConfig {
 }
 
 /// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
-/// the order "valid:" lists them. A `#[cfg]` hides the variant, not the kind:
+/// the order "valid:" lists them; it declares each kind's module. A `#[cfg]` hides the variant, not the kind:
 /// its module still reads `kind = "..."` and says what the build lacks.
 macro_rules! port_kinds {
     ($( $(#[cfg($cfg:meta)])? $variant:ident($config:ty) = $module:ident, $doc:literal; )*) => {
@@ -322,13 +311,16 @@ macro_rules! port_kinds {
             }
         }
 
+        $( mod $module; )*
+
         const PORTS: &[&PortDef] = &[$( &$module::DEF, )*];
     };
 }
 
 /// The stage registry: `Variant(Spec) = module [DEF, ...], "doc";`, one line
 /// per kind (a variant may have several names, like reliable_tx and
-/// reliable_rx), in the order "valid:" lists them.
+/// reliable_rx), in the order "valid:" lists them; it declares each kind's
+/// module.
 macro_rules! stage_kinds {
     ($( $variant:ident($spec:ty) = $module:ident [$($def:ident),+], $doc:literal; )*) => {
         /// The kinds of stage.
@@ -350,6 +342,8 @@ macro_rules! stage_kinds {
                 }
             }
         }
+
+        $( mod $module; )*
 
         const STAGES: &[&StageDef] = &[$( $( &$module::$def, )+ )*];
     };
@@ -382,6 +376,7 @@ stage_kinds! {
         "Reassembles SPEAD heaps into chunks (katgpucbf's placement).";
     ChunkSink(crate::spead::stage::ChunkSinkSpec) = chunk_sink [DEF],
         "Consumes a `spead_recv` stage's chunks.";
+    DropEvery(drop_every::DropEveryConfig) = drop_every [DEF], "Drops every n-th packet.";
 }
 
 /// Every kind of port, in registry order.
