@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::check::MessageEnd;
+use super::schema::MessageEnd;
 use super::Plan;
 
 impl Plan {

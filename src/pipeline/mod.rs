@@ -26,7 +26,6 @@
 //! between two stages, possibly on two lcores).
 
 pub mod build;
-mod check;
 mod diag;
 mod host_part;
 mod plan;
@@ -37,13 +36,12 @@ mod table;
 
 use std::path::{Path, PathBuf};
 
-pub use check::{MessageEnd, TrialLoad};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
     port_kinds, reliable_endpoint, sections, stage_kinds, AnalyzerSpec, ForwardConfig,
-    GeneratorSpec, HostClock, HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec,
-    RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec, UdpBinding,
+    GeneratorSpec, HostClock, HostSpec, Key, KindDoc, MessageEnd, NeighSpec, PoolSpec, PortKind,
+    PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec, TrialLoad, UdpBinding,
 };
 
 use crate::buf::PoolConfig;

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::check::{CheckCtx, TrialLoad};
 use super::diag::{Diagnostics, Sink};
+use super::schema::{CheckCtx, TrialLoad};
 use super::Pipeline;
 use crate::units::si;
 

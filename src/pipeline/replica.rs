@@ -12,12 +12,25 @@
 //! The report adds the replicas' counters up under the stage's name and keeps
 //! each replica's beside them.
 
-use super::check::Refusal;
 use super::diag::Sink;
 use super::table::Table;
 use super::Pipeline;
 
 pub use crate::runtime::build::Replica;
+
+/// Why a stage cannot be replicated over `n` lcores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The kind never splits: "a KIND stage cannot be replicated: {why}".
+    Kind(&'static str),
+    /// This stage cannot split `n` ways: its own message and help.
+    Says {
+        /// What is wrong.
+        message: String,
+        /// What would be valid.
+        help: String,
+    },
+}
 
 /// The name of replica `k` of stage `name`.
 pub fn instance_name(name: &str, k: usize) -> String {

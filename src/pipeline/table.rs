@@ -9,8 +9,54 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::diag::{suggest, Sink};
-use super::schema::Key;
 use crate::units::{parse_duration, parse_size, Rate};
+
+/// One key of a section, as `linerate keys` shows it and as "valid:" lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// The key's name in files.
+    pub name: &'static str,
+    /// What it takes, in words (`"integer 1..=64"`, `"rate"`, `"string"`).
+    pub ty: &'static str,
+    /// Its default as written in a file, or `"required"`, or `"none"` (unset).
+    pub default: &'static str,
+    /// What it means, in one line.
+    pub doc: &'static str,
+}
+
+impl Key {
+    /// A key's metadata.
+    pub const fn new(
+        name: &'static str,
+        ty: &'static str,
+        default: &'static str,
+        doc: &'static str,
+    ) -> Key {
+        Key {
+            name,
+            ty,
+            default,
+            doc,
+        }
+    }
+}
+
+/// A section or a kind of port or stage, with its keys: what the registry
+/// knows for documentation (`linerate keys`).
+#[derive(Debug, Clone, Copy)]
+pub struct KindDoc {
+    /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
+    pub name: &'static str,
+    /// How messages name it (`"a mem port"`, `"[pool]"`).
+    pub what: &'static str,
+    /// What it is, in one line.
+    pub doc: &'static str,
+    /// Its keys, in the order "valid:" lists them.
+    pub keys: &'static [Key],
+    /// Keys of a part the kind reads with a reader of its own (a reliable
+    /// endpoint's), listed apart by `linerate keys`.
+    pub more_keys: &'static [Key],
+}
 
 pub(crate) type Span = Range<usize>;
 

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::super::check::{CheckCtx, Refusal};
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{KIND, LCORE};

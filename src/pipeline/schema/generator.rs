@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use toml::de::DeValue;
 
-use super::super::check::{count_share, CheckCtx, Refusal, TrialLoad};
+use super::{count_share, CheckCtx, TrialLoad};
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};

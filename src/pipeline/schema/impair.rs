@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use toml::de::DeValue;
 
-use super::super::check::{CheckCtx, Refusal};
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, tx, BURST, DELAY, DUPLICATE, KIND, LCORE, LOSS, REORDER, RX, TX};

@@ -3,7 +3,8 @@
 //! with the same spanned reader as every kind's, so their errors name the
 //! file, line and key like any other.
 
-use super::super::check::{CheckCtx, MessageEnd, Refusal};
+use super::{CheckCtx, MessageEnd};
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use std::time::Duration;

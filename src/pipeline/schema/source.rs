@@ -1,6 +1,6 @@
 //! `kind = "source"`: a fixed template packet, as fast as possible or at a rate.
 
-use super::super::check::{count_share, CheckCtx};
+use super::{count_share, CheckCtx};
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};

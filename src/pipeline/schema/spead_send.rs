@@ -1,7 +1,8 @@
 //! `kind = "spead_send"`: SPEAD heaps from the F-engine simulator or generic
 //! ones.
 
-use super::super::check::{CheckCtx, Refusal};
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, TX};
