@@ -633,7 +633,7 @@ plot = "{}"
     let sink = text.replace("plot = ", "# plot = ")
         + "[stage.sink]\nkind = \"chunk_sink\"\nfrom = \"recv\"\n";
     let plan = linerate::pipeline::load_str(Path::new("h.toml"), &sink).unwrap();
-    let e = linerate::runtime::build::build(&plan)
+    let e = linerate::pipeline::build::build(&plan)
         .err()
         .expect("a heaps-mode receiver has no chunks");
     assert!(e.to_string().contains("mode = \"heaps\""), "{e}");

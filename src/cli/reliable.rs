@@ -4,7 +4,6 @@
 use super::output::write_json;
 use super::Failure;
 use crate::reliable::compare::{compare, table, Params};
-use crate::reliable::keys::{config_from_table, KeyError};
 use crate::reliable::sim::LinkConfig;
 use crate::units::{parse_duration, parse_size, Rate};
 use clap::{Args, Subcommand};
@@ -132,19 +131,16 @@ fn link_and_params(a: &CompareArgs) -> Result<(LinkConfig, Params, Vec<f64>), St
 /// pipeline keys of the same names, so both are validated (and rounded) as a
 /// pipeline file's are.
 fn ours_config(a: &CompareArgs) -> Result<crate::reliable::Config, String> {
-    let mut t = toml::Table::new();
+    let mut keys = String::new();
     if let Some(w) = a.window {
-        t.insert("window".into(), toml::Value::Integer(w));
+        keys += &format!("window = {w}\n");
     }
     if let Some(c) = a.credits {
-        t.insert("credits".into(), toml::Value::Integer(c));
+        keys += &format!("credits = {c}\n");
     }
-    config_from_table(&t, &[]).map_err(|e| match e {
-        KeyError::Value { key, expected } => {
-            let v = if key == "window" { a.window } else { a.credits };
-            format!("--{key} {}: {expected}", v.unwrap_or_default())
-        }
-        other => other.to_string(),
+    crate::pipeline::reliable_endpoint(&keys).map_err(|(key, valid)| {
+        let v = if key == "window" { a.window } else { a.credits };
+        format!("--{key} {}: {valid}", v.unwrap_or_default())
     })
 }
 

@@ -512,7 +512,7 @@ fn check_dpdk_args(
 /// datagrams from `mine` to `peer`: it owns `mine` (answering ARP for it),
 /// resolves `peer`'s MAC address (waiting for the peer rank to open its own
 /// port) and puts the headers on each datagram
-/// ([`crate::runtime::build::carry_datagrams`]).
+/// ([`crate::pipeline::build::carry_datagrams`]).
 #[cfg(feature = "dpdk")]
 fn open_dpdk(
     args: &BenchConfig,
@@ -566,7 +566,7 @@ fn open_dpdk(
     let mac = port
         .stats
         .mac()
-        .unwrap_or(crate::runtime::build::DEFAULT_PORT_MAC);
+        .unwrap_or(crate::pipeline::build::DEFAULT_PORT_MAC);
     let (port, shared) = crate::neigh::bind::wrap(
         port,
         crate::neigh::Config {
@@ -578,7 +578,7 @@ fn open_dpdk(
         },
         pool.clone(),
     );
-    crate::runtime::build::carry_datagrams(
+    crate::pipeline::build::carry_datagrams(
         port,
         &shared,
         crate::pipeline::UdpBinding {

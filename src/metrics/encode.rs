@@ -537,7 +537,7 @@ mod test {
                     [stage.src]\nkind = \"source\"\ntx = \"wire\"\ncount = 1000\n\
                     [stage.sink]\nkind = \"sink\"\nrx = \"wire\"\n";
         let plan = crate::pipeline::load_str(std::path::Path::new("m.toml"), text).unwrap();
-        let built = crate::runtime::build::build(&plan).unwrap();
+        let built = crate::pipeline::build::build(&plan).unwrap();
         let live = Live::new("run");
         live.set_pipeline(crate::runtime::run::Probe::of(&built));
         let flag = std::sync::atomic::AtomicBool::new(false);
@@ -586,7 +586,7 @@ mod test {
             .replace("timestamps = 1024", "timestamps = 64")
             .replace("lcores = \"0\"", "lcores = \"0\"\npin = false");
         let plan = crate::pipeline::load_str(std::path::Path::new("t.toml"), &text).unwrap();
-        let built = crate::runtime::build::build(&plan).unwrap();
+        let built = crate::pipeline::build::build(&plan).unwrap();
         let live = Live::new("run");
         live.set_pipeline(crate::runtime::run::Probe::of(&built));
         let flag = std::sync::atomic::AtomicBool::new(false);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::schema::StageKind;
+use super::schema::MessageEnd;
 use super::Plan;
 
 impl Plan {
@@ -54,10 +54,7 @@ impl Plan {
         self.pipeline
             .stages
             .iter()
-            .filter_map(|s| match &s.kind {
-                StageKind::Generator(g) => Some((g.stream, s.host.clone())),
-                _ => None,
-            })
+            .filter_map(|s| Some((s.kind.config().stream()?, s.host.clone())))
             .collect()
     }
 
@@ -66,20 +63,15 @@ impl Plan {
     /// host with no `reliable_tx` of its own. Their delivery latency compares
     /// two hosts' clocks.
     pub fn reliable_across_hosts(&self) -> BTreeMap<String, (String, Vec<String>)> {
-        use crate::reliable::stage::Role;
-        let on = |role: Role| {
+        let on = |end: MessageEnd| {
             self.pipeline
                 .stages
                 .iter()
-                .filter_map(move |s| match &s.kind {
-                    StageKind::Reliable(r) if r.role == role => {
-                        Some((s.name.clone(), s.host.clone()?))
-                    }
-                    _ => None,
-                })
+                .filter(move |s| s.kind.config().message_end() == Some(end))
+                .filter_map(|s| Some((s.name.clone(), s.host.clone()?)))
         };
-        let senders: Vec<String> = on(Role::Tx).map(|(_, h)| h).collect();
-        on(Role::Rx)
+        let senders: Vec<String> = on(MessageEnd::Sends).map(|(_, h)| h).collect();
+        on(MessageEnd::Receives)
             .filter(|(_, h)| !senders.contains(h))
             .map(|(name, h)| {
                 let mut from = senders.clone();
@@ -96,10 +88,7 @@ impl Plan {
         self.pipeline
             .stages
             .iter()
-            .filter_map(|s| match &s.kind {
-                StageKind::Generator(g) => Some(g.share),
-                _ => None,
-            })
+            .filter_map(|s| Some(s.kind.config().trial_load()?.share))
             .sum()
     }
 }

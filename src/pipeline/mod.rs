@@ -25,6 +25,7 @@
 //! A stage's `rx` and `tx` name a port or a `[ring.NAME]` (a bounded SPSC link
 //! between two stages, possibly on two lcores).
 
+pub mod build;
 mod diag;
 mod host_part;
 mod plan;
@@ -38,9 +39,9 @@ use std::path::{Path, PathBuf};
 pub use diag::{Diagnostic, Diagnostics};
 pub use plan::{Plan, PlannedLcore, PortUse, RingUse};
 pub use schema::{
-    port_kinds, sections, stage_kinds, AnalyzerSpec, ForwardConfig, GeneratorSpec, HostClock,
-    HostSpec, Key, KindDoc, NeighSpec, PoolSpec, PortKind, PortSpec, RingSpec, SinkConfig,
-    SourceConfig, StageKind, StageSpec, UdpBinding,
+    port_kinds, reliable_endpoint, sections, stage_kinds, AnalyzerSpec, ForwardConfig,
+    GeneratorSpec, HostClock, HostSpec, Key, KindDoc, MessageEnd, NeighSpec, PoolSpec, PortKind,
+    PortSpec, RingSpec, SinkConfig, SourceConfig, StageKind, StageSpec, TrialLoad, UdpBinding,
 };
 
 use crate::buf::PoolConfig;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::diag::{Diagnostics, Sink};
-use super::schema::{PortKind, StageKind};
+use super::schema::{CheckCtx, TrialLoad};
 use super::Pipeline;
 use crate::units::si;
 
@@ -63,6 +63,44 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
     let file = p.file.clone();
     let mut sink = Sink::new(&file, src);
     super::replica::expand(&mut p, &mut sink);
+    let ends = resolve_ends(&p, &mut sink);
+    let rings = pair_rings(&p, &ends, &mut sink);
+    check_kinds(&mut p, &mut sink);
+    check_cycles(&p, &rings, &ends.ports, &mut sink);
+    if !sink.diags.is_empty() {
+        return Err(Diagnostics(sink.diags));
+    }
+    let mut lcores: Vec<PlannedLcore> = Vec::new();
+    for &core in &p.lcores {
+        let stages: Vec<String> = p
+            .stages
+            .iter()
+            .filter(|s| s.lcore == core)
+            .map(|s| s.name.clone())
+            .collect();
+        if !stages.is_empty() {
+            lcores.push(PlannedLcore { core, stages });
+        }
+    }
+    Ok(Plan {
+        pipeline: p,
+        lcores,
+        rings,
+        ports: ends.ports,
+    })
+}
+
+/// What every stage's `rx` and `tx` resolved to: port sides with their
+/// users, and each ring's producers and consumers (by ring index).
+struct Ends {
+    ports: Vec<PortUse>,
+    producers: Vec<Vec<String>>,
+    consumers: Vec<Vec<String>>,
+}
+
+/// Resolves every `rx` and `tx` to a port queue or a ring; a port side
+/// belongs to one stage.
+fn resolve_ends(p: &Pipeline, sink: &mut Sink<'_>) -> Ends {
     let port_idx: BTreeMap<&str, usize> = p
         .ports
         .iter()
@@ -89,30 +127,19 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
             );
         }
     }
-    let mut ports: Vec<PortUse> = p
-        .ports
-        .iter()
-        .map(|x| PortUse {
-            name: x.name.clone(),
-            kind: x.kind.name(),
-            rx_by: Vec::new(),
-            tx_by: Vec::new(),
-        })
-        .collect();
-    let mut producers: Vec<Vec<String>> = vec![Vec::new(); p.rings.len()];
-    let mut consumers: Vec<Vec<String>> = vec![Vec::new(); p.rings.len()];
-    let known = || {
-        let mut names: Vec<String> = p
+    let mut e = Ends {
+        ports: p
             .ports
             .iter()
-            .map(|x| format!("port `{}`", x.name))
-            .collect();
-        names.extend(p.rings.iter().map(|x| format!("ring `{}`", x.name)));
-        if names.is_empty() {
-            "none declared: add a [port.NAME] or [ring.NAME]".to_string()
-        } else {
-            names.join(", ")
-        }
+            .map(|x| PortUse {
+                name: x.name.clone(),
+                kind: x.kind.name(),
+                rx_by: Vec::new(),
+                tx_by: Vec::new(),
+            })
+            .collect(),
+        producers: vec![Vec::new(); p.rings.len()],
+        consumers: vec![Vec::new(); p.rings.len()],
     };
     for s in &p.stages {
         let section = format!("stage.{}", s.name);
@@ -136,42 +163,22 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                 _ => (target.as_str(), 0),
             };
             if let Some(&i) = port_idx.get(base) {
-                let queues = p.ports[i].kind.queues(dir);
-                let (missing, users) = if dir == "rx" {
-                    (p.ports[i].kind.rx_missing(), &mut ports[i].rx_by)
+                let kind = &p.ports[i].kind;
+                let users = if dir == "rx" {
+                    &mut e.ports[i].rx_by
                 } else {
-                    (p.ports[i].kind.tx_missing(), &mut ports[i].tx_by)
+                    &mut e.ports[i].tx_by
                 };
-                if queue >= queues {
-                    sink.error(
-                        span.clone(),
-                        &section,
-                        Some(dir),
-                        format!(
-                            "port `{base}` has {queues} {dir} queue(s); there is no queue {queue}"
-                        ),
-                        Some(format!(
-                            "queues 0..{queues} (set `{dir}_queues` on the port for more)"
-                        )),
-                    );
-                } else if let Some(why) = missing {
-                    sink.error(
-                        span.clone(),
-                        &section,
-                        Some(dir),
-                        format!("port `{target}` has no {dir} side: {why}"),
-                        None,
-                    );
-                } else if let Some((_, other)) = users.iter().find(|u| u.0 == queue) {
-                    sink.error(span.clone(), &section, Some(dir), format!("the {dir} side of port `{target}` is already used by stage `{other}`; a port side belongs to one stage"), Some("another port, another queue (`port:N`), or a ring between the stages".into()));
+                if let Err((message, help)) = take_side(kind, dir, target, queue, users) {
+                    sink.error(span.clone(), &section, Some(dir), message, help);
                 } else {
                     users.push((queue, s.name.clone()));
                 }
             } else if let Some(&i) = ring_idx.get(target.as_str()) {
                 if dir == "rx" {
-                    consumers[i].push(s.name.clone())
+                    e.consumers[i].push(s.name.clone())
                 } else {
-                    producers[i].push(s.name.clone())
+                    e.producers[i].push(s.name.clone())
                 }
             } else {
                 sink.error(
@@ -179,15 +186,70 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                     &section,
                     Some(dir),
                     format!("no port or ring is named `{target}`"),
-                    Some(known()),
+                    Some(known(p)),
                 );
             }
         }
     }
+    e
+}
+
+/// The ports and rings a stage could name, for "valid:".
+fn known(p: &Pipeline) -> String {
+    let mut names: Vec<String> = p
+        .ports
+        .iter()
+        .map(|x| format!("port `{}`", x.name))
+        .collect();
+    names.extend(p.rings.iter().map(|x| format!("ring `{}`", x.name)));
+    if names.is_empty() {
+        "none declared: add a [port.NAME] or [ring.NAME]".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Whether a stage may take queue `queue` of a port's `dir` side, which
+/// `users` already use: the message and help if not.
+fn take_side(
+    kind: &super::PortKind,
+    dir: &str,
+    target: &str,
+    queue: u16,
+    users: &[(u16, String)],
+) -> Result<(), (String, Option<String>)> {
+    let base = target.split(':').next().unwrap_or(target);
+    let queues = kind.queues(dir);
+    let missing = if dir == "rx" {
+        kind.rx_missing()
+    } else {
+        kind.tx_missing()
+    };
+    if queue >= queues {
+        Err((
+            format!("port `{base}` has {queues} {dir} queue(s); there is no queue {queue}"),
+            Some(format!(
+                "queues 0..{queues} (set `{dir}_queues` on the port for more)"
+            )),
+        ))
+    } else if let Some(why) = missing {
+        Err((format!("port `{target}` has no {dir} side: {why}"), None))
+    } else if let Some((_, other)) = users.iter().find(|u| u.0 == queue) {
+        Err((format!("the {dir} side of port `{target}` is already used by stage `{other}`; a port side belongs to one stage"), Some("another port, another queue (`port:N`), or a ring between the stages".into())))
+    } else {
+        Ok(())
+    }
+}
+
+/// Each ring has one producer and one consumer.
+fn pair_rings(p: &Pipeline, ends: &Ends, sink: &mut Sink<'_>) -> Vec<RingUse> {
     let mut rings = Vec::new();
     for (i, r) in p.rings.iter().enumerate() {
         let section = format!("ring.{}", r.name);
-        match (producers[i].as_slice(), consumers[i].as_slice()) {
+        let mut fail = |message: String, help: String| {
+            sink.error(r.span.clone(), &section, None, message, Some(help));
+        };
+        match (ends.producers[i].as_slice(), ends.consumers[i].as_slice()) {
             ([prod], [cons]) => rings.push(RingUse {
                 name: r.name.clone(),
                 size: r.size,
@@ -196,263 +258,67 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
             }),
             (prods, conss) => {
                 if prods.is_empty() {
-                    sink.error(
-                        r.span.clone(),
-                        &section,
-                        None,
+                    fail(
                         format!("ring `{}` is dangling: no stage transmits to it", r.name),
-                        Some(format!("one stage with tx = \"{}\"", r.name)),
+                        format!("one stage with tx = \"{}\"", r.name),
                     );
                 }
                 if conss.is_empty() {
-                    sink.error(
-                        r.span.clone(),
-                        &section,
-                        None,
+                    fail(
                         format!("ring `{}` is dangling: no stage receives from it", r.name),
-                        Some(format!("one stage with rx = \"{}\"", r.name)),
+                        format!("one stage with rx = \"{}\"", r.name),
                     );
                 }
                 if prods.len() > 1 {
-                    sink.error(
-                        r.span.clone(),
-                        &section,
-                        None,
+                    fail(
                         format!(
                             "ring `{}` is fed by several stages ({}); a ring has one producer",
                             r.name,
                             prods.join(", ")
                         ),
-                        Some("one ring per producing stage".into()),
+                        "one ring per producing stage".into(),
                     );
                 }
                 if conss.len() > 1 {
-                    sink.error(
-                        r.span.clone(),
-                        &section,
-                        None,
+                    fail(
                         format!(
                             "ring `{}` is drained by several stages ({}); a ring has one consumer",
                             r.name,
                             conss.join(", ")
                         ),
-                        Some("one ring per consuming stage".into()),
+                        "one ring per consuming stage".into(),
                     );
                 }
             }
         }
     }
-    // Rates and frame sizes, against the tx port and the pool.
-    let room = (p.pool.buf_size - u32::from(p.pool.headroom)) as usize;
-    let max_streams = p
-        .stages
-        .iter()
-        .filter_map(|s| match &s.kind {
-            StageKind::Analyzer(a) => Some(a.streams),
-            _ => None,
-        })
-        .max();
-    let mut streams: BTreeMap<u16, String> = BTreeMap::new();
-    // Per port: its line rate (for rates in %) and whether it is a dpdk port.
-    let port_info: BTreeMap<String, (Option<f64>, bool)> = p
-        .ports
-        .iter()
-        .map(|x| {
-            let info = (x.kind.line_rate_bps(), x.kind.name() == "dpdk");
-            (x.name.clone(), info)
-        })
-        .collect();
-    // `nic:1` is queue 1 of port `nic`.
-    let tx_port = |tx: &Option<String>| {
-        tx.as_deref()
-            .and_then(|t| port_info.get(t.split(':').next().unwrap_or(t)).copied())
-    };
-    let tx_line_rate = |tx: &Option<String>| tx_port(tx).and_then(|(line, _)| line);
-    let tx_is_dpdk = |tx: &Option<String>| tx_port(tx).is_some_and(|(_, dpdk)| dpdk);
-    for s in p.stages.iter_mut() {
-        if let StageKind::Generator(g) = &mut s.kind {
-            let section = format!("stage.{}", s.name);
-            if let Some(other) = streams.insert(g.stream, s.name.clone()) {
-                sink.error(s.span.clone(), &section, Some("stream"), format!("stream {} is also sent by generator `{other}`; each generator needs its own stream id", g.stream), Some("distinct `stream` ids, 0..=255".into()));
-            }
-            if let Some(m) = max_streams {
-                if usize::from(g.stream) >= m {
-                    sink.error(
-                        s.span.clone(),
-                        &section,
-                        Some("stream"),
-                        format!(
-                            "stream {} is beyond what the analyzers track (ids below {m})",
-                            g.stream
-                        ),
-                        Some("a smaller `stream`, or a larger `streams` on the analyzer".into()),
-                    );
-                }
-            }
-            let line = tx_line_rate(&s.tx);
-            if let Some(rate) = g.rate {
-                g.rate_pps = resolve_rate(
-                    &mut sink,
-                    s.span.clone(),
-                    &section,
-                    rate,
-                    g.frames.sizes.average(),
-                    line,
-                );
-                g.rate_pps = super::replica::rate_share(&s.replica, g.rate_pps);
-            }
-            check_frame_fits(
-                &mut sink,
-                s.span.clone(),
-                &section,
-                g.frames.sizes.max(),
-                room,
-            );
-            // A generator on a dpdk port writes each frame into one of the
-            // port's mbufs, whose data room is DPDK's default 2048 bytes.
-            let frame = g.frames.sizes.max();
-            if tx_is_dpdk(&s.tx) && frame - 4 > DPDK_MBUF_DATA_ROOM {
-                sink.error(
-                    s.span.clone(),
-                    &section,
-                    Some("frame"),
-                    format!(
-                        "a {frame}-byte frame does not fit a dpdk port's mbuf ({DPDK_MBUF_DATA_ROOM} bytes of data room): the generator builds single-segment frames"
-                    ),
-                    Some(format!("frames up to {} bytes on a dpdk port", DPDK_MBUF_DATA_ROOM + 4)),
-                );
-            }
-        }
+    rings
+}
 
-        if let StageKind::Source(c) = &mut s.kind {
-            let section = format!("stage.{}", s.name);
-            let line = tx_line_rate(&s.tx);
-            if let Some(rate) = c.rate {
-                c.rate_pps = resolve_rate(
-                    &mut sink,
-                    s.span.clone(),
-                    &section,
-                    rate,
-                    c.frame as f64,
-                    line,
-                );
-                c.rate_pps = super::replica::rate_share(&s.replica, c.rate_pps);
-            }
-            check_frame_fits(&mut sink, s.span.clone(), &section, c.frame, room);
-        }
+/// Each kind checks its stage against the pipeline (and resolves what
+/// depends on it), in file order.
+fn check_kinds(p: &mut Pipeline, sink: &mut Sink<'_>) {
+    let room = (p.pool.buf_size - u32::from(p.pool.headroom)) as usize;
+    for i in 0..p.stages.len() {
+        let mut kind = p.stages[i].kind.clone();
+        kind.config_mut().check(&mut CheckCtx {
+            stage: &p.stages[i],
+            stages: &p.stages,
+            ports: &p.ports,
+            room,
+            sink,
+        });
+        p.stages[i].kind = kind;
     }
-    for s in &p.stages {
-        if let StageKind::Reliable(r) = &s.kind {
-            let mtu = r.config.data_mtu.max(r.config.priority_mtu);
-            if mtu > room {
-                sink.error(s.span.clone(), &format!("stage.{}", s.name), Some("data_mtu"), format!("{mtu}-byte datagrams do not fit a pool buffer ({room} bytes after headroom)"), Some("a larger `size` in [pool] or a smaller `data_mtu`".into()));
-            }
-        }
-    }
-    // An impair stage forwards packets as they are: both ends must carry the
-    // same kind of packet.
-    for s in &p.stages {
-        if let StageKind::Impair(_) = &s.kind {
-            let layer = |end: &Option<String>| -> Option<(String, &str, &str)> {
-                let name = end.as_deref()?;
-                let base = name.split(':').next().unwrap_or(name);
-                let i = *port_idx.get(base)?;
-                Some((
-                    base.to_string(),
-                    p.ports[i].kind.name(),
-                    super::schema::carries(&p.ports[i].kind)?,
-                ))
-            };
-            if let (Some((rx, rk, rl)), Some((tx, tk, tl))) = (layer(&s.rx), layer(&s.tx)) {
-                if rl != tl {
-                    sink.error(
-                        s.tx_span.clone(),
-                        &format!("stage.{}", s.name),
-                        Some("tx"),
-                        format!("port `{tx}` ({tk}) carries {tl}, but port `{rx}` ({rk}) delivers {rl}: the impair stage passes packets on as they are, so its ports must carry the same kind of packet"),
-                        Some("two udp ports, two frame ports (dpdk, pcap, ibverbs), or a mem port or ring on either side".into()),
-                    );
-                }
-            }
-        }
-    }
-    // SPEAD stages: packets fit a buffer; each chunk sink names one receiver.
-    let mut sink_of: BTreeMap<&str, &str> = BTreeMap::new();
-    for s in &p.stages {
-        let section = format!("stage.{}", s.name);
-        match &s.kind {
-            StageKind::SpeadSend(c) if c.max_packet() > room => {
-                sink.error(
-                    s.span.clone(),
-                    &section,
-                    None,
-                    format!(
-                        "{}-byte packets do not fit a pool buffer ({room} bytes after headroom)",
-                        c.max_packet()
-                    ),
-                    Some(
-                        "a larger `size` in [pool], or a smaller `packet_payload` / `packet_size`"
-                            .into(),
-                    ),
-                );
-            }
-            StageKind::ChunkSink(c) => {
-                // A replicated receiver's replicas are named `from[k]`.
-                let recv = p.stages.iter().find(|x| {
-                    x.name == c.from || x.replica.as_ref().is_some_and(|r| r.of == c.from)
-                });
-                match recv.map(|x| &x.kind) {
-                    Some(StageKind::SpeadRecv(_)) => {
-                        if let Some(other) = sink_of.insert(c.from.as_str(), s.name.as_str()) {
-                            sink.error(s.rx_span.clone(), &section, Some("from"), format!("the chunks of `{}` already go to chunk sink `{other}`; a receiver has one sink", c.from), None);
-                        }
-                    }
-                    Some(k) => sink.error(
-                        s.rx_span.clone(),
-                        &section,
-                        Some("from"),
-                        format!(
-                            "stage `{}` is a {} stage, not a spead_recv stage",
-                            c.from,
-                            k.name()
-                        ),
-                        None,
-                    ),
-                    None => {
-                        let mut recvs: Vec<&str> = p
-                            .stages
-                            .iter()
-                            .filter(|x| matches!(x.kind, StageKind::SpeadRecv(_)))
-                            .map(|x| {
-                                x.replica
-                                    .as_ref()
-                                    .map_or(x.name.as_str(), |r| r.of.as_str())
-                            })
-                            .collect();
-                        recvs.dedup();
-                        sink.error(
-                            s.rx_span.clone(),
-                            &section,
-                            Some("from"),
-                            format!("no stage is named `{}`", c.from),
-                            Some(if recvs.is_empty() {
-                                "the name of a spead_recv stage (none declared: add a [stage.NAME] with kind = \"spead_recv\")".to_string()
-                            } else {
-                                format!("a spead_recv stage: {}", recvs.join(", "))
-                            }),
-                        );
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    // Cycles: stage -> stage through a ring or through a mem wire. Reliable
-    // stages talk both ways on purpose: their links are exempt.
-    let reliable: Vec<bool> = p
+}
+
+/// No cycle of stages through rings and wires, but between two stages
+/// whose links run both ways on purpose.
+fn check_cycles(p: &Pipeline, rings: &[RingUse], ports: &[PortUse], sink: &mut Sink<'_>) {
+    let exempt: Vec<bool> = p
         .stages
         .iter()
-        .map(|s| matches!(s.kind, StageKind::Reliable(_)))
+        .map(|s| s.kind.config().feeds_back())
         .collect();
     let stage_idx: BTreeMap<&str, usize> = p
         .stages
@@ -461,23 +327,22 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
         .map(|(i, s)| (s.name.as_str(), i))
         .collect();
     let mut next: Vec<Vec<usize>> = vec![Vec::new(); p.stages.len()];
-    for r in &rings {
-        let (a, b) = (
-            stage_idx[r.producer.as_str()],
-            stage_idx[r.consumer.as_str()],
-        );
-        if !(reliable[a] && reliable[b]) {
+    let mut link = |from: &str, to: &str| {
+        let (a, b) = (stage_idx[from], stage_idx[to]);
+        if !(exempt[a] && exempt[b]) {
             next[a].push(b);
         }
+    };
+    for r in rings {
+        link(&r.producer, &r.consumer);
     }
     for (i, u) in ports.iter().enumerate() {
-        if let (PortKind::Mem(_), Some((_, tx)), Some((_, rx))) =
-            (&p.ports[i].kind, u.tx_by.first(), u.rx_by.first())
-        {
-            let (a, b) = (stage_idx[tx.as_str()], stage_idx[rx.as_str()]);
-            if !(reliable[a] && reliable[b]) {
-                next[a].push(b);
-            }
+        if let (true, Some((_, tx)), Some((_, rx))) = (
+            p.ports[i].kind.config().is_wire(),
+            u.tx_by.first(),
+            u.rx_by.first(),
+        ) {
+            link(tx, rx);
         }
     }
     if let Some(cycle) = find_cycle(&next) {
@@ -492,97 +357,6 @@ pub(crate) fn plan(mut p: Pipeline, src: &str, _cores: &[usize]) -> Result<Plan,
                 names.join(" -> ")
             ),
             Some("a pipeline whose links run from sources to sinks".into()),
-        );
-    }
-    if !sink.diags.is_empty() {
-        return Err(Diagnostics(sink.diags));
-    }
-    let mut lcores: Vec<PlannedLcore> = Vec::new();
-    for &core in &p.lcores {
-        let stages: Vec<String> = p
-            .stages
-            .iter()
-            .filter(|s| s.lcore == core)
-            .map(|s| s.name.clone())
-            .collect();
-        if !stages.is_empty() {
-            lcores.push(PlannedLcore { core, stages });
-        }
-    }
-    Ok(Plan {
-        pipeline: p,
-        lcores,
-        rings,
-        ports,
-    })
-}
-
-/// A stage's rate in packets/s, checked against its port's line rate.
-fn resolve_rate(
-    sink: &mut Sink<'_>,
-    span: std::ops::Range<usize>,
-    section: &str,
-    rate: crate::units::Rate,
-    avg_frame: f64,
-    line: Option<f64>,
-) -> Option<f64> {
-    let pps = match rate.to_pps(avg_frame, line) {
-        Ok(pps) if pps > 0.0 && pps.is_finite() => pps,
-        Ok(_) => {
-            sink.error(
-                span,
-                section,
-                Some("rate"),
-                "the rate must be above zero",
-                None,
-            );
-            return None;
-        }
-        Err(e) => {
-            sink.error(span, section, Some("rate"), e.to_string(), None);
-            return None;
-        }
-    };
-    if let Some(line) = line {
-        let max = line / ((avg_frame + 20.0) * 8.0);
-        if pps > max * 1.000_001 {
-            sink.error(
-                span,
-                section,
-                Some("rate"),
-                format!(
-                    "{}pps exceeds the port's line rate ({}pps at {avg_frame:.0}-byte frames)",
-                    si(pps),
-                    si(max)
-                ),
-                None,
-            );
-        }
-    }
-    Some(pps)
-}
-
-/// A frame (FCS included) must fit a pool buffer after its headroom.
-/// The data room of a dpdk port's mbufs (DPDK's `RTE_MBUF_DEFAULT_DATAROOM`,
-/// which the port's pool uses), known here without the `dpdk` feature.
-const DPDK_MBUF_DATA_ROOM: usize = 2048;
-
-fn check_frame_fits(
-    sink: &mut Sink<'_>,
-    span: std::ops::Range<usize>,
-    section: &str,
-    frame: usize,
-    room: usize,
-) {
-    if frame - 4 > room {
-        sink.error(
-            span,
-            section,
-            Some("frame"),
-            format!(
-                "a {frame}-byte frame does not fit a pool buffer ({room} bytes after headroom)"
-            ),
-            Some("a larger `size` in [pool]".into()),
         );
     }
 }
@@ -784,31 +558,25 @@ impl Plan {
         let p = &self.pipeline;
         // Replicas share their port's line: each port's line counts once.
         let mut lines_seen = std::collections::BTreeSet::new();
-        let gens: Vec<(&super::GeneratorSpec, Option<f64>)> = p
+        let gens: Vec<(TrialLoad, Option<f64>)> = p
             .stages
             .iter()
-            .filter_map(|s| match &s.kind {
-                StageKind::Generator(g) => {
-                    let port =
-                        s.tx.as_deref()
-                            .map(|t| t.split(':').next().unwrap_or(t))
-                            .and_then(|t| p.ports.iter().find(|x| x.name == t));
-                    let line = port.and_then(|x| x.kind.line_rate_bps());
-                    let first = port.is_some_and(|x| lines_seen.insert(x.name.clone()));
-                    Some((g, if first { line } else { line.map(|_| 0.0) }))
-                }
-                _ => None,
+            .filter_map(|s| {
+                let load = s.kind.config().trial_load()?;
+                let port =
+                    s.tx.as_deref()
+                        .map(|t| t.split(':').next().unwrap_or(t))
+                        .and_then(|t| p.ports.iter().find(|x| x.name == t));
+                let line = port.and_then(|x| x.kind.line_rate_bps());
+                let first = port.is_some_and(|x| lines_seen.insert(x.name.clone()));
+                Some((load, if first { line } else { line.map(|_| 0.0) }))
             })
             .collect();
         if gens.is_empty() {
             return Err("the pipeline has no generator stage".into());
         }
         let share: f64 = gens.iter().map(|g| g.0.share).sum();
-        let avg = gens
-            .iter()
-            .map(|g| g.0.frames.sizes.average() * g.0.share)
-            .sum::<f64>()
-            / share;
+        let avg = gens.iter().map(|g| g.0.avg_frame * g.0.share).sum::<f64>() / share;
         let lines: Option<f64> = gens.iter().map(|g| g.1).sum();
         let pps = rate.to_pps(avg, lines).map_err(|e| e.to_string())?;
         if !(pps > 0.0 && pps.is_finite()) {
@@ -859,10 +627,10 @@ impl Plan {
             );
         }
         for st in &self.pipeline.stages {
-            if let StageKind::ChunkSink(c) = &st.kind {
+            if let Some(from) = st.kind.config().takes_from() {
                 out += &format!(
                     "  \"{}\" -> \"{}\" [label=\"chunks\", style=bold];\n",
-                    c.from, st.name
+                    from, st.name
                 );
             }
         }

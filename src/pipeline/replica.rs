@@ -5,27 +5,31 @@
 //! The plan expands a replicated stage `gen` into plain stage instances
 //! `gen[0]`, `gen[1]`, ... before anything else is checked, so the runtime
 //! builds and polls each like any stage. What a replica changes is decided
-//! here, as a plain value: a generator replica sends its own stream id (the
-//! stage's `stream` plus `k`), its own slice of the flows and its share of
-//! the rate and count; everything else is the stage's configuration.
+//! by each kind (its `StageConfig::replicate` says whether it
+//! can split, `split` what replica `k` of `n` changes: a generator replica
+//! sends its own stream id, its own slice of the flows and its share of the
+//! rate and count); everything else is the stage's configuration.
 //! The report adds the replicas' counters up under the stage's name and keeps
 //! each replica's beside them.
 
 use super::diag::Sink;
-use super::schema::{PortKind, StageKind};
 use super::table::Table;
 use super::Pipeline;
-use crate::traffic::template::FrameSpec;
 
-/// What an instance of a replicated stage knows of its stage.
+pub use crate::runtime::build::Replica;
+
+/// Why a stage cannot be replicated over `n` lcores.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Replica {
-    /// The logical stage's name.
-    pub of: String,
-    /// This replica's index, `0..count`.
-    pub index: usize,
-    /// How many replicas the stage has.
-    pub count: usize,
+pub(crate) enum Refusal {
+    /// The kind never splits: "a KIND stage cannot be replicated: {why}".
+    Kind(&'static str),
+    /// This stage cannot split `n` ways: its own message and help.
+    Says {
+        /// What is wrong.
+        message: String,
+        /// What would be valid.
+        help: String,
+    },
 }
 
 /// The name of replica `k` of stage `name`.
@@ -130,64 +134,6 @@ pub(crate) fn parse_stage_lcores(
     list
 }
 
-/// Why a port cannot give each replica its own queue, if it cannot.
-fn cannot_split(kind: &PortKind) -> Option<&'static str> {
-    match kind {
-        PortKind::Mem(_) | PortKind::Udp(_) => None,
-        #[cfg(feature = "dpdk")]
-        PortKind::Dpdk(_) => None,
-        PortKind::Pcap(_) => Some("a pcap file is one ordered stream of packets"),
-        #[cfg(feature = "ibverbs")]
-        PortKind::Ibverbs(_) => Some("ibverbs ports open one queue pair"),
-    }
-}
-
-/// The key that sets a port's queues in a direction, for messages.
-fn queues_key(kind: &PortKind, dir: &str) -> String {
-    match kind {
-        PortKind::Mem(_) | PortKind::Udp(_) => "queues".into(),
-        _ => format!("{dir}_queues"),
-    }
-}
-
-/// Replica `k` of `n` of a generator's flows: the largest of the four flow
-/// ranges is cut into `n` contiguous slices (the last takes the remainder).
-/// With fewer values than replicas in every range, replicas share the flows.
-pub fn flow_slice(f: &FrameSpec, k: usize, n: usize) -> FrameSpec {
-    let mut f = f.clone();
-    let n32 = n as u32;
-    let counts = [
-        f.src_port.count,
-        f.dst_port.count,
-        f.src_ip.count,
-        f.dst_ip.count,
-    ];
-    let (which, &most) = counts
-        .iter()
-        .enumerate()
-        .max_by_key(|(i, c)| (**c, std::cmp::Reverse(*i)))
-        .unwrap_or((0, &1));
-    if most < n32 {
-        return f;
-    }
-    let each = most / n32;
-    let first = each * k as u32;
-    let count = if k + 1 == n { most - first } else { each };
-    match which {
-        0 => {
-            f.src_port.first += first as u16;
-            f.src_port.count = count;
-        }
-        1 => {
-            f.dst_port.first += first as u16;
-            f.dst_port.count = count;
-        }
-        2 => f.src_ip = f.src_ip.slice(first, count),
-        _ => f.dst_ip = f.dst_ip.slice(first, count),
-    }
-    f
-}
-
 /// Replaces each replicated stage by its instances, after checking that every
 /// port it touches can give each replica a queue of its own.
 pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
@@ -200,62 +146,25 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
         let n = s.replicas.len();
         let section = format!("stage.{}", s.name);
         let mut ok = true;
-        let why_kind = match &s.kind {
-            StageKind::Generator(_)
-            | StageKind::Analyzer(_)
-            | StageKind::Forward(_)
-            | StageKind::Sink(_)
-            | StageKind::Source(_) => None,
-            // Its replicas are the members of a receive group.
-            StageKind::SpeadRecv(_) => None,
-            // Replica k simulates antennas k, k + n, ... (F-engines on
-            // separate hosts, each reaching its own queue).
-            StageKind::SpeadSend(c) => match &c.source {
-                crate::spead::stage::SendSource::Fsim(f) if f.n_ants < n => {
-                    sink.error(
-                        s.lcores_span.clone(),
-                        &section,
-                        Some("lcores"),
-                        format!(
-                            "{n} replicas of the F-engine simulator need at least {n} antennas; it has {}",
-                            f.n_ants
-                        ),
-                        Some(format!("at most {} lcores, or more `n_ants`", f.n_ants)),
-                    );
-                    ok = false;
-                    None
-                }
-                crate::spead::stage::SendSource::Fsim(_) => None,
-                crate::spead::stage::SendSource::Heaps { .. } => {
-                    Some("generic heaps are one ordered stream (source = \"fsim\" splits its antennas over replicas)")
-                }
-            },
-            StageKind::ChunkSink(_) => Some("a chunk sink consumes one receiver's chunks"),
-            StageKind::Reliable(_) => Some("a reliable channel is one ordered sequence space"),
-            StageKind::Impair(_) => Some("an impairment stage keeps one ordered schedule of delays"),
-        };
-        if let Some(why) = why_kind {
-            sink.error(
-                s.lcores_span.clone(),
-                &section,
-                Some("lcores"),
-                format!("a {} stage cannot be replicated: {why}", s.kind.name()),
-                Some("`lcore = N`".into()),
-            );
-            ok = false;
-        }
-        if let StageKind::Generator(g) = &s.kind {
-            if usize::from(g.stream) + n > 256 {
+        match s.kind.config().replicate(n) {
+            Ok(()) => {}
+            Err(Refusal::Kind(why)) => {
                 sink.error(
                     s.lcores_span.clone(),
                     &section,
                     Some("lcores"),
-                    format!(
-                        "{n} replicas send streams {}..{}, beyond the last stream id 255",
-                        g.stream,
-                        usize::from(g.stream) + n
-                    ),
-                    Some("a smaller `stream` or fewer lcores".into()),
+                    format!("a {} stage cannot be replicated: {why}", s.kind.name()),
+                    Some("`lcore = N`".into()),
+                );
+                ok = false;
+            }
+            Err(Refusal::Says { message, help }) => {
+                sink.error(
+                    s.lcores_span.clone(),
+                    &section,
+                    Some("lcores"),
+                    message,
+                    Some(help),
                 );
                 ok = false;
             }
@@ -284,7 +193,7 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
                 ok = false;
                 continue;
             };
-            if let Some(why) = cannot_split(&port.kind) {
+            if let Some(why) = port.kind.config().cannot_split() {
                 sink.error(
                     s.lcores_span.clone(),
                     &section,
@@ -309,7 +218,7 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
                     ),
                     Some(format!(
                         "`{} = {n}` in [port.{target}], or at most {have} lcores",
-                        queues_key(&port.kind, dir)
+                        port.kind.config().queues_key(dir)
                     )),
                 );
                 ok = false;
@@ -330,39 +239,16 @@ pub(crate) fn expand(p: &mut Pipeline, sink: &mut Sink<'_>) {
             });
             r.rx = s.rx.as_ref().map(|x| format!("{x}:{k}"));
             r.tx = s.tx.as_ref().map(|x| format!("{x}:{k}"));
-            let split = |total: u64| total / n as u64 + u64::from((k as u64) < total % n as u64);
-            match &mut r.kind {
-                StageKind::Generator(g) => {
-                    g.stream += k as u16;
-                    g.share /= n as f64;
-                    g.count = g.count.map(split);
-                    g.frames = flow_slice(&g.frames, k, n);
-                }
-                StageKind::Source(c) => c.count = c.count.map(split),
-                StageKind::SpeadSend(c) => {
-                    c.antennas = (k, n);
-                    c.rate_bps = c.rate_bps.map(|b| b / n as f64);
-                }
-                _ => {}
-            }
+            r.kind.config_mut().split(k, n);
             out.push(r);
         }
     }
     p.stages = out;
 }
 
-/// A replica's share of a rate the plan resolved for the whole stage.
-pub(crate) fn rate_share(replica: &Option<Replica>, pps: Option<f64>) -> Option<f64> {
-    match replica {
-        Some(r) => pps.map(|x| x / r.count as f64),
-        None => pps,
-    }
-}
-
 #[cfg(test)]
 mod test {
     use super::*;
-    use crate::traffic::template::PortRange;
 
     #[test]
     fn core_lists_keep_repeats() {
@@ -371,25 +257,5 @@ mod test {
         assert_eq!(core_list("1-2,2").unwrap(), vec![1, 2, 2]);
         assert!(core_list("2-1").is_err());
         assert!(core_list("x").is_err());
-    }
-
-    #[test]
-    fn flow_slices_partition_the_largest_range() {
-        let f = FrameSpec {
-            src_port: PortRange {
-                first: 1000,
-                count: 10,
-            },
-            ..FrameSpec::default()
-        };
-        let slices: Vec<FrameSpec> = (0..3).map(|k| flow_slice(&f, k, 3)).collect();
-        assert_eq!(slices.iter().map(|s| s.flows()).sum::<u64>(), f.flows());
-        assert_eq!(slices[0].src_port.first, 1000);
-        assert_eq!(slices[1].src_port.first, 1003);
-        assert_eq!(slices[2].src_port.first, 1006);
-        assert_eq!(slices[2].src_port.count, 4);
-        // One flow: every replica sends it.
-        let one = FrameSpec::default();
-        assert_eq!(flow_slice(&one, 1, 2), one);
     }
 }

@@ -9,8 +9,54 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 use super::diag::{suggest, Sink};
-use super::schema::Key;
 use crate::units::{parse_duration, parse_size, Rate};
+
+/// One key of a section, as `linerate keys` shows it and as "valid:" lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// The key's name in files.
+    pub name: &'static str,
+    /// What it takes, in words (`"integer 1..=64"`, `"rate"`, `"string"`).
+    pub ty: &'static str,
+    /// Its default as written in a file, or `"required"`, or `"none"` (unset).
+    pub default: &'static str,
+    /// What it means, in one line.
+    pub doc: &'static str,
+}
+
+impl Key {
+    /// A key's metadata.
+    pub const fn new(
+        name: &'static str,
+        ty: &'static str,
+        default: &'static str,
+        doc: &'static str,
+    ) -> Key {
+        Key {
+            name,
+            ty,
+            default,
+            doc,
+        }
+    }
+}
+
+/// A section or a kind of port or stage, with its keys: what the registry
+/// knows for documentation (`linerate keys`).
+#[derive(Debug, Clone, Copy)]
+pub struct KindDoc {
+    /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
+    pub name: &'static str,
+    /// How messages name it (`"a mem port"`, `"[pool]"`).
+    pub what: &'static str,
+    /// What it is, in one line.
+    pub doc: &'static str,
+    /// Its keys, in the order "valid:" lists them.
+    pub keys: &'static [Key],
+    /// Keys of a part the kind reads with a reader of its own (a reliable
+    /// endpoint's), listed apart by `linerate keys`.
+    pub more_keys: &'static [Key],
+}
 
 pub(crate) type Span = Range<usize>;
 
@@ -81,11 +127,6 @@ impl<'t, 'i> Table<'t, 'i> {
     /// Marks a key as read by code that inspects it with [`Table::raw`].
     pub(crate) fn mark_used(&mut self, key: &str) {
         self.used.push(key.to_string());
-    }
-
-    /// Whether a key was already read (by an accessor or [`Table::mark_used`]).
-    pub(crate) fn was_read(&self, key: &str) -> bool {
-        self.used.iter().any(|u| u == key)
     }
 
     /// A key's raw value.
@@ -282,13 +323,6 @@ impl<'t, 'i> Table<'t, 'i> {
 
     pub(crate) fn size(&mut self, sink: &mut Sink<'_>, key: &str) -> Option<(u64, Span)> {
         self.parsed(sink, key, parse_size, "a size like \"2 KiB\"")
-    }
-
-    /// Every key present, with its value, in file order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (&'t str, &'t DeValue<'i>)> {
-        self.map
-            .iter()
-            .map(|(k, v)| (k.get_ref().as_ref(), v.get_ref()))
     }
 
     /// Reports every key present that no accessor asked for (present minus

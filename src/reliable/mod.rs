@@ -10,7 +10,6 @@
 pub mod compare;
 pub mod driver;
 pub mod endpoint;
-pub mod keys;
 pub mod pattern;
 pub mod reassembly;
 pub mod rtt;

@@ -476,6 +476,38 @@ impl Stage for Sink {
     }
 }
 
+/// A source stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceConfig {
+    /// The rate as written; `None` is as fast as possible.
+    pub rate: Option<crate::units::Rate>,
+    /// The rate in packets/s, resolved by the plan against the tx port.
+    pub rate_pps: Option<f64>,
+    /// Frame size in bytes, FCS included (the packet holds 4 bytes fewer).
+    pub frame: usize,
+    /// Packets to send before finishing; `None` is forever.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// How late a paced packet may go out; later ones are skipped (counted as
+    /// `late`), so a source that lost its core does not catch up in a flood.
+    pub max_lag: std::time::Duration,
+}
+
+/// A forward stage's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardConfig {
+    /// Packets per burst.
+    pub burst: usize,
+}
+
+/// A sink stage's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkConfig {
+    /// Packets per burst.
+    pub burst: usize,
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

@@ -122,7 +122,7 @@ pub struct ValueDef {
 /// Named values a stage publishes for live readers (the metrics endpoint)
 /// beyond its packet counters: its own lcore writes them with relaxed stores,
 /// at most once per burst, and any thread reads them without a lock. A stage
-/// gets one from [`build::StageCtx::publish`].
+/// gets one from `StageCtx::publish` in the pipeline builder.
 #[derive(Debug)]
 pub struct StageValues {
     defs: Vec<ValueDef>,

@@ -180,7 +180,7 @@ fn snapshot_of(
 }
 
 /// Instances of replicated stages, by instance name.
-type Replicas = BTreeMap<String, crate::pipeline::replica::Replica>;
+type Replicas = BTreeMap<String, super::build::Replica>;
 
 type StageEntry = (
     String,

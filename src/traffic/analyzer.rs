@@ -449,6 +449,17 @@ impl Stage for Analyzer {
     }
 }
 
+/// An analyzer stage's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnalyzerSpec {
+    /// Which packets give latency samples.
+    pub latency: LatencyMode,
+    /// Streams tracked: ids 0..streams.
+    pub streams: usize,
+    /// Packets per burst.
+    pub burst: usize,
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

@@ -68,6 +68,15 @@ pub struct GenControl {
     pub max_lag_ns: AtomicU64,
 }
 
+/// A generator as a trial drives it: its control and its share of the
+/// trial's aggregate rate (what the generator kind hands the driver).
+pub struct TrialGenerator {
+    /// Starts and stops its trials.
+    pub control: Arc<GenControl>,
+    /// Its weight in the trial's rate.
+    pub share: f64,
+}
+
 impl Default for GenControl {
     fn default() -> Self {
         GenControl {
@@ -487,6 +496,33 @@ fn send_mbufs(
         let _ = (out, builder, stamp, n);
         None
     }
+}
+
+/// A generator stage's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorSpec {
+    /// Frames, flows and sizes.
+    pub frames: FrameSpec,
+    /// Stream id (0..=255) written in every stamp.
+    pub stream: u16,
+    /// The free-running rate as written (`linerate run`); trials set their own.
+    pub rate: Option<crate::units::Rate>,
+    /// That rate in packets/s, resolved by the plan.
+    pub rate_pps: Option<f64>,
+    /// Packets to send when free-running; `None` is until stopped.
+    pub count: Option<u64>,
+    /// Packets per burst.
+    pub burst: usize,
+    /// This generator's share of a trial's aggregate rate (weights are
+    /// normalised over all generators).
+    pub share: f64,
+    /// How late a packet may go out before it is counted as unsent.
+    pub max_lag: std::time::Duration,
+    /// The next hop whose MAC address becomes `dst_mac`, resolved before the
+    /// first packet (`gateway = "10.1.0.1"`).
+    pub gateway: Option<std::net::IpAddr>,
+    /// `src_mac` was written (else a gateway's port supplies its own).
+    pub src_mac_given: bool,
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use linerate::runtime::build::build;
+use linerate::pipeline::build::build;
 use linerate::runtime::run::{run, RunOptions, RunReport};
 
 /// Something a test needs from outside is missing (`what`: what, and how to

@@ -6,20 +6,10 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
+use crate::traffic::analyzer::AnalyzerSpec;
 use crate::traffic::analyzer::{AnaControl, Analyzer, LatencyMode};
-
-/// An analyzer stage's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AnalyzerSpec {
-    /// Which packets give latency samples.
-    pub latency: LatencyMode,
-    /// Streams tracked: ids 0..streams.
-    pub streams: usize,
-    /// Packets per burst.
-    pub burst: usize,
-}
 
 const KEYS: &[Key] = &[
     KIND,
@@ -76,6 +66,10 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
 }
 
 impl StageConfig for AnalyzerSpec {
+    fn streams_tracked(&self) -> Option<usize> {
+        Some(self.streams)
+    }
+
     fn name(&self) -> &'static str {
         "analyzer"
     }
@@ -94,7 +88,7 @@ impl StageConfig for AnalyzerSpec {
         if cx.mode == Mode::FreeRun {
             control.epoch.store(1, std::sync::atomic::Ordering::Relaxed);
         }
-        cx.analyzers.push((cx.spec.name.clone(), control.clone()));
+        cx.controls.put(&cx.spec.name, control.clone());
         Ok(Box::new(Analyzer::new(
             i,
             cx.pool.cache(),

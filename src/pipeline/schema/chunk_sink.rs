@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{KIND, LCORE};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, LinkCtx, StageCtx};
+use crate::pipeline::build::{BuildError, LinkCtx, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::group::ChunkGroup;
 use crate::spead::stage::{
@@ -129,6 +131,61 @@ fn parse_chunk_sink(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ChunkSinkSpec
 }
 
 impl StageConfig for ChunkSinkSpec {
+    /// `from` names a spead_recv stage, whose chunks go to no other sink.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        let span = cx.stage.rx_span.clone();
+        let takes = |s: &crate::pipeline::StageSpec| {
+            s.kind.config().takes_from() == Some(self.from.as_str())
+        };
+        match cx.stage_named(&self.from).map(|x| &x.kind) {
+            Some(StageKind::SpeadRecv(_)) => {
+                if let Some(other) = cx.earlier().iter().rev().find(|s| takes(s)) {
+                    let message = format!(
+                        "the chunks of `{}` already go to chunk sink `{}`; a receiver has one sink",
+                        self.from, other.name
+                    );
+                    cx.error_at(span, Some("from"), message, None);
+                }
+            }
+            Some(k) => {
+                let message = format!(
+                    "stage `{}` is a {} stage, not a spead_recv stage",
+                    self.from,
+                    k.name()
+                );
+                cx.error_at(span, Some("from"), message, None);
+            }
+            None => {
+                let mut recvs: Vec<&str> = cx
+                    .stages
+                    .iter()
+                    .filter(|x| matches!(x.kind, StageKind::SpeadRecv(_)))
+                    .map(|x| {
+                        x.replica
+                            .as_ref()
+                            .map_or(x.name.as_str(), |r| r.of.as_str())
+                    })
+                    .collect();
+                recvs.dedup();
+                let help = if recvs.is_empty() {
+                    "the name of a spead_recv stage (none declared: add a [stage.NAME] with kind = \"spead_recv\")".to_string()
+                } else {
+                    format!("a spead_recv stage: {}", recvs.join(", "))
+                };
+                let message = format!("no stage is named `{}`", self.from);
+                cx.error_at(span, Some("from"), message, Some(help));
+            }
+        }
+    }
+
+    fn replicate(&self, _n: usize) -> Result<(), Refusal> {
+        Err(Refusal::Kind("a chunk sink consumes one receiver's chunks"))
+    }
+
+    fn takes_from(&self) -> Option<&str> {
+        Some(&self.from)
+    }
+
     fn name(&self) -> &'static str {
         "chunk_sink"
     }

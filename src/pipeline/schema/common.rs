@@ -3,10 +3,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use toml::de::DeValue;
-
 use super::super::diag::{suggest, Sink};
-use super::super::table::{as_int, Span, Table};
+use super::super::table::{Span, Table};
 use super::Key;
 use crate::buf::BURST_MAX;
 
@@ -205,26 +203,4 @@ pub(super) fn unavailable(sink: &mut Sink<'_>, t: &Table<'_, '_>, kind: &str) {
         format!("port kind `{kind}` is not available in this build: it needs the `{kind}` cargo feature and its system packages (build with `cargo build --release --features {kind}`; scripts/test installs the packages)"),
         None,
     );
-}
-
-/// A spanned TOML value as a plain one (for readers written against `toml::Value`).
-pub(super) fn to_value(v: &DeValue<'_>) -> toml::Value {
-    match v {
-        DeValue::String(s) => toml::Value::String(s.to_string()),
-        DeValue::Integer(_) => {
-            as_int(v).map_or(toml::Value::String(String::new()), toml::Value::Integer)
-        }
-        DeValue::Float(f) => f.as_str().replace('_', "").parse().map_or(
-            toml::Value::String(f.as_str().to_string()),
-            toml::Value::Float,
-        ),
-        DeValue::Boolean(b) => toml::Value::Boolean(*b),
-        DeValue::Datetime(d) => toml::Value::String(d.to_string()),
-        DeValue::Array(a) => toml::Value::Array(a.iter().map(|x| to_value(x.get_ref())).collect()),
-        DeValue::Table(t) => toml::Value::Table(
-            t.iter()
-                .map(|(k, x)| (k.get_ref().to_string(), to_value(x.get_ref())))
-                .collect(),
-        ),
-    }
 }

@@ -118,6 +118,16 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 
 #[cfg(feature = "dpdk")]
 impl super::PortConfig for crate::port::dpdk::DpdkConfig {
+    /// The data room of the port's mbufs (DPDK's `RTE_MBUF_DEFAULT_DATAROOM`,
+    /// which the port's pool uses).
+    fn data_room(&self) -> Option<usize> {
+        Some(2048)
+    }
+
+    fn uses_eal(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "dpdk"
     }
@@ -138,7 +148,7 @@ impl super::PortConfig for crate::port::dpdk::DpdkConfig {
 
     fn open(
         &self,
-        cx: &crate::runtime::build::PortCtx<'_>,
+        cx: &crate::pipeline::build::PortCtx<'_>,
     ) -> Result<crate::port::OpenPort, crate::port::PortError> {
         match cx.eal {
             Some(eal) => crate::port::dpdk::open(cx.name, self, eal),

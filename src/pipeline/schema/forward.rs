@@ -4,16 +4,10 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, tx, BURST, KIND, LCORE, LCORES, RX, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::basic::Forward;
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::runtime::basic::ForwardConfig;
 use crate::runtime::Stage;
-
-/// A forward stage's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForwardConfig {
-    /// Packets per burst.
-    pub burst: usize,
-}
 
 const KEYS: &[Key] = &[KIND, LCORE, LCORES, RX, TX, BURST];
 

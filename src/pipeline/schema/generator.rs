@@ -5,45 +5,21 @@ use std::sync::Arc;
 
 use toml::de::DeValue;
 
+use super::{count_share, CheckCtx, TrialLoad};
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, Mode, StageCtx};
+use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
-use crate::traffic::generator::{GenConfig, GenControl, Generator};
+use crate::traffic::generator::GeneratorSpec;
+use crate::traffic::generator::{GenConfig, GenControl, Generator, TrialGenerator};
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
     MIN_FRAME, MIN_FRAME_V6,
 };
-use crate::units::{si, Rate};
-
-/// A generator stage's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GeneratorSpec {
-    /// Frames, flows and sizes.
-    pub frames: FrameSpec,
-    /// Stream id (0..=255) written in every stamp.
-    pub stream: u16,
-    /// The free-running rate as written (`linerate run`); trials set their own.
-    pub rate: Option<Rate>,
-    /// That rate in packets/s, resolved by the plan.
-    pub rate_pps: Option<f64>,
-    /// Packets to send when free-running; `None` is until stopped.
-    pub count: Option<u64>,
-    /// Packets per burst.
-    pub burst: usize,
-    /// This generator's share of a trial's aggregate rate (weights are
-    /// normalised over all generators).
-    pub share: f64,
-    /// How late a packet may go out before it is counted as unsent.
-    pub max_lag: std::time::Duration,
-    /// The next hop whose MAC address becomes `dst_mac`, resolved before the
-    /// first packet (`gateway = "10.1.0.1"`).
-    pub gateway: Option<std::net::IpAddr>,
-    /// `src_mac` was written (else a gateway's port supplies its own).
-    pub src_mac_given: bool,
-}
+use crate::units::si;
 
 const KEYS: &[Key] = &[
     KIND,
@@ -436,7 +412,131 @@ pub(crate) fn parse_imix(text: &str) -> Result<Vec<(usize, u32)>, String> {
     Ok(out.into_iter().filter(|x| x.1 > 0).collect())
 }
 
+/// Replica `k` of `n` of a generator's flows: the largest of the four flow
+/// ranges is cut into `n` contiguous slices (the last takes the remainder).
+/// With fewer values than replicas in every range, replicas share the flows.
+pub fn flow_slice(f: &FrameSpec, k: usize, n: usize) -> FrameSpec {
+    let mut f = f.clone();
+    let n32 = n as u32;
+    let counts = [
+        f.src_port.count,
+        f.dst_port.count,
+        f.src_ip.count,
+        f.dst_ip.count,
+    ];
+    let (which, &most) = counts
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, c)| (**c, std::cmp::Reverse(*i)))
+        .unwrap_or((0, &1));
+    if most < n32 {
+        return f;
+    }
+    let each = most / n32;
+    let first = each * k as u32;
+    let count = if k + 1 == n { most - first } else { each };
+    match which {
+        0 => {
+            f.src_port.first += first as u16;
+            f.src_port.count = count;
+        }
+        1 => {
+            f.dst_port.first += first as u16;
+            f.dst_port.count = count;
+        }
+        2 => f.src_ip = f.src_ip.slice(first, count),
+        _ => f.dst_ip = f.dst_ip.slice(first, count),
+    }
+    f
+}
+
 impl StageConfig for GeneratorSpec {
+    /// Its stream is its own among generators and tracked by the analyzers;
+    /// its rate resolves against its port; its frames fit a buffer.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        let g = self;
+        let other = cx
+            .earlier()
+            .iter()
+            .rev()
+            .find(|s| s.kind.config().stream() == Some(g.stream))
+            .map(|s| s.name.clone());
+        if let Some(other) = other {
+            cx.error(Some("stream"), format!("stream {} is also sent by generator `{other}`; each generator needs its own stream id", g.stream), Some("distinct `stream` ids, 0..=255".into()));
+        }
+        let tracked = cx
+            .stages
+            .iter()
+            .filter_map(|s| s.kind.config().streams_tracked())
+            .max();
+        if let Some(m) = tracked {
+            if usize::from(g.stream) >= m {
+                cx.error(
+                    Some("stream"),
+                    format!(
+                        "stream {} is beyond what the analyzers track (ids below {m})",
+                        g.stream
+                    ),
+                    Some("a smaller `stream`, or a larger `streams` on the analyzer".into()),
+                );
+            }
+        }
+        if let Some(rate) = g.rate {
+            g.rate_pps = cx.resolve_rate(rate, g.frames.sizes.average());
+        }
+        let frame = g.frames.sizes.max();
+        cx.frame_fits(frame);
+        // On a port with buffers of its own (a dpdk port's mbufs), each frame
+        // is written into one of them.
+        let room = cx
+            .port(&cx.stage.tx)
+            .and_then(|p| p.kind.config().data_room());
+        if let Some(room) = room.filter(|&r| frame - 4 > r) {
+            cx.error(
+                Some("frame"),
+                format!(
+                    "a {frame}-byte frame does not fit a dpdk port's mbuf ({room} bytes of data room): the generator builds single-segment frames"
+                ),
+                Some(format!("frames up to {} bytes on a dpdk port", room + 4)),
+            );
+        }
+    }
+
+    /// Replica k sends its own stream id (the stage's `stream` plus k).
+    fn replicate(&self, n: usize) -> Result<(), Refusal> {
+        if usize::from(self.stream) + n > 256 {
+            return Err(Refusal::Says {
+                message: format!(
+                    "{n} replicas send streams {}..{}, beyond the last stream id 255",
+                    self.stream,
+                    usize::from(self.stream) + n
+                ),
+                help: "a smaller `stream` or fewer lcores".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replica k: stream `stream + k`, its slice of the flows, its share of
+    /// the rate and count.
+    fn split(&mut self, k: usize, n: usize) {
+        self.stream += k as u16;
+        self.share /= n as f64;
+        self.count = self.count.map(|c| count_share(c, k, n));
+        self.frames = flow_slice(&self.frames, k, n);
+    }
+
+    fn stream(&self) -> Option<u16> {
+        Some(self.stream)
+    }
+
+    fn trial_load(&self) -> Option<TrialLoad> {
+        Some(TrialLoad {
+            share: self.share,
+            avg_frame: self.frames.sizes.average(),
+        })
+    }
+
     fn name(&self) -> &'static str {
         "generator"
     }
@@ -479,8 +579,11 @@ impl StageConfig for GeneratorSpec {
         if cx.mode == Mode::FreeRun {
             control.start(1, g.rate_pps, None, g.count);
         }
-        cx.generators
-            .push((cx.spec.name.clone(), control.clone(), g.share));
+        let handle = TrialGenerator {
+            control: control.clone(),
+            share: g.share,
+        };
+        cx.controls.put(&cx.spec.name, Arc::new(handle));
         let mut frames = g.frames.clone();
         if let Some((gateway_mac, port_mac)) = cx.next_hop {
             frames.dst_mac = gateway_mac;
@@ -503,5 +606,30 @@ impl StageConfig for GeneratorSpec {
             cx.counters,
             finite,
         )))
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn flow_slices_partition_the_largest_range() {
+        let f = FrameSpec {
+            src_port: PortRange {
+                first: 1000,
+                count: 10,
+            },
+            ..FrameSpec::default()
+        };
+        let slices: Vec<FrameSpec> = (0..3).map(|k| flow_slice(&f, k, 3)).collect();
+        assert_eq!(slices.iter().map(|s| s.flows()).sum::<u64>(), f.flows());
+        assert_eq!(slices[0].src_port.first, 1000);
+        assert_eq!(slices[1].src_port.first, 1003);
+        assert_eq!(slices[2].src_port.first, 1006);
+        assert_eq!(slices[2].src_port.count, 4);
+        // One flow: every replica sends it.
+        let one = FrameSpec::default();
+        assert_eq!(flow_slice(&one, 1, 2), one);
     }
 }

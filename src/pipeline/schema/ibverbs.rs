@@ -149,6 +149,10 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 
 #[cfg(feature = "ibverbs")]
 impl super::PortConfig for crate::port::ibverbs::IbverbsConfig {
+    fn cannot_split(&self) -> Option<&'static str> {
+        Some("ibverbs ports open one queue pair")
+    }
+
     fn name(&self) -> &'static str {
         "ibverbs"
     }
@@ -177,7 +181,7 @@ impl super::PortConfig for crate::port::ibverbs::IbverbsConfig {
 
     fn open(
         &self,
-        cx: &crate::runtime::build::PortCtx<'_>,
+        cx: &crate::pipeline::build::PortCtx<'_>,
     ) -> Result<crate::port::OpenPort, crate::port::PortError> {
         crate::port::ibverbs::open(self, cx.pool)
     }

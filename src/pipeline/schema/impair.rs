@@ -17,12 +17,14 @@ use std::time::Duration;
 
 use toml::de::DeValue;
 
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, tx, BURST, DELAY, DUPLICATE, KIND, LCORE, LOSS, REORDER, RX, TX};
-use super::{Key, ParsedStage, PortKind, StageConfig, StageDef, StageKind};
+use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::port::impair::{Capacity, Distribution, Impairments, Jitter};
-use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::impair::{Impair, ImpairSpec, DEFAULT_LIMIT};
 use crate::runtime::Stage;
 use crate::units::Rate;
@@ -301,18 +303,37 @@ fn jitter(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<Jitter> {
     })
 }
 
-/// What a port's packets are, for a stage that passes them on unchanged:
-/// `None` for a mem port, which carries whatever it is given.
-pub(crate) fn carries(kind: &PortKind) -> Option<&'static str> {
-    match kind {
-        PortKind::Mem(_) => None,
-        PortKind::Udp(_) => Some("UDP payloads (the kernel adds and strips the headers)"),
-        #[allow(unreachable_patterns)]
-        _ => Some("Ethernet frames"),
-    }
-}
-
 impl StageConfig for ImpairSpec {
+    /// It forwards packets as they are: both ends must carry the same kind
+    /// of packet.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        let layer = |end: &Option<String>| {
+            let port = cx.port(end)?;
+            Some((
+                port.name.clone(),
+                port.kind.name(),
+                port.kind.config().carries()?,
+            ))
+        };
+        if let (Some((rx, rk, rl)), Some((tx, tk, tl))) = (layer(&cx.stage.rx), layer(&cx.stage.tx))
+        {
+            if rl != tl {
+                cx.error_at(
+                    cx.stage.tx_span.clone(),
+                    Some("tx"),
+                    format!("port `{tx}` ({tk}) carries {tl}, but port `{rx}` ({rk}) delivers {rl}: the impair stage passes packets on as they are, so its ports must carry the same kind of packet"),
+                    Some("two udp ports, two frame ports (dpdk, pcap, ibverbs), or a mem port or ring on either side".into()),
+                );
+            }
+        }
+    }
+
+    fn replicate(&self, _n: usize) -> Result<(), Refusal> {
+        Err(Refusal::Kind(
+            "an impairment stage keeps one ordered schedule of delays",
+        ))
+    }
+
     fn name(&self) -> &'static str {
         "impair"
     }

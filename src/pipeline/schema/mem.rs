@@ -5,9 +5,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ring_size, DELAY, DUPLICATE, KIND, LOSS, REORDER};
 use super::{Key, PortConfig, PortDef, PortKind};
+use crate::pipeline::build::PortCtx;
 use crate::port::mem::{Capacity, MemConfig};
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::PortCtx;
 use crate::units::si;
 
 const KEYS: &[Key] = &[
@@ -80,6 +80,19 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 }
 
 impl PortConfig for MemConfig {
+    fn queues_key(&self, _dir: &str) -> String {
+        "queues".into()
+    }
+
+    /// A wire carries whatever it is given.
+    fn carries(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn is_wire(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "mem"
     }

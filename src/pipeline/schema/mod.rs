@@ -1,107 +1,50 @@
 //! The file schema: sections, their keys, and what each kind of port and stage
 //! accepts. Parsing goes on after an error so every problem is reported.
 //!
-//! Each kind of port and stage is one file here: its settings, its keys (name,
-//! type, default, meaning: see [`Key`]), how it reads them, how the plan
-//! describes it, and how it is built into a running port or stage. The
-//! registry ([`port_kinds!`] and [`stage_kinds!`] below) lists the kinds:
-//! a new kind is its own file plus one line there.
+//! Each kind of port and stage is one file here: its keys (name, type,
+//! default, meaning: see [`Key`]), how it reads them, how the plan describes
+//! it, its checks against the pipeline it sits in, whether and how it splits
+//! into replicas, and how it is built into a running port or stage (see
+//! [`PortConfig`] and [`StageConfig`]). Its settings struct lives beside the
+//! code it configures (a port's in `port/`, a stage's beside its stage). The
+//! registry ([`port_kinds!`] and [`stage_kinds!`] below) lists the kinds and
+//! declares their modules: a new kind is its own file plus one line there.
 //!
 //! A section's unknown keys are the keys present that its reader never asked
 //! for; the "valid:" line and the "did you mean" come from its [`Key`] table.
 
-mod analyzer;
-mod chunk_sink;
+// The kinds' modules are declared by the registry below.
 mod common;
-mod dpdk;
-mod forward;
-mod generator;
 mod host;
-mod ibverbs;
-mod impair;
-mod mem;
 mod neigh;
-mod pcap;
-mod reliable;
-mod sink;
-mod source;
+mod sections;
 mod spead;
-mod spead_recv;
-mod spead_send;
-mod udp;
-
-pub(crate) use impair::carries;
 
 use std::path::Path;
 
 use toml::de::{DeTable, DeValue};
 
+use super::build::{BuildError, LinkCtx, PortCtx, StageCtx};
 use super::diag::{suggest, Diagnostics, Sink};
-use super::table::{as_int, Span, Table};
+use super::replica::Refusal;
+pub use super::table::{Key, KindDoc};
+use super::table::{Span, Table};
 use super::Pipeline;
-use crate::buf::{HugepageMode, PoolConfig};
+use crate::buf::PoolConfig;
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::{BuildError, LinkCtx, PortCtx, StageCtx};
 use crate::runtime::Stage;
-use crate::units::parse_core_list;
+use crate::units::{si, Rate};
+pub use sections::RingSpec;
 
-pub use analyzer::AnalyzerSpec;
-pub use forward::ForwardConfig;
-pub use generator::GeneratorSpec;
+pub use crate::runtime::basic::{ForwardConfig, SinkConfig, SourceConfig};
+pub use crate::traffic::analyzer::AnalyzerSpec;
+pub use crate::traffic::generator::GeneratorSpec;
 pub use host::{HostClock, HostSpec};
 pub use neigh::{NeighSpec, UdpBinding};
-pub use sink::SinkConfig;
-pub use source::SourceConfig;
+pub use reliable::reliable_endpoint;
 
 /// The pool section, as written.
 pub type PoolSpec = PoolConfig;
-
-/// One key of a section, as `linerate keys` shows it and as "valid:" lists it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Key {
-    /// The key's name in files.
-    pub name: &'static str,
-    /// What it takes, in words (`"integer 1..=64"`, `"rate"`, `"string"`).
-    pub ty: &'static str,
-    /// Its default as written in a file, or `"required"`, or `"none"` (unset).
-    pub default: &'static str,
-    /// What it means, in one line.
-    pub doc: &'static str,
-}
-
-impl Key {
-    /// A key's metadata.
-    pub const fn new(
-        name: &'static str,
-        ty: &'static str,
-        default: &'static str,
-        doc: &'static str,
-    ) -> Key {
-        Key {
-            name,
-            ty,
-            default,
-            doc,
-        }
-    }
-}
-
-/// A section or a kind of port or stage, with its keys: what the registry
-/// knows for documentation (`linerate keys`).
-#[derive(Debug, Clone, Copy)]
-pub struct KindDoc {
-    /// The kind's name (`kind = "..."`), or the section's (`pipeline`).
-    pub name: &'static str,
-    /// How messages name it (`"a mem port"`, `"[pool]"`).
-    pub what: &'static str,
-    /// What it is, in one line.
-    pub doc: &'static str,
-    /// Its keys, in the order "valid:" lists them.
-    pub keys: &'static [Key],
-    /// Keys passed on to a reader of their own (a reliable endpoint's), which
-    /// reports its own unknown keys.
-    pub more_keys: &'static [Key],
-}
 
 /// A kind of port: its documentation and its reader, which returns `None` after
 /// reporting a problem that leaves nothing to check (its keys then go unchecked).
@@ -176,7 +119,7 @@ impl StageDef {
         }
     }
 
-    /// The same, with keys passed on to a reader of their own.
+    /// The same, with the keys of a part read by a reader of its own.
     pub(crate) const fn more_keys(self, keys: &'static [Key]) -> StageDef {
         StageDef {
             doc: KindDoc {
@@ -213,6 +156,34 @@ pub(crate) trait PortConfig {
     fn line_rate_bps(&self) -> Option<f64> {
         None
     }
+    /// Why the port cannot give each replica of a stage its own queue, if
+    /// it cannot.
+    fn cannot_split(&self) -> Option<&'static str> {
+        None
+    }
+    /// The key that sets the port's queues in a direction, for messages.
+    fn queues_key(&self, dir: &str) -> String {
+        format!("{dir}_queues")
+    }
+    /// What its packets are, for a stage that passes them on unchanged;
+    /// `None` for a port that carries whatever it is given.
+    fn carries(&self) -> Option<&'static str> {
+        Some("Ethernet frames")
+    }
+    /// Whether what is sent on it is received from it (an in-process wire):
+    /// the planner follows such a port when it looks for cycles.
+    fn is_wire(&self) -> bool {
+        false
+    }
+    /// The bytes a frame may have in one of the port's own buffers, when the
+    /// port brings its own (a dpdk port's mbufs).
+    fn data_room(&self) -> Option<usize> {
+        None
+    }
+    /// Whether opening the port needs DPDK's EAL.
+    fn uses_eal(&self) -> bool {
+        false
+    }
 }
 
 /// What each stage kind's settings do beyond parsing (implemented in the
@@ -230,6 +201,45 @@ pub(crate) trait StageConfig {
     /// Builds the running stage.
     fn build(&self, cx: StageCtx<'_>) -> Result<Box<dyn Stage>, BuildError>;
 
+    /// Checks the stage against the pipeline it sits in (its ports, the
+    /// pool, other stages) once replicas are expanded and rx/tx resolved;
+    /// may resolve settings that depend on them (a rate in % of line rate).
+    fn check(&mut self, _cx: &mut CheckCtx<'_, '_>) {}
+    /// Whether the stage can run as `n` replicas, and if not, why.
+    fn replicate(&self, _n: usize) -> Result<(), Refusal> {
+        Ok(())
+    }
+    /// What replica `k` of `n` changes in its copy of the settings (its share
+    /// of a count or rate, its slice of flows or antennas).
+    fn split(&mut self, _k: usize, _n: usize) {}
+    /// Whether the stage's links run both ways on purpose (a reliable
+    /// channel's data and ACKs): the cycle check passes over a link between
+    /// two such stages.
+    fn feeds_back(&self) -> bool {
+        false
+    }
+    /// The stream id the stage stamps on what it sends, if any.
+    fn stream(&self) -> Option<u16> {
+        None
+    }
+    /// The stream ids the stage tracks (`0..n`), if it tracks streams.
+    fn streams_tracked(&self) -> Option<usize> {
+        None
+    }
+    /// What the stage offers a trial's rate, if a trial drives it.
+    fn trial_load(&self) -> Option<TrialLoad> {
+        None
+    }
+    /// Which end of stamped messages the stage is, if either.
+    fn message_end(&self) -> Option<MessageEnd> {
+        None
+    }
+    /// The stage whose output this one takes through a link of its own, not
+    /// a ring (a chunk sink's `from`).
+    fn takes_from(&self) -> Option<&str> {
+        None
+    }
+
     /// The next hop whose MAC address the builder resolves on the stage's
     /// `tx` port before any stage runs (a generator's `gateway`); the result
     /// reaches [`StageConfig::build`] as `StageCtx::next_hop`.
@@ -238,8 +248,152 @@ pub(crate) trait StageConfig {
     }
 }
 
+// What a kind sees when it checks its stage against the pipeline it sits in
+// (`CheckCtx`), and the answers kinds give the planner about themselves.
+
+/// What a stage offers a trial: its weight in the trial's aggregate rate and
+/// its average frame size (for turning a bit rate into packets/s).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrialLoad {
+    /// Its share of the trial's rate (shares are normalised over stages).
+    pub share: f64,
+    /// Its average frame, bytes (FCS included).
+    pub avg_frame: f64,
+}
+
+/// Which end of a stamped message a stage is, for telling which latencies
+/// compare two hosts' clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageEnd {
+    /// It stamps the messages it sends.
+    Sends,
+    /// It delivers messages with their latency from the stamp.
+    Receives,
+}
+
+/// The pipeline as one stage's check sees it: every stage and port, the pool
+/// room, and where its errors go (they name the stage's section).
+pub(crate) struct CheckCtx<'a, 's> {
+    /// The stage being checked (its kind as it was before this check).
+    pub(crate) stage: &'a StageSpec,
+    /// Every stage, replicas expanded, in file order.
+    pub(crate) stages: &'a [StageSpec],
+    /// Every port.
+    pub(crate) ports: &'a [PortSpec],
+    /// Bytes of a pool buffer after its headroom.
+    pub(crate) room: usize,
+    pub(crate) sink: &'a mut Sink<'s>,
+}
+
+impl CheckCtx<'_, '_> {
+    /// The stage's section, as messages name it.
+    pub(crate) fn section(&self) -> String {
+        format!("stage.{}", self.stage.name)
+    }
+
+    /// An error at the stage's section, about `key`.
+    pub(crate) fn error(&mut self, key: Option<&str>, message: String, help: Option<String>) {
+        let span = self.stage.span.clone();
+        self.error_at(span, key, message, help);
+    }
+
+    /// An error at `span`, in the stage's section.
+    pub(crate) fn error_at(
+        &mut self,
+        span: Span,
+        key: Option<&str>,
+        message: String,
+        help: Option<String>,
+    ) {
+        let section = self.section();
+        self.sink.error(span, &section, key, message, help);
+    }
+
+    /// The stages before this one, in file order.
+    pub(crate) fn earlier(&self) -> &[StageSpec] {
+        let i = self
+            .stages
+            .iter()
+            .position(|s| s.name == self.stage.name)
+            .unwrap_or(0);
+        &self.stages[..i]
+    }
+
+    /// The stage named `name`, or the first replica of a replicated stage
+    /// of that name.
+    pub(crate) fn stage_named(&self, name: &str) -> Option<&StageSpec> {
+        self.stages
+            .iter()
+            .find(|x| x.name == name || x.replica.as_ref().is_some_and(|r| r.of == name))
+    }
+
+    /// The port an end (`rx` or `tx`, `nic` or `nic:1`) names, if a port.
+    pub(crate) fn port(&self, end: &Option<String>) -> Option<&PortSpec> {
+        let name = end.as_deref()?;
+        let base = name.split(':').next().unwrap_or(name);
+        self.ports.iter().find(|x| x.name == base)
+    }
+
+    /// A rate in packets/s at `avg_frame`-byte frames, checked against the
+    /// `tx` port's line rate; a replica gets its share of the stage's rate.
+    pub(crate) fn resolve_rate(&mut self, rate: Rate, avg_frame: f64) -> Option<f64> {
+        let line = self
+            .port(&self.stage.tx)
+            .and_then(|p| p.kind.line_rate_bps());
+        let pps = match rate.to_pps(avg_frame, line) {
+            Ok(pps) if pps > 0.0 && pps.is_finite() => pps,
+            Ok(_) => {
+                self.error(Some("rate"), "the rate must be above zero".into(), None);
+                return None;
+            }
+            Err(e) => {
+                self.error(Some("rate"), e.to_string(), None);
+                return None;
+            }
+        };
+        if let Some(line) = line {
+            let max = line / ((avg_frame + 20.0) * 8.0);
+            if pps > max * 1.000_001 {
+                self.error(
+                    Some("rate"),
+                    format!(
+                        "{}pps exceeds the port's line rate ({}pps at {avg_frame:.0}-byte frames)",
+                        si(pps),
+                        si(max)
+                    ),
+                    None,
+                );
+            }
+        }
+        Some(match &self.stage.replica {
+            Some(r) => pps / r.count as f64,
+            None => pps,
+        })
+    }
+
+    /// A frame (FCS included) must fit a pool buffer after its headroom.
+    pub(crate) fn frame_fits(&mut self, frame: usize) {
+        let room = self.room;
+        if frame - 4 > room {
+            self.error(
+                Some("frame"),
+                format!(
+                    "a {frame}-byte frame does not fit a pool buffer ({room} bytes after headroom)"
+                ),
+                Some("a larger `size` in [pool]".into()),
+            );
+        }
+    }
+}
+
+/// Replica `k`'s share of a count of `total` split `n` ways: the first
+/// `total % n` replicas take one more.
+pub(crate) fn count_share(total: u64, k: usize, n: usize) -> u64 {
+    total / n as u64 + u64::from((k as u64) < total % n as u64)
+}
+
 /// The port registry: `Variant(Config) = module, "doc";`, one line per kind, in
-/// the order "valid:" lists them. A `#[cfg]` hides the variant, not the kind:
+/// the order "valid:" lists them; it declares each kind's module. A `#[cfg]` hides the variant, not the kind:
 /// its module still reads `kind = "..."` and says what the build lacks.
 macro_rules! port_kinds {
     ($( $(#[cfg($cfg:meta)])? $variant:ident($config:ty) = $module:ident, $doc:literal; )*) => {
@@ -250,12 +404,14 @@ macro_rules! port_kinds {
         }
 
         impl PortKind {
-            fn config(&self) -> &dyn PortConfig {
+            pub(crate) fn config(&self) -> &dyn PortConfig {
                 match self {
                     $( $(#[cfg($cfg)])? PortKind::$variant(c) => c, )*
                 }
             }
         }
+
+        $( mod $module; )*
 
         const PORTS: &[&PortDef] = &[$( &$module::DEF, )*];
     };
@@ -263,7 +419,8 @@ macro_rules! port_kinds {
 
 /// The stage registry: `Variant(Spec) = module [DEF, ...], "doc";`, one line
 /// per kind (a variant may have several names, like reliable_tx and
-/// reliable_rx), in the order "valid:" lists them.
+/// reliable_rx), in the order "valid:" lists them; it declares each kind's
+/// module.
 macro_rules! stage_kinds {
     ($( $variant:ident($spec:ty) = $module:ident [$($def:ident),+], $doc:literal; )*) => {
         /// The kinds of stage.
@@ -278,7 +435,15 @@ macro_rules! stage_kinds {
                     $( StageKind::$variant(c) => c, )*
                 }
             }
+
+            pub(crate) fn config_mut(&mut self) -> &mut dyn StageConfig {
+                match self {
+                    $( StageKind::$variant(c) => c, )*
+                }
+            }
         }
+
+        $( mod $module; )*
 
         const STAGES: &[&StageDef] = &[$( $( &$module::$def, )+ )*];
     };
@@ -311,6 +476,7 @@ stage_kinds! {
         "Reassembles SPEAD heaps into chunks (katgpucbf's placement).";
     ChunkSink(crate::spead::stage::ChunkSinkSpec) = chunk_sink [DEF],
         "Consumes a `spead_recv` stage's chunks.";
+    DropEvery(drop_every::DropEveryConfig) = drop_every [DEF], "Drops every n-th packet.";
 }
 
 /// Every kind of port, in registry order.
@@ -324,112 +490,10 @@ pub fn stage_kinds() -> impl Iterator<Item = &'static KindDoc> {
 }
 
 /// The sections that are not ports or stages: `[pipeline]`, `[pool]`,
-/// `[ring.NAME]`, `[eal]`.
+/// `[ring.NAME]`, `[eal]`, `[host.NAME]`.
 pub fn sections() -> &'static [KindDoc] {
-    SECTIONS
+    sections::SECTIONS
 }
-
-const PIPELINE_KEYS: &[Key] = &[
-    Key::new(
-        "name",
-        "string",
-        "the file's stem",
-        "the pipeline's name in reports",
-    ),
-    Key::new(
-        "lcores",
-        "core list, core id or array of ids",
-        "the first core available",
-        "the cores the pipeline may use, like \"0-1,3\"",
-    ),
-    Key::new(
-        "pin",
-        "boolean",
-        "true",
-        "pin each lcore to its core (false: unpinned threads sharing the cores)",
-    ),
-];
-const POOL_KEYS: &[Key] = &[
-    Key::new(
-        "buffers",
-        "integer 64..2^26",
-        "16384",
-        "packet buffers in the pool",
-    ),
-    Key::new(
-        "size",
-        "size 256..=65664 bytes",
-        "\"2 KiB\"",
-        "bytes per buffer, headroom included",
-    ),
-    Key::new(
-        "headroom",
-        "integer 0..=1024",
-        "128",
-        "bytes kept free before each packet",
-    ),
-    Key::new(
-        "hugepages",
-        "true, false or \"auto\"",
-        "false",
-        "back the pool with hugepages (\"auto\": when available)",
-    ),
-];
-const RING_KEYS: &[Key] = &[Key::new(
-    "size",
-    "power of two 2..=2^24",
-    "1024",
-    "slots in the ring",
-)];
-const EAL_KEYS: &[Key] = &[Key::new(
-    "args",
-    "array of strings",
-    "[]",
-    "DPDK EAL arguments, like [\"--no-huge\", \"--vdev=net_null0\"]",
-)];
-
-const fn section_doc(
-    name: &'static str,
-    what: &'static str,
-    doc: &'static str,
-    keys: &'static [Key],
-) -> KindDoc {
-    KindDoc {
-        name,
-        what,
-        doc,
-        keys,
-        more_keys: &[],
-    }
-}
-
-const SECTIONS: &[KindDoc] = &[
-    section_doc(
-        "pipeline",
-        "[pipeline]",
-        "the pipeline's name and cores",
-        PIPELINE_KEYS,
-    ),
-    section_doc("pool", "[pool]", "the packet buffer pool", POOL_KEYS),
-    section_doc(
-        "ring",
-        "a ring",
-        "a bounded link between two stages ([ring.NAME])",
-        RING_KEYS,
-    ),
-    section_doc(
-        "eal",
-        "[eal]",
-        "DPDK's EAL arguments, for pipelines with dpdk ports",
-        EAL_KEYS,
-    ),
-    section_doc(
-        "host",
-        "[host.NAME]",
-        "a host of a multi-host run under mpirun; ports and stages name it with `host`",
-        host::HOST_KEYS,
-    ),
-];
 
 /// A port as declared.
 #[derive(Debug, Clone)]
@@ -481,16 +545,6 @@ impl PortKind {
     pub(crate) fn open(&self, cx: &PortCtx<'_>) -> Result<OpenPort, PortError> {
         self.config().open(cx)
     }
-}
-
-/// A ring as declared.
-#[derive(Debug, Clone)]
-pub struct RingSpec {
-    /// Its name.
-    pub name: String,
-    /// Slots (a power of two).
-    pub size: usize,
-    pub(crate) span: Span,
 }
 
 /// A stage as declared.
@@ -661,7 +715,14 @@ fn parse_stage(
         None
     };
     let (kind, rx, tx) = (def.parse)(&mut t, sink);
-    t.finish(sink, def.doc.what, def.doc.keys);
+    let keys: Vec<Key> = def
+        .doc
+        .keys
+        .iter()
+        .chain(def.doc.more_keys)
+        .copied()
+        .collect();
+    t.finish(sink, def.doc.what, &keys);
     Some(StageSpec {
         name: name.to_string(),
         lcore,
@@ -676,83 +737,6 @@ fn parse_stage(
         rx_span,
         tx_span,
     })
-}
-
-fn parse_lcores(
-    sink: &mut Sink<'_>,
-    t: &mut Table<'_, '_>,
-    pin: bool,
-    cores: &[usize],
-) -> Vec<usize> {
-    let span = t.span_of("lcores");
-    let bad = |sink: &mut Sink<'_>, msg: String| {
-        sink.error(
-            span.clone(),
-            "pipeline",
-            Some("lcores"),
-            msg,
-            Some("a core list like \"0-1,3\", a core id, or an array of core ids".into()),
-        );
-        vec![0]
-    };
-    t.mark_used("lcores");
-    let list = match t.raw("lcores") {
-        Some(DeValue::String(s)) => match parse_core_list(s) {
-            Ok(l) => l,
-            Err(e) => return bad(sink, e.to_string()),
-        },
-        Some(DeValue::Integer(_)) => match t.raw("lcores").and_then(as_int) {
-            Some(i @ 0..=4095) => vec![i as usize],
-            _ => return bad(sink, "a core id must be from 0 to 4095".into()),
-        },
-        Some(DeValue::Array(a)) => {
-            let ids: Option<Vec<usize>> = a
-                .iter()
-                .map(|v| {
-                    as_int(v.get_ref())
-                        .filter(|i| (0..4096).contains(i))
-                        .map(|i| i as usize)
-                })
-                .collect();
-            match ids {
-                Some(mut l) if !l.is_empty() => {
-                    l.sort_unstable();
-                    l.dedup();
-                    l
-                }
-                _ => {
-                    return bad(
-                        sink,
-                        "every element must be a core id from 0 to 4095".into(),
-                    )
-                }
-            }
-        }
-        Some(_) => return bad(sink, "expected a core list".into()),
-        None => vec![cores.first().copied().unwrap_or(0)],
-    };
-    if pin {
-        let missing: Vec<usize> = list
-            .iter()
-            .copied()
-            .filter(|c| !cores.contains(c))
-            .collect();
-        if !missing.is_empty() {
-            sink.error(
-                span,
-                &t.path,
-                Some("lcores"),
-                format!(
-                    "lcore(s) {missing:?} are not on this machine, which has {} core(s) available to this process: {cores:?}",
-                    cores.len()
-                ),
-                Some(format!(
-                    "cores from {cores:?}; or set `pin = false` to run the lcores as unpinned threads (they then share the cores)"
-                )),
-            );
-        }
-    }
-    list
 }
 
 /// Parses a whole file into a [`Pipeline`], or every problem found.
@@ -799,85 +783,23 @@ pub(crate) fn parse(path: &Path, src: &str, cores: &[usize]) -> Result<Pipeline,
     let mut t = Table::new("pipeline", pspan, ptable);
     let name = t.string(&mut sink, "name").map_or(stem, |x| x.0);
     let pin = t.boolean(&mut sink, "pin").unwrap_or(true);
-    let lcores = parse_lcores(&mut sink, &mut t, pin, cores);
-    t.finish(&mut sink, "[pipeline]", PIPELINE_KEYS);
+    let lcores = sections::parse_lcores(&mut sink, &mut t, pin, cores);
+    t.finish(&mut sink, "[pipeline]", sections::PIPELINE_KEYS);
+    let pool = section(&mut sink, root, "pool").map_or_else(PoolConfig::default, |(span, map)| {
+        sections::parse_pool(&mut sink, span, map)
+    });
+    let eal = section(&mut sink, root, "eal").map_or_else(Vec::new, |(span, map)| {
+        sections::parse_eal(&mut sink, span, map)
+    });
 
-    let mut pool = PoolConfig::default();
-    if let Some((span, map)) = section(&mut sink, root, "pool") {
-        let mut t = Table::new("pool", span, map);
-        if let Some((n, _)) = t.int(&mut sink, "buffers", 64..1 << 26) {
-            pool.count = n as u32;
-        }
-        if let Some((s, span)) = t.size(&mut sink, "size") {
-            if !(256..=65536 + 128).contains(&s) {
-                sink.error(
-                    span,
-                    "pool",
-                    Some("size"),
-                    format!("{s} bytes is out of range"),
-                    Some("from 256 to 65664 bytes per buffer, headroom included".into()),
-                );
-            }
-            pool.buf_size = s as u32;
-        }
-        if let Some((h, _)) = t.int(&mut sink, "headroom", 0..1025) {
-            pool.headroom = h as u16;
-        }
-        let span = t.span_of("hugepages");
-        if t.has("hugepages") {
-            pool.hugepages = match map.get("hugepages").map(|v| v.get_ref()) {
-                Some(DeValue::Boolean(true)) => HugepageMode::Required,
-                Some(DeValue::Boolean(false)) => HugepageMode::Off,
-                Some(DeValue::String(s)) if s == "auto" => HugepageMode::Auto,
-                _ => {
-                    sink.error(
-                        span,
-                        "pool",
-                        Some("hugepages"),
-                        "expected true, false or \"auto\"",
-                        None,
-                    );
-                    HugepageMode::Off
-                }
-            };
-            t.mark_used("hugepages");
-        }
-        t.finish(&mut sink, "[pool]", POOL_KEYS);
-    }
-
-    let mut eal = Vec::new();
-    if let Some((span, map)) = section(&mut sink, root, "eal") {
-        let mut t = Table::new("eal", span.clone(), map);
-        if !cfg!(feature = "dpdk") {
-            sink.error(span, "eal", None, "[eal] is for dpdk ports, which this build does not have (build with `--features dpdk`)", None);
-        }
-        t.mark_used("args");
-        match t.raw("args") {
-            Some(DeValue::Array(a)) if a.iter().all(|v| matches!(v.get_ref(), DeValue::String(_))) => {
-                eal = a.iter().filter_map(|v| match v.get_ref() { DeValue::String(s) => Some(s.to_string()), _ => None }).collect();
-            }
-            Some(_) => sink.error(t.span_of("args"), "eal", Some("args"), "expected an array of strings", Some("EAL arguments as strings, like [\"--no-huge\", \"-m\", \"512\", \"--vdev=net_null0\"]".into())),
-            None => {}
-        }
-        t.finish(&mut sink, "[eal]", EAL_KEYS);
-    }
     let ports: Vec<PortSpec> = named(&mut sink, root, "port")
         .into_iter()
         .filter_map(|(n, s, m)| parse_port(&mut sink, &n, s, m))
         .collect();
-    let mut rings = Vec::new();
-    for (name, span, map) in named(&mut sink, root, "ring") {
-        let mut t = Table::new(format!("ring.{name}"), span.clone(), map);
-        let size = if t.has("size") {
-            common::ring_size(&mut t, &mut sink, "size")
-        } else {
-            Some(1024)
-        };
-        t.finish(&mut sink, "a ring", RING_KEYS);
-        if let Some(size) = size {
-            rings.push(RingSpec { name, size, span });
-        }
-    }
+    let rings = named(&mut sink, root, "ring")
+        .into_iter()
+        .filter_map(|(n, s, m)| sections::parse_ring(&mut sink, n, s, m))
+        .collect();
     let mut ports = ports;
     let mut stages: Vec<StageSpec> = named(&mut sink, root, "stage")
         .into_iter()

@@ -6,9 +6,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::KIND;
 use super::{Key, PortConfig, PortDef, PortKind};
+use crate::pipeline::build::PortCtx;
 use crate::port::pcap::{Pace, PcapConfig};
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::PortCtx;
 
 const KEYS: &[Key] = &[
     KIND,
@@ -66,6 +66,10 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 }
 
 impl PortConfig for PcapConfig {
+    fn cannot_split(&self) -> Option<&'static str> {
+        Some("a pcap file is one ordered stream of packets")
+    }
+
     fn name(&self) -> &'static str {
         "pcap"
     }

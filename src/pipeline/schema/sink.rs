@@ -4,15 +4,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::pipeline::build::{BuildError, StageCtx};
+use crate::runtime::basic::SinkConfig;
 use crate::runtime::Stage;
-
-/// A sink stage's settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SinkConfig {
-    /// Packets per burst.
-    pub burst: usize,
-}
 
 const KEYS: &[Key] = &[KIND, LCORE, LCORES, RX, BURST];
 

@@ -1,31 +1,15 @@
 //! `kind = "source"`: a fixed template packet, as fast as possible or at a rate.
 
+use super::{count_share, CheckCtx};
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
+use crate::pipeline::build::{BuildError, StageCtx};
+use crate::runtime::basic::SourceConfig;
 use crate::runtime::basic::{udp_template, Source, SourcePacing};
-use crate::runtime::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
-use crate::units::{si, Rate};
-
-/// A source stage's settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SourceConfig {
-    /// The rate as written; `None` is as fast as possible.
-    pub rate: Option<Rate>,
-    /// The rate in packets/s, resolved by the plan against the tx port.
-    pub rate_pps: Option<f64>,
-    /// Frame size in bytes, FCS included (the packet holds 4 bytes fewer).
-    pub frame: usize,
-    /// Packets to send before finishing; `None` is forever.
-    pub count: Option<u64>,
-    /// Packets per burst.
-    pub burst: usize,
-    /// How late a paced packet may go out; later ones are skipped (counted as
-    /// `late`), so a source that lost its core does not catch up in a flood.
-    pub max_lag: std::time::Duration,
-}
+use crate::units::si;
 
 const KEYS: &[Key] = &[
     KIND,
@@ -82,6 +66,20 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
 }
 
 impl StageConfig for SourceConfig {
+    /// Its rate resolves against its port; its frame fits a buffer.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        if let Some(rate) = self.rate {
+            self.rate_pps = cx.resolve_rate(rate, self.frame as f64);
+        }
+        cx.frame_fits(self.frame);
+    }
+
+    /// Replica k sends its share of the count (and of the rate, see
+    /// [`CheckCtx::resolve_rate`]).
+    fn split(&mut self, k: usize, n: usize) {
+        self.count = self.count.map(|c| count_share(c, k, n));
+    }
+
     fn name(&self) -> &'static str {
         "source"
     }

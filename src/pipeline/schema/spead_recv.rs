@@ -10,8 +10,8 @@ use super::spead::{
 };
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::buf::copy::CopyMode;
-use crate::runtime::build::LinkCtx;
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::pipeline::build::LinkCtx;
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::group::{ChunkGroup, Eviction};
 use crate::spead::stage::{MemberEnd, RecvEnd, RecvMode, SpeadRecv, SpeadRecvSpec};

@@ -1,6 +1,8 @@
 //! `kind = "spead_send"`: SPEAD heaps from the F-engine simulator or generic
 //! ones.
 
+use super::CheckCtx;
+use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{burst, tx, BURST, KIND, LCORE, LCORES, TX};
@@ -9,7 +11,7 @@ use super::spead::{
     N_POLS, N_SAMPLES_PER_CHANNEL, PACKET_PAYLOAD,
 };
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
-use crate::runtime::build::{BuildError, StageCtx};
+use crate::pipeline::build::{BuildError, StageCtx};
 use crate::runtime::Stage;
 use crate::spead::stage::{SendSource, SpeadSend, SpeadSendSpec};
 use crate::units::{si, Rate};
@@ -234,6 +236,44 @@ fn parse_spead_send(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> SpeadSendSpec
 }
 
 impl StageConfig for SpeadSendSpec {
+    /// Its packets fit a pool buffer.
+    fn check(&mut self, cx: &mut CheckCtx<'_, '_>) {
+        let (max, room) = (self.max_packet(), cx.room);
+        if max > room {
+            cx.error(
+                None,
+                format!(
+                    "{max}-byte packets do not fit a pool buffer ({room} bytes after headroom)"
+                ),
+                Some(
+                    "a larger `size` in [pool], or a smaller `packet_payload` / `packet_size`"
+                        .into(),
+                ),
+            );
+        }
+    }
+
+    /// Replica k simulates antennas k, k + n, ... (F-engines on separate
+    /// hosts, each reaching its own queue).
+    fn replicate(&self, n: usize) -> Result<(), Refusal> {
+        match &self.source {
+            SendSource::Fsim(f) if f.n_ants < n => Err(Refusal::Says {
+                message: format!(
+                    "{n} replicas of the F-engine simulator need at least {n} antennas; it has {}",
+                    f.n_ants
+                ),
+                help: format!("at most {} lcores, or more `n_ants`", f.n_ants),
+            }),
+            SendSource::Fsim(_) => Ok(()),
+            SendSource::Heaps { .. } => Err(Refusal::Kind("generic heaps are one ordered stream (source = \"fsim\" splits its antennas over replicas)")),
+        }
+    }
+
+    fn split(&mut self, k: usize, n: usize) {
+        self.antennas = (k, n);
+        self.rate_bps = self.rate_bps.map(|b| b / n as f64);
+    }
+
     fn name(&self) -> &'static str {
         "spead_send"
     }

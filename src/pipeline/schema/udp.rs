@@ -6,9 +6,9 @@ use super::super::diag::Sink;
 use super::super::table::Table;
 use super::common::{ipv4, socket_addr, KIND};
 use super::{Key, PortConfig, PortDef, PortKind};
+use crate::pipeline::build::PortCtx;
 use crate::port::udp::UdpConfig;
 use crate::port::{OpenPort, PortError};
-use crate::runtime::build::PortCtx;
 
 const KEYS: &[Key] = &[
     KIND,
@@ -163,6 +163,14 @@ fn check_multicast(t: &Table<'_, '_>, sink: &mut Sink<'_>, c: &UdpConfig) {
 }
 
 impl PortConfig for UdpConfig {
+    fn queues_key(&self, _dir: &str) -> String {
+        "queues".into()
+    }
+
+    fn carries(&self) -> Option<&'static str> {
+        Some("UDP payloads (the kernel adds and strips the headers)")
+    }
+
     fn name(&self) -> &'static str {
         "udp"
     }

@@ -11,17 +11,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
 use crate::latency::{self, Summary};
+use crate::pipeline::build::{build_with, BuildError, Built, Mode};
 use crate::pipeline::Plan;
 use crate::port::PortReport;
-use crate::runtime::build::{build_with, BuildError, Built, Mode};
 use crate::runtime::run::{snapshot, RunReport};
 use crate::runtime::{Runtime, StartError};
 use crate::time::Clock;
+use crate::traffic::analyzer::AnaControl;
+use crate::traffic::generator::{GenControl, TrialGenerator};
 
 use super::analyzer::AnalyzerReport;
 
@@ -442,6 +445,10 @@ impl Default for TrialOptions {
 pub struct TrialRunner {
     rt: Option<Runtime>,
     built: Built,
+    /// The generators the build handed over: (name, control, share).
+    generators: Vec<(String, Arc<GenControl>, f64)>,
+    /// The analyzers the build handed over: (name, control).
+    analyzers: Vec<(String, Arc<AnaControl>)>,
     options: TrialOptions,
     epoch: u32,
     clock: Clock,
@@ -509,7 +516,17 @@ impl TrialRunner {
         whole: bool,
     ) -> Result<TrialRunner, TrialError> {
         let mut built = build_with(plan, Mode::Trials)?;
-        if whole && (built.generators.is_empty() || built.analyzers.is_empty()) {
+        let generators: Vec<(String, Arc<GenControl>, f64)> = built
+            .controls
+            .all::<TrialGenerator>()
+            .map(|(n, g)| (n.to_string(), g.control.clone(), g.share))
+            .collect();
+        let analyzers: Vec<(String, Arc<AnaControl>)> = built
+            .controls
+            .all::<AnaControl>()
+            .map(|(n, a)| (n.to_string(), a))
+            .collect();
+        if whole && (generators.is_empty() || analyzers.is_empty()) {
             return Err(TrialError::Input(format!(
                 "{}: trials need at least one `generator` stage and one `analyzer` stage",
                 plan.pipeline.file.display()
@@ -521,6 +538,8 @@ impl TrialRunner {
         Ok(TrialRunner {
             rt: Some(rt),
             built,
+            generators,
+            analyzers,
             options,
             epoch: 0,
             clock,
@@ -588,14 +607,13 @@ impl TrialRunner {
 
     /// The sum of this runner's generators' shares of a trial's rate.
     pub fn share(&self) -> f64 {
-        self.built.generators.iter().map(|g| g.2).sum()
+        self.generators.iter().map(|g| g.2).sum()
     }
 
     /// When this runner's earliest generator sent the last trial's first
     /// packet (ns, monotonic); None without generators.
     pub fn first_packet_ns(&self) -> Option<u64> {
-        self.built
-            .generators
+        self.generators
             .iter()
             .map(|(_, g, _)| g.first_ns.load(Ordering::Relaxed))
             .min()
@@ -611,12 +629,12 @@ impl TrialRunner {
     /// from. Across hosts every rank arms before any generator starts.
     pub fn arm(&mut self, epoch: u32, interrupt: &AtomicBool) -> Result<(), TrialError> {
         self.epoch = epoch;
-        for (_, a) in &self.built.analyzers {
+        for (_, a) in &self.analyzers {
             a.epoch.store(epoch, Ordering::Release);
         }
-        let b = &self.built;
+        let analyzers = &self.analyzers;
         self.wait("analyzer reset", Duration::from_secs(5), interrupt, || {
-            b.analyzers
+            analyzers
                 .iter()
                 .all(|(_, a)| a.ack_epoch.load(Ordering::Acquire) == epoch)
         })?;
@@ -628,7 +646,7 @@ impl TrialRunner {
     /// of `rate_pps`, out of `total_share` (the shares of every generator of
     /// the run, on every host).
     pub fn launch(&self, epoch: u32, rate_pps: f64, total_share: f64, duration: Duration) {
-        for (_, g, share) in &self.built.generators {
+        for (_, g, share) in &self.generators {
             g.start(
                 epoch,
                 Some(rate_pps * share / total_share),
@@ -649,10 +667,9 @@ impl TrialRunner {
         progress: &mut dyn FnMut(f64, Option<&Histogram<u64>>),
     ) -> Result<(), TrialError> {
         let start = self.clock.now();
-        let b = &self.built;
+        let generators = &self.generators;
         // A generator late by up to its `max_lag` still sends after the end.
-        let lag = b
-            .generators
+        let lag = generators
             .iter()
             .map(|(_, g, _)| g.max_lag_ns.load(Ordering::Relaxed))
             .max()
@@ -680,7 +697,7 @@ impl TrialRunner {
                 };
                 progress(fraction, hist.as_ref());
             }
-            b.generators.iter().all(|(_, g, _)| g.is_done(epoch))
+            generators.iter().all(|(_, g, _)| g.is_done(epoch))
         })
     }
 
@@ -694,7 +711,7 @@ impl TrialRunner {
             ports: ports_delta(&after, &self.before),
             ..TrialPart::default()
         };
-        for (name, g, _) in &self.built.generators {
+        for (name, g, _) in &self.generators {
             part.gaps.extend(g.gaps.pop());
             part.generators.insert(
                 name.clone(),
@@ -708,7 +725,6 @@ impl TrialRunner {
             );
         }
         part.analyzers = self
-            .built
             .analyzers
             .iter()
             .map(|(name, _)| name.clone())
@@ -720,7 +736,7 @@ impl TrialRunner {
     /// Each analyzer's current report (mid-trial too: histograms are cumulative).
     pub fn collect(&self, interrupt: &AtomicBool) -> Result<Vec<AnalyzerReport>, TrialError> {
         let mut out = Vec::new();
-        for (name, a) in &self.built.analyzers {
+        for (name, a) in &self.analyzers {
             while a.reports.pop().is_some() {}
             a.request.fetch_add(1, Ordering::Release);
             let mut got = None;
