@@ -35,4 +35,5 @@ pub mod sys;
 #[allow(unsafe_code)]
 pub mod time;
 pub mod traffic;
+pub mod trial;
 pub mod units;

@@ -300,11 +300,11 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
     // A drain of 1 s, not 200 ms: the analyzer's lcore shares the machine
     // with this file's property tests, and what it has not read by the end
     // of the drain counts as lost.
-    let options = linerate::traffic::trial::TrialOptions {
+    let options = linerate::trial::TrialOptions {
         drain: Duration::from_secs(1),
         ..Default::default()
     };
-    let mut runner = linerate::traffic::trial::TrialRunner::start(&plan, options).unwrap();
+    let mut runner = linerate::trial::TrialRunner::start(&plan, options).unwrap();
     let stop = AtomicBool::new(false);
     let r = runner
         .trial(2_000.0, Duration::from_millis(300), &stop, &mut |_, _| {})
@@ -313,7 +313,7 @@ fn generator_resolves_its_gateway_before_the_first_trial() {
     assert!(r.sent > 0, "{r:?}");
     assert_eq!(r.received, r.sent, "{r:?}");
     assert!(r.latency_ns.samples > 0);
-    assert_ne!(r.limited_by, Some(linerate::traffic::trial::LimitedBy::Dut));
+    assert_ne!(r.limited_by, Some(linerate::trial::LimitedBy::Dut));
     let w = &runner.built().ports[0].1.report();
     assert_eq!(w.detail["neigh_resolutions"], 1, "{w:?}");
     assert!(w.detail["neigh_requests_answered"] >= 1, "{w:?}");

@@ -8,7 +8,7 @@ mod util;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use linerate::traffic::trial::{TrialOptions, TrialRunner};
+use linerate::trial::{TrialOptions, TrialRunner};
 
 const TRIAL: &str = r#"
 [pipeline]

@@ -10,7 +10,7 @@ use std::net::Ipv6Addr;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use linerate::traffic::trial::{TrialOptions, TrialRunner};
+use linerate::trial::{TrialOptions, TrialRunner};
 
 #[test]
 fn ipv6_checksums_verified_by_etherparse() {

@@ -6,7 +6,7 @@ mod util;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use linerate::traffic::trial::{TrialOptions, TrialRunner};
+use linerate::trial::{TrialOptions, TrialRunner};
 
 fn runner(port: &str, extra: &str) -> TrialRunner {
     let text = format!(
@@ -93,8 +93,8 @@ fn every_impairment_reconciles_with_the_wire() {
 fn trial_unless_stalled(
     r: &mut TrialRunner,
     rate_pps: f64,
-    expected: impl Fn(&linerate::traffic::trial::TrialResult) -> bool,
-) -> linerate::traffic::trial::TrialResult {
+    expected: impl Fn(&linerate::trial::TrialResult) -> bool,
+) -> linerate::trial::TrialResult {
     let stop = AtomicBool::new(false);
     for attempt in 1.. {
         let t = r

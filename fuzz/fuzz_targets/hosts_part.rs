@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use linerate::hosts::wire::{decode, encode};
-use linerate::traffic::trial::assemble;
+use linerate::trial::assemble;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(part) = decode(data) else {

@@ -16,7 +16,7 @@ use crate::search::resume::{check_resumable, digest, Interruptible, Replay};
 use crate::search::searcher::{Goal, Outcome, SearchConfig, Searcher, TrialRecord, TrialRequest};
 use crate::search::sim::{SimDut, SimModel};
 use crate::search::{drive_with, plot, report_of, BinarySearch, MdrSearch, Report};
-use crate::traffic::trial::TX_SHORT_TOLERANCE;
+use crate::trial::TX_SHORT_TOLERANCE;
 use crate::units::{parse_duration, Rate};
 
 pub use crate::search::goal::{parse_goal, InputError};
@@ -602,7 +602,7 @@ pub fn across_hosts(args: &SearchArgs) -> Option<Result<(), Failure>> {
             args.timeout
         ))));
     }
-    let options = crate::traffic::trial::TrialOptions {
+    let options = crate::trial::TrialOptions {
         drain: Duration::from_millis(200),
         stats_interval: None,
     };

@@ -14,7 +14,7 @@ use super::Failure;
 use crate::latency::{encode, StatsFile};
 use crate::runtime::run::Probe;
 use crate::sys::signals::interrupt_flag;
-use crate::traffic::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
+use crate::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
 use crate::units::{parse_duration, si, Rate};
 
 /// Arguments of `linerate trial`.

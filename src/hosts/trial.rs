@@ -7,7 +7,7 @@
 //! every rank arms its analyzers and reports; once all have (the barrier),
 //! every rank starts its generators; every rank reports when its generators
 //! are done; after the drain every rank sends its part (counts, histograms in
-//! V2 format) and rank 0 adds them up exactly ([`crate::traffic::trial::assemble`]).
+//! V2 format) and rank 0 adds them up exactly ([`crate::trial::assemble`]).
 //! Each report carries a status word, so a rank that fails says so, names
 //! itself on stderr and every rank ends with the same exit status; a rank
 //! that dies or hangs is named by rank 0's timeout instead.
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::mpi::{InitError, Ranks};
 use crate::pipeline::{HostClock, Plan};
-use crate::traffic::trial::{
+use crate::trial::{
     assemble, ClockNote, HostSection, TrialError, TrialOptions, TrialResult, TrialRunner,
 };
 
@@ -310,7 +310,7 @@ impl Cluster {
             .map(|(h, p)| (h.name.clone(), HostSection::of(h.rank, p, duration)))
             .collect();
         r.clock = Some(note);
-        r.timing = Some(crate::traffic::trial::HostsTiming {
+        r.timing = Some(crate::trial::HostsTiming {
             start_ns: parts.iter().filter_map(|p| p.start_ns).max(),
             reduce_ns: crate::time::duration_nanos(crate::time::monotonic_now() - collected),
         });
@@ -320,10 +320,7 @@ impl Cluster {
     /// The clock rule: a stream stamped on one host and received on another
     /// has a one-way latency only when every host stamps on CLOCK_TAI; its
     /// samples are left out otherwise, and the note says why.
-    fn clock_rule(
-        &self,
-        parts: &[crate::traffic::trial::TrialPart],
-    ) -> (BTreeSet<(usize, u16)>, ClockNote) {
+    fn clock_rule(&self, parts: &[crate::trial::TrialPart]) -> (BTreeSet<(usize, u16)>, ClockNote) {
         let tai = !self.clocks.is_empty() && self.clocks.values().all(|c| *c == HostClock::Tai);
         let mut no = BTreeSet::new();
         let mut why = Vec::new();

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use crate::latency;
 use crate::port::PortReport;
 use crate::traffic::analyzer::{AnalyzerReport, StreamReport};
-use crate::traffic::trial::{GeneratorShare, TrialPart};
+use crate::trial::{GeneratorShare, TrialPart};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct PartWire {
@@ -275,8 +275,8 @@ mod test {
         let back: Vec<TrialPart> = parts.iter().map(|p| decode(&encode(p)).unwrap()).collect();
         let d = Duration::from_secs(1);
         let none = BTreeSet::new();
-        let a = crate::traffic::trial::assemble(1, 1e3, d, &parts, &none);
-        let b = crate::traffic::trial::assemble(1, 1e3, d, &back, &none);
+        let a = crate::trial::assemble(1, 1e3, d, &parts, &none);
+        let b = crate::trial::assemble(1, 1e3, d, &back, &none);
         assert_eq!(format!("{a:?}"), format!("{b:?}"));
         assert_eq!(a.histogram, b.histogram);
         // Exact sums, and one stream seen on two hosts is one entry.
@@ -292,7 +292,7 @@ mod test {
     fn streams_without_comparable_clocks_keep_counts_but_no_latency() {
         let parts = [part(1), part(2)];
         let no: BTreeSet<(usize, u16)> = [(1, 0)].into();
-        let r = crate::traffic::trial::assemble(1, 1e3, Duration::from_secs(1), &parts, &no);
+        let r = crate::trial::assemble(1, 1e3, Duration::from_secs(1), &parts, &no);
         assert_eq!(r.received, 158);
         assert_eq!(r.histogram.len(), 199);
     }

@@ -461,7 +461,7 @@ mod test {
             tx_pps: None,
         };
         let by = |c| TrialRecord::new(&req, c, 2.0).limited_by;
-        use crate::traffic::trial::LimitedBy;
+        use crate::trial::LimitedBy;
         assert_eq!(by(counts(0, Some(90))), Some(LimitedBy::Receiver));
         assert_eq!(by(counts(60, Some(30))), Some(LimitedBy::Generator));
         assert_eq!(by(counts(0, Some(20))), Some(LimitedBy::Dut));

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::measurer::{MeasureError, Measurer, TrialCounts};
-use crate::traffic::trial::{TrialOptions, TrialRunner};
+use crate::trial::{TrialOptions, TrialRunner};
 
 /// Measures by running trials of a pipeline (`linerate search PIPELINE`).
 pub struct PipelineMeasurer {
@@ -47,7 +47,7 @@ impl Measurer for PipelineMeasurer {
             .runner
             .trial(rate_pps, duration, self.interrupt, &mut |_, _| {})
             .map_err(|e| match e {
-                crate::traffic::trial::TrialError::Interrupted => MeasureError::Interrupted,
+                crate::trial::TrialError::Interrupted => MeasureError::Interrupted,
                 e => MeasureError::Failed {
                     message: e.to_string(),
                     output: String::new(),

@@ -217,7 +217,7 @@ pub struct TrialRecord {
     /// there was loss: `generator` when unsent packets are most of it, `receiver` when
     /// our receiving side's drops are, else `dut`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limited_by: Option<crate::traffic::trial::LimitedBy>,
+    pub limited_by: Option<crate::trial::LimitedBy>,
     /// The rate the generators actually sent at, when the measurer knows it
     /// (see [`super::TrialCounts::tx_pps`]). Reported only: the search judges
     /// the trial at `rate_pps`, the load it offered (MLRsearch's semantics).
@@ -246,9 +246,8 @@ impl TrialRecord {
             .unsent
             .map(|u| u + intended.saturating_sub(counts.offered));
         TrialRecord {
-            limited_by: unsent.and_then(|u| {
-                crate::traffic::trial::LimitedBy::of(lost, u, counts.rx_dropped.unwrap_or(0))
-            }),
+            limited_by: unsent
+                .and_then(|u| crate::trial::LimitedBy::of(lost, u, counts.rx_dropped.unwrap_or(0))),
             rx_dropped: counts.rx_dropped,
             tx_pps: counts.tx_pps,
             phase: req.phase,

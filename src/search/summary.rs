@@ -1,7 +1,7 @@
 //! The summary table of a search report, as `linerate search` prints it.
 
 use super::Report;
-use crate::traffic::trial::LimitedBy;
+use crate::trial::LimitedBy;
 
 pub(crate) fn mpps(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{:.6}", v / 1e6))
@@ -148,7 +148,7 @@ fn tool_lines(report: &Report, out: &mut dyn std::io::Write) -> std::io::Result<
         )?;
     }
     // Trials whose generators sent below the rate they were judged at.
-    let tol = crate::traffic::trial::TX_SHORT_TOLERANCE;
+    let tol = crate::trial::TX_SHORT_TOLERANCE;
     let short: Vec<f64> = report
         .trials
         .iter()

@@ -1,8 +1,8 @@
 //! Traffic: frame templates, stamps and pacing; the generator and analyzer
-//! stages; trials.
+//! stages. Trials, which drive a plan's generators and analyzers, are
+//! [`crate::trial`].
 
 pub mod analyzer;
 pub mod generator;
 pub mod stamp;
 pub mod template;
-pub mod trial;

@@ -26,7 +26,7 @@ use crate::time::Clock;
 use crate::traffic::analyzer::AnaControl;
 use crate::traffic::generator::{GenControl, TrialGenerator};
 
-use super::analyzer::AnalyzerReport;
+use crate::traffic::analyzer::AnalyzerReport;
 
 /// A trial's result: the keys of the contract, and more.
 #[derive(Clone, serde::Serialize)]
