@@ -159,7 +159,7 @@ pub(super) fn report(e: crate::hosts::trial::HostsError) -> Failure {
     let line = match &e {
         HostsError::Input(m) | HostsError::Runtime(m) => format!("error: {m}\n"),
         HostsError::Peer(..) => format!("error: {e}\n"),
-        HostsError::Interrupted => "interrupted\n".to_string(),
+        HostsError::Interrupted(_) => "interrupted\n".to_string(),
     };
     super::eprint_whole(&line);
     Failure::Silent(e.code())

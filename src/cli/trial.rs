@@ -252,7 +252,7 @@ fn across_hosts(
         let r = match cluster.trial(rate_pps, args.duration) {
             // A signal to this rank: every rank agreed the trial under way is
             // not a result and ended it; report what finished.
-            Err(crate::hosts::trial::HostsError::Interrupted)
+            Err(crate::hosts::trial::HostsError::Interrupted(_))
                 if crate::sys::signals::received().is_some() =>
             {
                 break

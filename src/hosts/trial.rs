@@ -40,9 +40,12 @@ pub enum HostsError {
     /// A rank failed and printed why (naming its host); exit with this status.
     #[error("host {0} failed (see its message above)")]
     Peer(String, u8),
-    /// Interrupted by a signal.
+    /// Interrupted by a signal: the exit status, 128 + the signal's number.
+    /// A rank that was not signalled itself takes the signalled rank's, so
+    /// every rank (and mpirun, which passes on the first non-zero status)
+    /// ends with the same one.
     #[error("interrupted")]
-    Interrupted,
+    Interrupted(u8),
 }
 
 impl HostsError {
@@ -52,7 +55,7 @@ impl HostsError {
             HostsError::Input(_) => 2,
             HostsError::Runtime(_) => 1,
             HostsError::Peer(_, c) => *c,
-            HostsError::Interrupted => 130,
+            HostsError::Interrupted(status) => *status,
         }
     }
 }
@@ -61,7 +64,9 @@ impl HostsError {
 fn status_of(e: &TrialError) -> u64 {
     match e {
         TrialError::Input(_) | TrialError::Build(crate::runtime::build::BuildError::Input(_)) => 2,
-        TrialError::Interrupted => 130,
+        // 128 + the signal this rank received (SIGINT when it only saw the
+        // flag set), so the others end with the same status.
+        TrialError::Interrupted => u64::from(crate::sys::signals::exit_status().unwrap_or(130)),
         _ => 1,
     }
 }
@@ -394,7 +399,7 @@ impl Cluster {
         if let Err(e) = &r {
             // Every rank saw the failure: none waits for a stop command.
             self.stopped = true;
-            self.interrupted = matches!(e, HostsError::Interrupted);
+            self.interrupted = matches!(e, HostsError::Interrupted(_));
         }
         r
     }
@@ -481,8 +486,8 @@ pub fn measure_offsets(
     best
 }
 
-/// Exchanges status words (0 ok, 1 run-time failure, 2 bad input, 130
-/// interrupted): everyone learns the worst one, and which host had it.
+/// Exchanges status words (0 ok, 1 run-time failure, 2 bad input, 128 + N
+/// interrupted by signal N): everyone learns the worst one, and which host had it.
 pub fn agree(ranks: &Ranks, step: &str, timeout: Duration, status: u64) -> Result<(), HostsError> {
     let (worst, _) = ranks.exchange(step, timeout, &[status], 2, |all| {
         let (rank, s) = all
@@ -495,7 +500,7 @@ pub fn agree(ranks: &Ranks, step: &str, timeout: Duration, status: u64) -> Resul
     });
     match worst[0] {
         0 => Ok(()),
-        130 => Err(HostsError::Interrupted),
+        s @ 129..=255 => Err(HostsError::Interrupted(s as u8)),
         s => {
             let host = ranks
                 .hosts()
@@ -535,7 +540,7 @@ impl crate::search::measurer::Measurer for HostsMeasurer {
                     tx_pps: Some(r.tx_pps),
                 })
             }
-            Err(HostsError::Interrupted) => Err(MeasureError::Interrupted),
+            Err(HostsError::Interrupted(_)) => Err(MeasureError::Interrupted),
             Err(e) => Err(MeasureError::Failed {
                 message: e.to_string(),
                 output: String::new(),
