@@ -3,6 +3,7 @@
 
 pub mod analyzer;
 pub mod generator;
+pub mod pace;
 pub mod stamp;
 pub mod template;
 pub mod trial;
