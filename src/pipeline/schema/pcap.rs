@@ -181,7 +181,7 @@ impl PortConfig for PcapConfig {
         if let Some(r) = &self.read {
             let pace = match self.pace {
                 Pace::Fast => "fast".to_string(),
-                Pace::Recorded { speedup } if speedup == 1.0 => "as recorded".into(),
+                Pace::Recorded { speedup: 1.0 } => "as recorded".into(),
                 Pace::Recorded { speedup } => format!("recorded times / {speedup}"),
                 Pace::Rate { pps } => format!("{}pps", crate::units::si(pps)),
             };
