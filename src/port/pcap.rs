@@ -376,6 +376,58 @@ mod test {
     use super::*;
     use crate::net::{ethernet, vlan};
 
+    /// A replay of 11 frames recorded 1 ms apart, paced by `pace`; returns
+    /// how many it released by each of `at_ms` (virtual ms after the first poll).
+    fn released(pace: Pace, at_ms: &[u64]) -> Vec<usize> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.pcap");
+        {
+            let f = File::create(&path).unwrap();
+            let mut w = PcapWriter::new(f).unwrap();
+            for i in 0..11u64 {
+                let pkt = PcapPacket::new(Duration::from_millis(i), 60, &[0u8; 60]);
+                w.write_packet(&pkt).unwrap();
+            }
+        }
+        let pool = Pool::new(&crate::buf::PoolConfig::default()).unwrap();
+        let config = PcapConfig {
+            read: Some(path),
+            pace,
+            repeat: 1,
+            ..PcapConfig::default()
+        };
+        let mut rx = open(&config, &pool).unwrap().rx.pop().unwrap();
+        let mut total = 0;
+        let mut out = Vec::new();
+        let mut burst = Burst::new();
+        total += rx.rx_burst(Instant::from_millis(1000), &mut burst, 32);
+        burst.clear();
+        for &ms in at_ms {
+            total += rx.rx_burst(Instant::from_millis(1000 + ms), &mut burst, 32);
+            burst.clear();
+            out.push(total);
+        }
+        out
+    }
+
+    #[test]
+    fn recorded_gaps_divided_by_the_speedup() {
+        let at = [2, 4, 5, 6];
+        assert_eq!(released(Pace::Recorded { speedup: 1.0 }, &at), [3, 5, 6, 7]);
+        // Twice as fast: the 10 ms capture takes 5.
+        assert_eq!(
+            released(Pace::Recorded { speedup: 2.0 }, &at),
+            [5, 9, 11, 11]
+        );
+    }
+
+    #[test]
+    fn a_set_rate_ignores_the_recorded_times() {
+        // 500 pps: one frame every 2 ms from the first poll.
+        let at = [1, 2, 4, 19, 20];
+        assert_eq!(released(Pace::Rate { pps: 500.0 }, &at), [1, 2, 3, 10, 11]);
+    }
+
     #[test]
     fn a_tag_goes_after_the_macs() {
         let frame: Vec<u8> = (0..60u8).collect();
