@@ -503,3 +503,47 @@ frame = 9000
         ],
     );
 }
+
+#[test]
+fn paces_that_cannot_work() {
+    // The generator's line in TRIAL after the inserted key: line 8.
+    for (key, expect) in [
+        ("pace = \"bursty\"", "unknown pace `bursty`"),
+        ("burst_len = 16", "`burst_len` needs `pace = \"burst\"`"),
+        (
+            "pace = \"poisson\"\nburst_gap = \"1ms\"",
+            "`burst_gap` needs `pace = \"burst\"`",
+        ),
+    ] {
+        let text = TRIAL.replace("tx = \"dut\"", &format!("tx = \"dut\"\n{key}"));
+        let e = bad("pace.toml", &text, false);
+        let name = key.rsplit('\n').next().unwrap().split(' ').next().unwrap();
+        let line = 8 + key.matches('\n').count();
+        assert_has(
+            &e,
+            &[&format!("pace.toml:{line}"), &format!("`{name}`"), expect],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cap = util::record(dir.path(), 2);
+    for (key, expect) in [
+        ("pace = \"recorded\"\nspeedup = 0", "not above zero"),
+        ("pace = \"recorded\"\nspeedup = -2.5", "not above zero"),
+        ("speedup = 2", "`speedup` needs `pace = \"recorded\"`"),
+        ("pace = \"rate\"\nrate = \"1 Gbps\"", "a packet rate"),
+        ("vlan = 4096", "4096 is out of range"),
+        ("pace = \"sometimes\"", "unknown pace `sometimes`"),
+    ] {
+        let text = format!(
+            "[port.cap]\nkind = \"pcap\"\nread = \"{}\"\n{key}\n[stage.k]\nkind = \"sink\"\nrx = \"cap\"\n",
+            cap.display()
+        );
+        let e = bad("replay.toml", &text, false);
+        let name = key.rsplit('\n').next().unwrap().split(' ').next().unwrap();
+        let line = 4 + key.matches('\n').count();
+        assert_has(
+            &e,
+            &[&format!("replay.toml:{line}"), &format!("`{name}`"), expect],
+        );
+    }
+}

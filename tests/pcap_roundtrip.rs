@@ -84,3 +84,65 @@ tx = "dst"
         eprintln!("tcpdump not installed: skipped reading the capture with it");
     }
 }
+
+/// Packets and timestamps (ns) of a capture.
+fn timed(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
+    let f = std::fs::File::open(path).unwrap();
+    let mut r = pcap_file::pcap::PcapReader::new(f).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        out.push((p.timestamp.as_nanos() as u64, p.data.into_owned()));
+    }
+    out
+}
+
+#[test]
+fn replay_at_a_set_rate_with_a_vlan_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 frames recorded at 5 kpps, replayed 200 times at 10 kpps: 2 s.
+    let cap = util::record(dir.path(), 100);
+    let out = dir.path().join("out.pcap");
+    let replay = format!(
+        r#"
+[pipeline]
+pin = false
+[port.src]
+kind = "pcap"
+read = "{}"
+pace = "rate"
+rate = "10 kpps"
+repeat = 200
+vlan = 100
+[port.dst]
+kind = "pcap"
+write = "{}"
+[stage.fwd]
+kind = "forward"
+rx = "src"
+tx = "dst"
+"#,
+        cap.display(),
+        out.display()
+    );
+    let r = util::run_text("rate.toml", &replay, Duration::from_secs(30));
+    assert_eq!(
+        r.stopped_by,
+        Some(linerate::runtime::run::StopReason::Finished)
+    );
+    let (orig, got) = (packets(&cap), timed(&out));
+    assert_eq!(got.len(), 20_000);
+    // The rate: 19,999 gaps over the span from the first frame to the last.
+    let span = (got[got.len() - 1].0 - got[0].0) as f64 * 1e-9;
+    let pps = (got.len() - 1) as f64 / span;
+    eprintln!("replayed at {pps:.1} pps");
+    assert!((pps / 10_000.0 - 1.0).abs() < 0.01, "replayed at {pps} pps");
+    // Each frame is the recorded one with an 802.1Q tag of VLAN 100 after its MACs.
+    for (i, (_, f)) in got.iter().enumerate() {
+        let o = &orig[i % orig.len()];
+        assert_eq!(f.len(), o.len() + 4, "frame {i}");
+        assert_eq!(&f[..12], &o[..12], "frame {i}");
+        assert_eq!(&f[12..16], &[0x81, 0x00, 0x00, 100], "frame {i}");
+        assert_eq!(&f[16..], &o[12..], "frame {i}");
+    }
+}

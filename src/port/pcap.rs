@@ -17,21 +17,31 @@ use pcap_file::{DataLink, TsResolution};
 
 use crate::buf::{Burst, Pool, PoolCache};
 use crate::time::Instant;
+use crate::traffic::pace::{Pace as TrafficPace, Pacer};
 
 use super::{OpenPort, PortCounters, PortError, PortReport, PortStats, RxQueue, TxQueue};
 
 /// How a capture is replayed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Pace {
     /// As fast as the pipeline takes it.
     #[default]
     Fast,
-    /// At the pace recorded in the capture's timestamps.
-    Recorded,
+    /// At the pace recorded in the capture's timestamps, its gaps divided by
+    /// the speed-up (1: as recorded, 2: twice as fast).
+    Recorded {
+        /// Recorded gaps are divided by this (> 0).
+        speedup: f64,
+    },
+    /// At a set packet rate, evenly spaced, whatever the recorded times.
+    Rate {
+        /// Packets per second (> 0).
+        pps: f64,
+    },
 }
 
 /// A pcap port's configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct PcapConfig {
     /// Capture to replay on the rx side.
     pub read: Option<PathBuf>,
@@ -41,6 +51,9 @@ pub struct PcapConfig {
     pub pace: Pace,
     /// Times to replay the capture (0 = forever).
     pub repeat: u32,
+    /// An 802.1Q tag with this VLAN id (0..=4095) inserted in every replayed
+    /// frame after its MAC addresses.
+    pub vlan: Option<u16>,
 }
 
 /// A capture loaded into memory.
@@ -129,11 +142,17 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
             if capture.is_empty() {
                 warnings.push(format!("{} holds no packet", path.display()));
             }
-            if let Some(big) = capture.records.iter().find(|r| r.1 > pool.data_room()) {
+            // A tag makes every frame 4 bytes longer.
+            let grow = if config.vlan.is_some() { TAG_LEN } else { 0 };
+            if let Some(big) = capture
+                .records
+                .iter()
+                .find(|r| r.1 + grow > pool.data_room())
+            {
                 return Err(PortError::Input(format!(
                     "{} holds a {}-byte packet but pool buffers hold {} bytes; raise `size` in [pool]",
                     path.display(),
-                    big.1,
+                    big.1 + grow,
                     pool.data_room()
                 )));
             }
@@ -141,6 +160,11 @@ pub fn open(config: &PcapConfig, pool: &Pool) -> Result<OpenPort, PortError> {
                 capture,
                 next: 0,
                 round: 0,
+                replayed: 0,
+                pacer: match config.pace {
+                    Pace::Rate { pps } => Some(Pacer::new(TrafficPace::Constant, pps)),
+                    _ => None,
+                },
                 config: config.clone(),
                 start: None,
                 cache: pool.cache(),
@@ -194,6 +218,10 @@ struct PcapRx {
     capture: Capture,
     next: usize,
     round: u32,
+    /// Packets replayed so far (all rounds), for `Pace::Rate`.
+    replayed: u64,
+    /// The evenly spaced schedule of `Pace::Rate`.
+    pacer: Option<Pacer>,
     config: PcapConfig,
     /// When replay started, and the capture time of that moment, for pacing.
     start: Option<Instant>,
@@ -212,21 +240,44 @@ impl RxQueue for PcapRx {
         let mut bytes = 0;
         let max = max.min(out.room());
         while n < max && !self.is_finished() {
-            let (_, len, ts) = self.capture.records[self.next];
-            if self.config.pace == Pace::Recorded {
-                // Each round starts where the previous one's span ended.
-                let due = start + span * self.round + ts;
-                if due > now {
-                    break;
+            let (_, _, ts) = self.capture.records[self.next];
+            match self.config.pace {
+                Pace::Fast => {}
+                Pace::Recorded { speedup } => {
+                    // Each round starts where the previous one's span ended.
+                    let due = start + (span * self.round + ts).div_f64(speedup);
+                    if due > now {
+                        break;
+                    }
+                }
+                Pace::Rate { .. } => {
+                    let elapsed = now.as_nanos().saturating_sub(start.as_nanos());
+                    let due = self.pacer.as_mut().map_or(u64::MAX, |p| p.due_by(elapsed));
+                    // The first packet goes at the start, the rest on the schedule.
+                    if self.replayed > due {
+                        break;
+                    }
                 }
             }
             let Some(mut pkt) = self.cache.alloc() else {
                 self.stats.common.rx.dropped.add(1);
                 break;
             };
-            // Cannot fail: open() checked every packet fits a buffer.
-            let _ = pkt.set_data(self.capture.packet(self.next));
+            let frame = self.capture.packet(self.next);
+            // Cannot fail: open() checked every packet (and its tag) fits a buffer.
+            let len = match self.config.vlan {
+                None => {
+                    let _ = pkt.set_data(frame);
+                    frame.len()
+                }
+                Some(vid) => {
+                    let len = tag_into(frame, vid, pkt.spare_capacity());
+                    let _ = pkt.set_len(len);
+                    len
+                }
+            };
             bytes += len as u64;
+            self.replayed += 1;
             let _ = out.push(pkt);
             n += 1;
             self.next += 1;
@@ -247,6 +298,27 @@ impl RxQueue for PcapRx {
     fn is_finite(&self) -> bool {
         self.config.repeat != 0 || self.capture.is_empty()
     }
+}
+
+/// Bytes an 802.1Q tag adds.
+const TAG_LEN: usize = crate::net::vlan::HEADER_LEN;
+
+/// Writes `frame` into `room` with an 802.1Q tag of VLAN id `vid` after its
+/// MAC addresses (priority 0); returns the tagged length. A frame too short to
+/// hold the addresses and an EtherType is copied untagged. `room` holds
+/// `frame.len() + TAG_LEN` bytes (the port checked at open).
+fn tag_into(frame: &[u8], vid: u16, room: &mut [u8]) -> usize {
+    const MACS: usize = 12;
+    if frame.len() < MACS + 2 || room.len() < frame.len() + TAG_LEN {
+        let n = frame.len().min(room.len());
+        room[..n].copy_from_slice(&frame[..n]);
+        return n;
+    }
+    room[..MACS].copy_from_slice(&frame[..MACS]);
+    room[MACS..MACS + 2].copy_from_slice(&crate::net::ethernet::ethertype::VLAN.to_be_bytes());
+    room[MACS + 2..MACS + 4].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    room[MACS + TAG_LEN..frame.len() + TAG_LEN].copy_from_slice(&frame[MACS..]);
+    frame.len() + TAG_LEN
 }
 
 struct PcapTx {
@@ -296,5 +368,80 @@ impl TxQueue for PcapTx {
             ))),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use crate::net::{ethernet, vlan};
+
+    /// A replay of 11 frames recorded 1 ms apart, paced by `pace`; returns
+    /// how many it released by each of `at_ms` (virtual ms after the first poll).
+    fn released(pace: Pace, at_ms: &[u64]) -> Vec<usize> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.pcap");
+        {
+            let f = File::create(&path).unwrap();
+            let mut w = PcapWriter::new(f).unwrap();
+            for i in 0..11u64 {
+                let pkt = PcapPacket::new(Duration::from_millis(i), 60, &[0u8; 60]);
+                w.write_packet(&pkt).unwrap();
+            }
+        }
+        let pool = Pool::new(&crate::buf::PoolConfig::default()).unwrap();
+        let config = PcapConfig {
+            read: Some(path),
+            pace,
+            repeat: 1,
+            ..PcapConfig::default()
+        };
+        let mut rx = open(&config, &pool).unwrap().rx.pop().unwrap();
+        let mut total = 0;
+        let mut out = Vec::new();
+        let mut burst = Burst::new();
+        total += rx.rx_burst(Instant::from_millis(1000), &mut burst, 32);
+        burst.clear();
+        for &ms in at_ms {
+            total += rx.rx_burst(Instant::from_millis(1000 + ms), &mut burst, 32);
+            burst.clear();
+            out.push(total);
+        }
+        out
+    }
+
+    #[test]
+    fn recorded_gaps_divided_by_the_speedup() {
+        let at = [2, 4, 5, 6];
+        assert_eq!(released(Pace::Recorded { speedup: 1.0 }, &at), [3, 5, 6, 7]);
+        // Twice as fast: the 10 ms capture takes 5.
+        assert_eq!(
+            released(Pace::Recorded { speedup: 2.0 }, &at),
+            [5, 9, 11, 11]
+        );
+    }
+
+    #[test]
+    fn a_set_rate_ignores_the_recorded_times() {
+        // 500 pps: one frame every 2 ms from the first poll.
+        let at = [1, 2, 4, 19, 20];
+        assert_eq!(released(Pace::Rate { pps: 500.0 }, &at), [1, 2, 3, 10, 11]);
+    }
+
+    #[test]
+    fn a_tag_goes_after_the_macs() {
+        let frame: Vec<u8> = (0..60u8).collect();
+        let mut room = [0u8; 128];
+        let n = tag_into(&frame, 100, &mut room);
+        assert_eq!(n, 64);
+        let eth = ethernet::Frame::new_checked(&room[..n]).unwrap();
+        assert_eq!(eth.ethertype(), ethernet::ethertype::VLAN);
+        let tag = vlan::Tag::new_checked(&room[14..n]).unwrap();
+        assert_eq!(tag.vid(), 100);
+        assert_eq!(tag.ethertype(), u16::from_be_bytes([12, 13]));
+        assert_eq!(&room[..12], &frame[..12]);
+        assert_eq!(&room[18..n], &frame[14..]);
+        // Too short for an EtherType: copied as is.
+        assert_eq!(tag_into(&frame[..10], 100, &mut room), 10);
     }
 }

@@ -21,6 +21,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
+use super::pace::{Pace, Pacer};
 use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
 use super::template::{FrameBuilder, FrameSpec};
 use crate::buf::counter::CacheAligned;
@@ -144,6 +145,8 @@ pub struct GenConfig {
     pub burst: usize,
     /// How late a packet may be sent before it is counted as unsent instead.
     pub max_lag: Duration,
+    /// When packets fall due (at a rate; as fast as possible ignores it).
+    pub pace: Pace,
 }
 
 /// The default `max_lag`: 100 us.
@@ -175,6 +178,8 @@ struct Trial {
     rate: f64,
     duration_ns: u64,
     target: u64,
+    /// The arrival process of a paced trial other than constant.
+    pacer: Pacer,
     attempted: u64,
     sent: u64,
     bytes: u64,
@@ -262,6 +267,7 @@ impl Generator {
             rate,
             duration_ns,
             target: by_time.min(count),
+            pacer: Pacer::new(self.config.pace, rate),
             attempted: 0,
             sent: 0,
             bytes: 0,
@@ -335,12 +341,18 @@ impl Stage for Generator {
             // does mid-trial, rather than dropping a whole burst's worth.
             t.last_call = true;
         } else if t.rate > 0.0 {
-            let by_now = (t.rate * elapsed as f64 * 1e-9) as u64;
+            // Constant pacing stays inline; the other processes ask the pacer.
+            let by_now = match self.config.pace {
+                Pace::Constant => (t.rate * elapsed as f64 * 1e-9) as u64,
+                _ => t.pacer.due_by(elapsed),
+            };
             due = due.min(by_now.saturating_sub(t.attempted));
             // Packets more than `max_lag` late (the lcore lost its core for a
-            // while) are not sent in a flood: they are counted as unsent.
+            // while) are not sent in a flood: they are counted as unsent. A
+            // whole train of a bursty pace is due at once, and is not late.
             let allowed = ((t.rate * self.config.max_lag.as_secs_f64()) as u64)
-                .max(2 * self.config.burst as u64);
+                .max(2 * self.config.burst as u64)
+                .max(self.config.pace.clump());
             if due > allowed {
                 let late = due - allowed;
                 t.attempted += late;
@@ -523,6 +535,8 @@ pub struct GeneratorSpec {
     pub gateway: Option<std::net::IpAddr>,
     /// `src_mac` was written (else a gateway's port supplies its own).
     pub src_mac_given: bool,
+    /// The arrival process (`pace`, `burst_len`; Poisson gaps use `seed`).
+    pub pace: crate::traffic::pace::Pace,
 }
 
 #[cfg(test)]
@@ -537,6 +551,15 @@ mod test {
         pool: &Pool,
         ring: usize,
     ) -> (Generator, Arc<GenControl>, Arc<CacheAligned<StageCounters>>) {
+        paced(pool, ring, Pace::Constant)
+    }
+
+    /// The same with the arrival process `pace`.
+    fn paced(
+        pool: &Pool,
+        ring: usize,
+        pace: Pace,
+    ) -> (Generator, Arc<GenControl>, Arc<CacheAligned<StageCounters>>) {
         let port = mem::open(&mem::MemConfig {
             ring,
             ..Default::default()
@@ -548,6 +571,7 @@ mod test {
             stream: 1,
             burst: 32,
             max_lag: DEFAULT_MAX_LAG,
+            pace,
         };
         let g = Generator::new(
             Output::Port(port.tx.into_iter().next().unwrap()),
@@ -673,5 +697,82 @@ mod test {
         assert_eq!(s + u, o);
         // About 2 ms at 1 Mpps minus the 100 us allowed lag went unsent.
         assert!((1800..=2000).contains(&u), "unsent {u}");
+    }
+
+    /// Polls `g` every `step_us` over `[from_us, to_us)` of virtual time.
+    fn run(g: &mut Generator, from_us: u64, to_us: u64, step_us: usize) {
+        for us in (from_us..to_us).step_by(step_us) {
+            let _ = g.poll(&Context {
+                now: Instant::from_micros(us),
+                draining: false,
+            });
+        }
+    }
+
+    #[test]
+    fn every_pace_offers_the_exact_count() {
+        for pace in [
+            Pace::Constant,
+            Pace::Poisson { seed: 9 },
+            Pace::Burst { len: 48 },
+        ] {
+            let pool = Pool::new(&PoolConfig::default()).unwrap();
+            let (mut g, control, counters) = paced(&pool, 1 << 16, pace);
+            // 10 ms at 1 Mpps, then room to finish.
+            control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
+            run(&mut g, 0, 12_000, 1);
+            assert!(control.is_done(1), "{pace:?}");
+            let (o, s, u) = (
+                control.offered.load(Ordering::Relaxed),
+                control.sent.load(Ordering::Relaxed),
+                control.unsent.load(Ordering::Relaxed),
+            );
+            assert_eq!((o, s, u), (10_000, 10_000, 0), "{pace:?}");
+            assert_eq!(counters.packets_out.get(), 10_000, "{pace:?}");
+        }
+    }
+
+    #[test]
+    fn burst_pace_sends_whole_trains_on_schedule() {
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let (mut g, control, counters) = paced(&pool, 1 << 16, Pace::Burst { len: 100 });
+        control.start(1, Some(1e6), Some(Duration::from_millis(10)), None);
+        // Trains of 100 every 100 us from 100 us, each sent in bursts of 32
+        // over the next polls: between trains, whole trains only.
+        let mut sent_at = Vec::new();
+        for us in 0..10_100u64 {
+            run(&mut g, us, us + 1, 1);
+            sent_at.push(counters.packets_out.get());
+        }
+        for k in 1..100u64 {
+            // Just before train k + 1 falls due, exactly k trains went out.
+            assert_eq!(sent_at[(k * 100 + 99) as usize], k * 100, "train {k}");
+        }
+        run(&mut g, 10_100, 10_200, 1);
+        assert!(control.is_done(1));
+        assert_eq!(control.sent.load(Ordering::Relaxed), 10_000);
+        assert_eq!(control.unsent.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_poisson_trial_is_not_the_constant_schedule() {
+        // Same rate, same polls: Poisson departures clump and spread, so some
+        // microseconds send 2 or more and others none; constant sends one.
+        let pool = Pool::new(&PoolConfig::default()).unwrap();
+        let (mut g, control, counters) = paced(&pool, 1 << 16, Pace::Poisson { seed: 1 });
+        control.start(1, Some(5e5), Some(Duration::from_millis(10)), None);
+        let mut per_us = Vec::new();
+        for us in 0..10_000u64 {
+            let before = counters.packets_out.get();
+            run(&mut g, us, us + 1, 1);
+            per_us.push(counters.packets_out.get() - before);
+        }
+        let idle = per_us.iter().filter(|&&n| n == 0).count() as f64 / 1e4;
+        let many = per_us.iter().filter(|&&n| n >= 2).count();
+        // P(no arrival in 1 us at 0.5/us) = e^-0.5, about 0.61.
+        assert!((idle - (-0.5f64).exp()).abs() < 0.03, "idle {idle}");
+        assert!(many > 500, "{many}");
+        run(&mut g, 10_000, 10_200, 1);
+        assert_eq!(control.sent.load(Ordering::Relaxed), 5_000);
     }
 }

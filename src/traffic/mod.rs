@@ -4,5 +4,6 @@
 
 pub mod analyzer;
 pub mod generator;
+pub mod pace;
 pub mod stamp;
 pub mod template;

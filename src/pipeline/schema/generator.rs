@@ -15,11 +15,12 @@ use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::generator::GeneratorSpec;
 use crate::traffic::generator::{GenConfig, GenControl, Generator, TrialGenerator};
+use crate::traffic::pace::Pace;
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
     MIN_FRAME, MIN_FRAME_V6,
 };
-use crate::units::si;
+use crate::units::{si, Rate};
 
 const KEYS: &[Key] = &[
     KIND,
@@ -76,7 +77,12 @@ const KEYS: &[Key] = &[
         "\"round-robin\"",
         "the order in which flows take turns",
     ),
-    Key::new("seed", "integer", "1", "seed of the random flow order"),
+    Key::new(
+        "seed",
+        "integer",
+        "1",
+        "seed of the random flow order and of Poisson gaps",
+    ),
     Key::new(
         "stream",
         "integer 0..=255",
@@ -97,6 +103,24 @@ const KEYS: &[Key] = &[
         "this generator's weight in a trial's aggregate rate",
     ),
     MAX_LAG,
+    Key::new(
+        "pace",
+        "\"constant\", \"poisson\" or \"burst\"",
+        "\"constant\"",
+        "the arrival process at the rate: evenly spaced, exponential gaps (seeded by `seed`), or trains of `burst_len` frames back to back; every pace offers a trial's exact count",
+    ),
+    Key::new(
+        "burst_len",
+        "integer 1..=1000000",
+        "32",
+        "frames per train, with pace = \"burst\"; trains start `burst_len / rate` apart",
+    ),
+    Key::new(
+        "burst_gap",
+        "duration",
+        "none (from the rate)",
+        "with pace = \"burst\": a train every `burst_gap`, which sets the free-running rate to `burst_len / burst_gap` (instead of `rate`); a trial's rate spaces the trains itself",
+    ),
     Key::new(
         "ip",
         "\"v4\" or \"v6\"",
@@ -272,12 +296,14 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .map_or(1, |(s, _)| s as u64),
     };
     let gateway = generator_gateway(t, sink, &frames);
+    let (pace, gap_rate) = generator_pace(t, sink, frames.seed);
     GeneratorSpec {
+        pace,
         gateway,
         src_mac_given: t.has("src_mac"),
         frames,
         stream: t.int(sink, "stream", 0..256).map_or(0, |(s, _)| s as u16),
-        rate: t.rate(sink, "rate").map(|x| x.0),
+        rate: t.rate(sink, "rate").map(|x| x.0).or(gap_rate),
         rate_pps: None,
         count: t.int(sink, "count", 1..i64::MAX).map(|(c, _)| c as u64),
         burst: burst(t, sink),
@@ -286,6 +312,77 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
             .duration(sink, "max_lag")
             .unwrap_or(crate::traffic::generator::DEFAULT_MAX_LAG),
     }
+}
+
+/// `pace`, `burst_len` and `burst_gap`: the arrival process, and the rate
+/// `burst_gap` sets. The burst keys need `pace = "burst"`; `burst_gap` and
+/// `rate` both set the rate, so only one may be given.
+fn generator_pace(t: &mut Table<'_, '_>, sink: &mut Sink<'_>, seed: u64) -> (Pace, Option<Rate>) {
+    const DEFAULT_BURST_LEN: u64 = 32;
+    let pace = t
+        .choice(
+            sink,
+            "pace",
+            "pace",
+            &[
+                ("constant", Pace::Constant),
+                ("poisson", Pace::Poisson { seed }),
+                (
+                    "burst",
+                    Pace::Burst {
+                        len: DEFAULT_BURST_LEN,
+                    },
+                ),
+            ],
+            "\"constant\", \"poisson\" or \"burst\"",
+        )
+        .unwrap_or(Pace::Constant);
+    let Pace::Burst { .. } = pace else {
+        for key in ["burst_len", "burst_gap"] {
+            if t.has(key) {
+                sink.error(
+                    t.span_of(key),
+                    &t.path,
+                    Some(key),
+                    format!("`{key}` needs `pace = \"burst\"`"),
+                    Some(format!(
+                        "add `pace = \"burst\"`, or drop `{key}` (the pace is {})",
+                        pace.name()
+                    )),
+                );
+                t.mark_used(key);
+            }
+        }
+        return (pace, None);
+    };
+    let len = t
+        .int(sink, "burst_len", 1..1_000_001)
+        .map_or(DEFAULT_BURST_LEN, |(n, _)| n as u64);
+    let gap = t.duration(sink, "burst_gap");
+    if gap.is_some() && t.has("rate") {
+        sink.error(
+            t.span_of("burst_gap"),
+            &t.path,
+            Some("burst_gap"),
+            "`burst_gap` and `rate` both set the rate",
+            Some("give one: `burst_gap` makes it `burst_len / burst_gap`".into()),
+        );
+    }
+    let gap_rate = match gap {
+        Some(g) if g.is_zero() => {
+            sink.error(
+                t.span_of("burst_gap"),
+                &t.path,
+                Some("burst_gap"),
+                "`burst_gap` must be above zero",
+                None,
+            );
+            None
+        }
+        Some(g) => Some(Rate::Pps(len as f64 / g.as_secs_f64())),
+        None => None,
+    };
+    (Pace::Burst { len }, gap_rate)
 }
 
 /// The generator's addresses and the family of its frames: `ip = "v4"` or
@@ -560,10 +657,15 @@ impl StageConfig for GeneratorSpec {
             format!(", gateway {ip} (resolved at start)")
         });
         format!(
-            "generator, stream {}, {}{sizes}, {} flow(s), {rate}, burst {}{gw}",
+            "generator, stream {}, {}{sizes}, {} flow(s), {rate}{}, burst {}{gw}",
             g.stream,
             if g.frames.is_v6() { "IPv6, " } else { "" },
             g.frames.flows(),
+            match g.pace {
+                Pace::Constant => String::new(),
+                Pace::Poisson { seed } => format!(", Poisson arrivals (seed {seed})"),
+                Pace::Burst { len } => format!(", trains of {len}"),
+            },
             g.burst
         )
     }
@@ -596,6 +698,9 @@ impl StageConfig for GeneratorSpec {
             stream: g.stream,
             burst: g.burst,
             max_lag: g.max_lag,
+            pace: g
+                .pace
+                .for_replica(cx.spec.replica.as_ref().map_or(0, |r| r.index)),
         };
         let finite = cx.mode == Mode::FreeRun && g.count.is_some();
         Ok(Box::new(Generator::new(
