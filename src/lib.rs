@@ -20,6 +20,7 @@ pub mod latency;
 pub mod metrics;
 pub mod neigh;
 pub mod net;
+pub mod pace;
 pub mod pipeline;
 pub mod plot;
 pub mod port;

@@ -16,8 +16,8 @@ use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::{DataLink, TsResolution};
 
 use crate::buf::{Burst, Pool, PoolCache};
+use crate::pace::{Pace as TrafficPace, Pacer};
 use crate::time::Instant;
-use crate::traffic::pace::{Pace as TrafficPace, Pacer};
 
 use super::{OpenPort, PortCounters, PortError, PortReport, PortStats, RxQueue, TxQueue};
 

@@ -21,12 +21,12 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
-use super::pace::{Pace, Pacer};
 use super::stamp::{Repr as StampRepr, FLAG_LAST_IN_BURST};
 use super::template::{FrameBuilder, FrameSpec};
 use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
+use crate::pace::{Pace, Pacer};
 use crate::runtime::basic::Output;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 use crate::time::{duration_nanos, Instant};
@@ -536,7 +536,7 @@ pub struct GeneratorSpec {
     /// `src_mac` was written (else a gateway's port supplies its own).
     pub src_mac_given: bool,
     /// The arrival process (`pace`, `burst_len`; Poisson gaps use `seed`).
-    pub pace: crate::traffic::pace::Pace,
+    pub pace: crate::pace::Pace,
 }
 
 #[cfg(test)]

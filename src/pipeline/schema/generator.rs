@@ -15,7 +15,7 @@ use crate::pipeline::build::{BuildError, Mode, StageCtx};
 use crate::runtime::Stage;
 use crate::traffic::generator::GeneratorSpec;
 use crate::traffic::generator::{GenConfig, GenControl, Generator, TrialGenerator};
-use crate::traffic::pace::Pace;
+use crate::pace::Pace;
 use crate::traffic::template::{
     AddrRange, FlowOrder, FrameSpec, PortRange, Sizes, DEFAULT_DST_V6, DEFAULT_SRC_V6, MAX_FRAME,
     MIN_FRAME, MIN_FRAME_V6,

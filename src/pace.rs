@@ -1,4 +1,4 @@
-//! Arrival processes: when a generator's packets fall due.
+//! Arrival processes: when a generator's (or a pcap replay's) packets fall due.
 //!
 //! Sans-IO: a [`Pacer`] holds no clock. Given the time since its trial began
 //! it says how many packets are due by then ([`Pacer::due_by`]), a count that
