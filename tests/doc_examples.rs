@@ -596,60 +596,51 @@ fn the_matchers_match_what_they_should_and_nothing_else() {
     assert!(keys_present(&j(r#"{"a": {"b": 1}}"#), &j(r#"{"a": {"c": 3}}"#), "").is_err());
 }
 
-#[test]
-fn the_key_reference_page_is_the_registry() {
+/// A reference page equals what `linerate ARGS` prints now; else the message
+/// says what changed (`source`) and how to regenerate the page.
+fn assert_generated(page: &str, args: &[&str], source: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page_path = root.join("docs/src/reference/keys.md");
-    let page = std::fs::read_to_string(&page_path).unwrap_or_default();
+    let text = std::fs::read_to_string(root.join(page)).unwrap_or_default();
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["keys", "--markdown"])
+        .args(args)
         .output()
         .unwrap();
+    let command = args.join(" ");
     assert!(
         out.status.success(),
-        "linerate keys --markdown failed: {}",
+        "linerate {command} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let generated = String::from_utf8(out.stdout).unwrap();
-    if page != generated {
-        let first = page
+    if text != generated {
+        let first = text
             .lines()
             .zip(generated.lines())
             .position(|(a, b)| a != b);
         panic!(
-            "docs/src/reference/keys.md differs from `linerate keys --markdown` (first at line {}): the registry \
-             changed. Regenerate the page:\n    cargo run -- keys --markdown > docs/src/reference/keys.md",
+            "{page} differs from `linerate {command}` (first at line {}): {source} changed. \
+             Regenerate the page:\n    cargo run -- {command} > {page}",
             first.map_or_else(|| "the end".to_string(), |i| (i + 1).to_string())
         );
     }
 }
 
 #[test]
-fn the_command_reference_page_is_the_command_line() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let page =
-        std::fs::read_to_string(root.join("docs/src/reference/commands.md")).unwrap_or_default();
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["man", "--markdown"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "linerate man --markdown failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+fn the_key_reference_page_is_the_registry() {
+    assert_generated(
+        "docs/src/reference/keys.md",
+        &["keys", "--markdown"],
+        "the registry",
     );
-    let generated = String::from_utf8(out.stdout).unwrap();
-    if page != generated {
-        let first = page
-            .lines()
-            .zip(generated.lines())
-            .position(|(a, b)| a != b);
-        panic!(
-            "docs/src/reference/commands.md differs from `linerate man --markdown` (first at line {}): the \
-             command line changed. Regenerate the page:\n    cargo run -- man --markdown > docs/src/reference/commands.md",
-            first.map_or_else(|| "the end".to_string(), |i| (i + 1).to_string())
-        );
-    }
+}
+
+#[test]
+fn the_command_reference_page_is_the_command_line() {
+    assert_generated(
+        "docs/src/reference/commands.md",
+        &["man", "--markdown"],
+        "the command line",
+    );
 }
 
 #[test]
