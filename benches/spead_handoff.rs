@@ -1,5 +1,5 @@
 //! The cost of one chunk hand-off in a SPEAD receive group, measured: the `t`
-//! of the group-lock model in docs/src/scale.md ("Toward 16 lcores").
+//! of the group-lock model in docs/src/design/scale-locks.md ("Where the lock stops the group").
 //!
 //! ```text
 //! cargo bench --bench spead_handoff -- [PASSES] [MEMBERS]
