@@ -1,8 +1,9 @@
 //! The text says what is true now: README.md, the manual and the comments in
 //! src/, tests/, benches/, examples/ and scripts/ name no development round
-//! ("session 7", "round 3"), no private tool, no issue number, no branch and
-//! no path of one machine. This test greps for those and fails naming each
-//! `file:line`.
+//! (the word session or round and its number), no private tool, no issue
+//! number, no branch and no path of one machine. This test greps for those
+//! and fails naming each `file:line`. Its own patterns and fixtures are
+//! assembled from pieces, so this file is checked like every other.
 
 use std::path::{Path, PathBuf};
 
@@ -44,9 +45,10 @@ fn word_at(lower: &str, at: usize) -> bool {
         .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'))
 }
 
-/// `word` (plural allowed), a space and a digit, as a whole word: "session 7",
-/// "sessions 1-3", "round 3". A counter printed as `round 1:` is output, not
-/// history, and is let through when `colon_ok`.
+/// `word` (plural allowed), a space and a digit, as a whole word: a session
+/// or round and its number, or a range of them. A counter printed as a round
+/// number and a colon is output, not history, and is let through when
+/// `colon_ok`.
 fn numbered(lower: &str, word: &str, colon_ok: bool) -> bool {
     let mut from = 0;
     while let Some(i) = lower[from..].find(word) {
@@ -85,15 +87,19 @@ fn offence(line: &str) -> Option<&'static str> {
     if numbered(&lower, "issue", false) || numbered(&lower, "helper", false) {
         return Some("an issue or helper number");
     }
-    if lower.contains("lr-bench") {
+    if lower.contains(concat!("lr-", "bench")) {
         return Some("a private tool");
     }
-    if lower.contains("branch `") {
+    if lower.contains(concat!("branch", " `")) {
         return Some("a branch");
     }
-    if ["/work/", "/root/", "/home/"]
-        .iter()
-        .any(|p| lower.contains(p))
+    if [
+        concat!("/wo", "rk/"),
+        concat!("/ro", "ot/"),
+        concat!("/ho", "me/"),
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
     {
         return Some("a path of one machine");
     }
@@ -102,13 +108,9 @@ fn offence(line: &str) -> Option<&'static str> {
 
 /// Every offending line under `root`, as `file:line: what: text`.
 fn offences(root: &Path) -> Vec<String> {
-    let me = Path::new(file!()).file_name();
     let mut found = Vec::new();
     for file in files(root) {
         let rel = file.strip_prefix(root).unwrap_or(&file);
-        if rel.file_name() == me {
-            continue;
-        }
         // Binary files (fonts, captures) hold no prose.
         let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
@@ -141,17 +143,18 @@ fn the_text_names_no_round_issue_tool_branch_or_machine_path() {
 
 #[test]
 fn the_patterns_catch_history_and_let_the_product_through() {
+    // Each history line is assembled, so the fixture does not read as one.
     for bad in [
-        "Session 8 made the sink 3x cheaper",
-        "while tuning in sessions 1-3",
-        "as measured in round 4 of the work",
-        "is being built (issue 21)",
-        "(spead2's issue #122)",
-        "measured it (branch `rpccodec`)",
-        "LINERATE_VENV=/work/main/.venv",
-        "run alone (the dev VM used its lr-bench lock)",
+        format!("Session {} made the sink 3x cheaper", 8),
+        format!("while tuning in sessions {}-3", 1),
+        format!("as measured in round {} of the work", 4),
+        format!("is being built (issue {})", 21),
+        format!("(spead2's issue #{})", 122),
+        format!("measured it ({} `rpccodec`)", "branch"),
+        format!("LINERATE_VENV=/{}/main/.venv", "work"),
+        format!("run alone (the dev VM used its {}-bench lock)", "lr"),
     ] {
-        assert!(offence(bad).is_some(), "{bad:?} passes");
+        assert!(offence(&bad).is_some(), "{bad:?} passes");
     }
     for good in [
         "cargo bench -- --rounds 3",
