@@ -15,6 +15,29 @@ fn packets(path: &std::path::Path) -> Vec<Vec<u8>> {
     out
 }
 
+/// A pipeline that replays the capture `read` (with the pcap port's extra
+/// `keys`, one per line) through a forward stage into the capture `write`.
+fn replay_pipeline(read: &std::path::Path, keys: &str, write: &std::path::Path) -> String {
+    format!(
+        r#"
+[pipeline]
+pin = false
+[port.src]
+kind = "pcap"
+read = "{}"
+{keys}[port.dst]
+kind = "pcap"
+write = "{}"
+[stage.fwd]
+kind = "forward"
+rx = "src"
+tx = "dst"
+"#,
+        read.display(),
+        write.display()
+    )
+}
+
 #[test]
 fn pcap_write_then_read_back_identical() {
     let dir = tempfile::tempdir().unwrap();
@@ -37,24 +60,7 @@ frame = 200
     );
     let r = util::run_text("gen.toml", &gen, Duration::from_secs(30));
     assert_eq!(r.ports["cap"].tx_packets, 1000);
-    let replay = format!(
-        r#"
-[pipeline]
-pin = false
-[port.src]
-kind = "pcap"
-read = "{}"
-[port.dst]
-kind = "pcap"
-write = "{}"
-[stage.fwd]
-kind = "forward"
-rx = "src"
-tx = "dst"
-"#,
-        first.display(),
-        second.display()
-    );
+    let replay = replay_pipeline(&first, "", &second);
     let r = util::run_text("replay.toml", &replay, Duration::from_secs(30));
     assert_eq!(
         r.stopped_by,
@@ -103,28 +109,8 @@ fn replay_at_a_set_rate_with_a_vlan_tag() {
     // 100 frames recorded at 5 kpps, replayed 200 times at 10 kpps: 2 s.
     let cap = util::record(dir.path(), 100);
     let out = dir.path().join("out.pcap");
-    let replay = format!(
-        r#"
-[pipeline]
-pin = false
-[port.src]
-kind = "pcap"
-read = "{}"
-pace = "rate"
-rate = "10 kpps"
-repeat = 200
-vlan = 100
-[port.dst]
-kind = "pcap"
-write = "{}"
-[stage.fwd]
-kind = "forward"
-rx = "src"
-tx = "dst"
-"#,
-        cap.display(),
-        out.display()
-    );
+    let keys = "pace = \"rate\"\nrate = \"10 kpps\"\nrepeat = 200\nvlan = 100\n";
+    let replay = replay_pipeline(&cap, keys, &out);
     let r = util::run_text("rate.toml", &replay, Duration::from_secs(30));
     assert_eq!(
         r.stopped_by,
