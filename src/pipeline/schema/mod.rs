@@ -180,7 +180,9 @@ pub(crate) trait PortConfig {
     fn data_room(&self) -> Option<usize> {
         None
     }
-    /// Whether opening the port needs DPDK's EAL.
+    /// Whether opening the port needs DPDK's EAL. Only the EAL's start asks,
+    /// and it is built with the `dpdk` feature alone.
+    #[cfg_attr(not(feature = "dpdk"), allow(dead_code))]
     fn uses_eal(&self) -> bool {
         false
     }
