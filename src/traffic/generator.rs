@@ -178,7 +178,7 @@ struct Trial {
     rate: f64,
     duration_ns: u64,
     target: u64,
-    /// The arrival process of a paced trial other than constant.
+    /// When the trial's packets fall due (its arrival process at its rate).
     pacer: Pacer,
     attempted: u64,
     sent: u64,
@@ -341,11 +341,7 @@ impl Stage for Generator {
             // does mid-trial, rather than dropping a whole burst's worth.
             t.last_call = true;
         } else if t.rate > 0.0 {
-            // Constant pacing stays inline; the other processes ask the pacer.
-            let by_now = match self.config.pace {
-                Pace::Constant => (t.rate * elapsed as f64 * 1e-9) as u64,
-                _ => t.pacer.due_by(elapsed),
-            };
+            let by_now = t.pacer.due_by(elapsed);
             due = due.min(by_now.saturating_sub(t.attempted));
             // Packets more than `max_lag` late (the lcore lost its core for a
             // while) are not sent in a flood: they are counted as unsent. A
@@ -536,7 +532,7 @@ pub struct GeneratorSpec {
     /// `src_mac` was written (else a gateway's port supplies its own).
     pub src_mac_given: bool,
     /// The arrival process (`pace`, `burst_len`; Poisson gaps use `seed`).
-    pub pace: crate::pace::Pace,
+    pub pace: Pace,
 }
 
 #[cfg(test)]
