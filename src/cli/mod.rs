@@ -5,6 +5,7 @@
 //! written, the environment), 128 + N after signal N.
 
 mod check;
+mod compare;
 mod completions;
 pub mod doctor;
 mod hosts;
@@ -45,6 +46,8 @@ enum Command {
     Trial(trial::TrialArgs),
     /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
     Search(search::SearchArgs),
+    /// Compare two search (or suite) reports goal by goal; exit 1 on a regression beyond the widths.
+    Compare(compare::CompareArgs),
     /// SPEAD: send heaps (or an F-engine simulator's stream) and receive them into heaps or chunks, like spead2's tools.
     Spead(spead::SpeadArgs),
     /// Latency stats files: merge them exactly.
@@ -161,6 +164,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => ("error", run::run(&a)),
         Command::Trial(a) => ("error", trial::run(&a)),
         Command::Latency(a) => ("error", latency::run(&a)),
+        Command::Compare(a) => ("error", compare::run(&a)),
         Command::Spead(a) => ("linerate spead", spead::run(&a)),
         Command::Search(a) => ("error", search_cmd(&a)),
         Command::Reliable(a) => ("linerate reliable compare", reliable::run(&a)),

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod binary;
+pub mod compare;
 pub mod goal;
 pub mod grid;
 pub mod html;
