@@ -49,7 +49,17 @@ pub struct DpdkConfig {
     pub line_rate_bps: Option<u64>,
     /// How the port's mbufs lie in memory.
     pub mbuf_layout: MbufLayout,
+    /// Bytes of frame each mbuf holds (its data room after the headroom):
+    /// a frame is written into one mbuf, so this is the largest frame the
+    /// port sends or receives (FCS excluded).
+    pub mbuf_size: u16,
 }
+
+/// DPDK's default data room after the headroom (`RTE_MBUF_DEFAULT_DATAROOM`).
+pub const DEFAULT_MBUF_SIZE: u16 = 2048;
+
+/// The largest `mbuf_size`: the data room, headroom included, is a `u16`.
+pub const MAX_MBUF_SIZE: u16 = 65535 - 128;
 
 /// How a dpdk port's mbufs lie in memory (the `mbuf_layout` key).
 ///
@@ -102,6 +112,7 @@ impl Default for DpdkConfig {
             cache: 256,
             line_rate_bps: None,
             mbuf_layout: MbufLayout::Auto,
+            mbuf_size: DEFAULT_MBUF_SIZE,
         }
     }
 }
@@ -198,6 +209,12 @@ impl PortStats for Stats {
     }
 }
 
+/// The Ethernet header, which the MTU does not count.
+const ETHER_HDR: u16 = 14;
+
+/// The MTU jumbo mbufs ask for at most (the `mtu` key's largest value).
+const JUMBO_MTU: u16 = 9216;
+
 /// Opens a dpdk port on an initialised EAL.
 pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPort, PortError> {
     let input = |e: dpdk::DpdkError| PortError::Input(format!("device `{}`: {e}", config.device));
@@ -212,6 +229,7 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
     let pool_name: String = format!("lr_{name}").chars().take(24).collect();
     let mut pc = dpdk::PoolConfig::new(&pool_name, config.mbufs, dpdk::eal::socket_id());
     pc.cache = config.cache.min(config.mbufs * 2 / 3);
+    pc.data_room = config.mbuf_size.saturating_add(dpdk::mempool::HEADROOM);
     pc.packed = match config.mbuf_layout {
         MbufLayout::Packed => true,
         MbufLayout::Classic => false,
@@ -238,6 +256,10 @@ pub fn open(name: &str, config: &DpdkConfig, eal: &'static Eal) -> Result<OpenPo
         rx_desc: config.rx_desc,
         tx_desc: config.tx_desc,
         mtu: config.mtu,
+        // Jumbo mbufs: raise the MTU to what they hold, where the driver
+        // lets us (net_ring and net_null have no MTU and carry any frame).
+        mtu_if_supported: (config.mtu.is_none() && config.mbuf_size > DEFAULT_MBUF_SIZE)
+            .then(|| (config.mbuf_size - ETHER_HDR).min(JUMBO_MTU)),
         promiscuous: config.promiscuous,
         fast_free: false,
     };

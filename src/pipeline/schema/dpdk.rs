@@ -44,6 +44,14 @@ const KEYS: &[Key] = &[
          auto: packed under --no-huge on net_null, net_ring, net_pcap, net_af_packet and net_tap",
     ),
     Key::new(
+        "mbuf_size",
+        "integer 1024..=65407",
+        "2048",
+        "bytes of frame an mbuf holds after its headroom: the largest frame the port carries \
+         (FCS excluded); 9014 or more for 9018-byte jumbo frames, which also raises the MTU \
+         where the driver has one",
+    ),
+    Key::new(
         "line_rate",
         "bits/s",
         "none",
@@ -72,7 +80,7 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
 
 #[cfg(feature = "dpdk")]
 fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
-    use crate::port::dpdk::{DpdkConfig, MbufLayout};
+    use crate::port::dpdk::{DpdkConfig, MbufLayout, MAX_MBUF_SIZE};
     let d = DpdkConfig::default();
     let q = |t: &mut Table<'_, '_>, sink: &mut Sink<'_>, k: &str, dflt: u16, hi: i64| {
         t.int(sink, k, 1..hi + 1).map_or(dflt, |(v, _)| v as u16)
@@ -112,16 +120,18 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<PortKind> {
                 "\"auto\", \"packed\" or \"classic\"",
             )
             .unwrap_or(d.mbuf_layout),
+        mbuf_size: t
+            .int(sink, "mbuf_size", 1024..i64::from(MAX_MBUF_SIZE) + 1)
+            .map_or(d.mbuf_size, |(m, _)| m as u16),
     };
     Some(PortKind::Dpdk(c))
 }
 
 #[cfg(feature = "dpdk")]
 impl super::PortConfig for crate::port::dpdk::DpdkConfig {
-    /// The data room of the port's mbufs (DPDK's `RTE_MBUF_DEFAULT_DATAROOM`,
-    /// which the port's pool uses).
+    /// The data room of the port's mbufs after their headroom (`mbuf_size`).
     fn data_room(&self) -> Option<usize> {
-        Some(2048)
+        Some(usize::from(self.mbuf_size))
     }
 
     fn uses_eal(&self) -> bool {
@@ -135,13 +145,14 @@ impl super::PortConfig for crate::port::dpdk::DpdkConfig {
     fn describe(&self) -> String {
         let c = self;
         format!(
-            "device {}, {} rx / {} tx queue(s), {} / {} descriptors, {} mbufs{}",
+            "device {}, {} rx / {} tx queue(s), {} / {} descriptors, {} mbufs of {} bytes{}",
             c.device,
             c.rx_queues,
             c.tx_queues,
             c.rx_desc,
             c.tx_desc,
             c.mbufs,
+            c.mbuf_size,
             if c.promiscuous { ", promiscuous" } else { "" }
         )
     }

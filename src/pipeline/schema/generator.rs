@@ -589,12 +589,17 @@ impl StageConfig for GeneratorSpec {
             .port(&cx.stage.tx)
             .and_then(|p| p.kind.config().data_room());
         if let Some(room) = room.filter(|&r| frame - 4 > r) {
+            let port = cx.stage.tx.as_deref().unwrap_or_default();
             cx.error(
                 Some("frame"),
                 format!(
-                    "a {frame}-byte frame does not fit a dpdk port's mbuf ({room} bytes of data room): the generator builds single-segment frames"
+                    "a {frame}-byte frame does not fit port `{port}`'s mbufs ({room} bytes of data room): the generator builds single-segment frames"
                 ),
-                Some(format!("frames up to {} bytes on a dpdk port", room + 4)),
+                Some(format!(
+                    "`mbuf_size = {}` (or more) on [port.{port}], or frames up to {} bytes",
+                    frame - 4,
+                    room + 4
+                )),
             );
         }
     }

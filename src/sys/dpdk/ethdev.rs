@@ -30,6 +30,9 @@ pub struct PortConfig {
     pub tx_desc: u16,
     /// MTU to set, if any.
     pub mtu: Option<u16>,
+    /// MTU to set when the device has the operation (capped at its largest);
+    /// a device without it (`ENOTSUP`) keeps its own.
+    pub mtu_if_supported: Option<u16>,
     /// Receive every frame regardless of destination MAC.
     pub promiscuous: bool,
     /// Enable `RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE` when the device has it
@@ -45,6 +48,7 @@ impl Default for PortConfig {
             rx_desc: 1024,
             tx_desc: 1024,
             mtu: None,
+            mtu_if_supported: None,
             promiscuous: true,
             fast_free: false,
         }
@@ -335,6 +339,13 @@ impl EthPort {
             // SAFETY: valid configured port.
             let ret = unsafe { ffi::rte_eth_dev_set_mtu(self.id, mtu) };
             check(|| format!("rte_eth_dev_set_mtu({}, {mtu})", self.name), ret)?;
+        }
+        if let Some(mtu) = cfg.mtu_if_supported.map(|m| m.min(info.max_mtu)) {
+            // SAFETY: valid configured port.
+            let ret = unsafe { ffi::rte_eth_dev_set_mtu(self.id, mtu) };
+            if ret != -libc::ENOTSUP {
+                check(|| format!("rte_eth_dev_set_mtu({}, {mtu})", self.name), ret)?;
+            }
         }
         if cfg.promiscuous {
             // SAFETY: valid configured port.
