@@ -357,3 +357,51 @@ fn a_full_af_packet_receive_ring_is_blamed_on_our_receiver_not_the_dut() {
 fn a_full_af_xdp_receive_ring_is_blamed_on_our_receiver_not_the_dut() {
     full_receive_ring_is_blamed_on_our_receiver(true);
 }
+
+/// Jumbo frames through the kernel: the router built with `--mtu 9000` on
+/// every interface forwards 9018-byte frames (9000-byte IP packets) whole.
+/// net_af_packet's ring frames (`framesz`) and the ports' mbufs (`mbuf_size`)
+/// hold them; a router left at MTU 1500 would drop or fragment every one.
+#[test]
+fn jumbo_frames_cross_the_kernel_at_mtu_9000() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dut) = Dut::up("jumbo") else { return };
+    // `up` again, with the MTU (it removes the plain router first).
+    let out = Command::new(script())
+        .args(["up", &dut.name, "--mtu", "9000"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kernel-dut up --mtu: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = &dut.name;
+    let ring = "blocksz=20480,framesz=10240,framecnt=512";
+    let p = pipeline(&dut, false, false)
+        .replace(&format!("iface={n}-a\""), &format!("iface={n}-a,{ring}\""))
+        .replace(&format!("iface={n}-b\""), &format!("iface={n}-b,{ring}\""))
+        .replace(
+            "device = \"net_af_packet0\"\n",
+            "device = \"net_af_packet0\"\nmbufs = 4095\nmbuf_size = 10240\n",
+        )
+        .replace(
+            "device = \"net_af_packet1\"\n",
+            "device = \"net_af_packet1\"\nmbufs = 4095\nmbuf_size = 10240\n",
+        )
+        .replace(
+            "[stage.gen]\n",
+            "[stage.gen]\nframe = 9018\nmax_lag = \"1s\"\n",
+        )
+        + "[pool]\nsize = \"10 KiB\"\n";
+    assert_eq!(p.matches("mbuf_size").count(), 2, "{p}");
+    assert_eq!(p.matches("framesz=10240").count(), 2, "{p}");
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(dir.path(), "p.toml", &p);
+    let r = linerate(&["trial", "--rate", "2 kpps", "--duration", "1s"], &f, 120);
+    assert_eq!(r["sent"], 2000, "{r}");
+    assert_eq!(r["received"], 2000, "{r}\n{}", dut.stats());
+    assert_eq!(r["ports"]["a"]["detail"]["eth_obytes"], 2000 * 9014, "{r}");
+    let s = dut.stats();
+    assert!(s["b"]["tx_packets"].as_u64().unwrap() >= 2000, "{s}");
+}

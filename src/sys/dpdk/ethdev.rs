@@ -30,8 +30,8 @@ pub struct PortConfig {
     pub tx_desc: u16,
     /// MTU to set, if any.
     pub mtu: Option<u16>,
-    /// MTU to set when the device has the operation (capped at its largest);
-    /// a device without it (`ENOTSUP`) keeps its own.
+    /// MTU to set when the device has the operation, capped at its frame
+    /// limit; a device without it, or whose limit is the default, keeps its own.
     pub mtu_if_supported: Option<u16>,
     /// Receive every frame regardless of destination MAC.
     pub promiscuous: bool,
@@ -103,6 +103,8 @@ pub struct DevInfo {
     pub min_mtu: u16,
     /// Maximum MTU.
     pub max_mtu: u16,
+    /// Longest frame the device receives (FCS included).
+    pub max_rx_pktlen: u32,
     /// RSS hash types the device supports.
     pub flow_type_rss_offloads: u64,
     /// Tx offload capabilities.
@@ -225,6 +227,7 @@ impl EthPort {
             max_tx_queues: info.max_tx_queues,
             min_mtu: info.min_mtu,
             max_mtu: info.max_mtu,
+            max_rx_pktlen: info.max_rx_pktlen,
             flow_type_rss_offloads: info.flow_type_rss_offloads,
             tx_offload_capa: info.tx_offload_capa,
             // SAFETY: plain query on a valid port.
@@ -340,9 +343,18 @@ impl EthPort {
             let ret = unsafe { ffi::rte_eth_dev_set_mtu(self.id, mtu) };
             check(|| format!("rte_eth_dev_set_mtu({}, {mtu})", self.name), ret)?;
         }
-        if let Some(mtu) = cfg.mtu_if_supported.map(|m| m.min(info.max_mtu)) {
+        // Below the device's frame limit (its header and FCS aside) and only
+        // above the default: net_af_packet reports 1518 bytes yet carries what
+        // its kernel interface's MTU and `framesz` allow.
+        let limit = info
+            .max_rx_pktlen
+            .saturating_sub(18)
+            .min(u32::from(info.max_mtu));
+        let best = cfg.mtu_if_supported.map(|m| u32::from(m).min(limit) as u16);
+        if let Some(mtu) = best.filter(|&m| m > 1500) {
             // SAFETY: valid configured port.
             let ret = unsafe { ffi::rte_eth_dev_set_mtu(self.id, mtu) };
+            // ENOTSUP: no MTU to set (net_ring, net_null carry any frame).
             if ret != -libc::ENOTSUP {
                 check(|| format!("rte_eth_dev_set_mtu({}, {mtu})", self.name), ret)?;
             }
