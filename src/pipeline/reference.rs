@@ -112,7 +112,14 @@ fn text_table(out: &mut String, keys: &[Key]) {
     }
 }
 
+/// Kinds that have a key alike (name, type, default and meaning) in at least
+/// this many kinds share it: the page lists it once, in the shared table.
+const SHARED_BY: usize = 3;
+
 /// Markdown: the manual's key reference page, whole when `kinds` is [`all`].
+/// A key alike in [`SHARED_BY`] kinds or more is in one shared table; a key
+/// alike in two kinds is in the first one's table, and the second links to it;
+/// every other key is in its kind's table.
 pub fn markdown(kinds: &[(Group, &KindDoc)]) -> String {
     let mut out = String::from(
         "# Pipeline keys\n\n\
@@ -120,10 +127,32 @@ pub fn markdown(kinds: &[(Group, &KindDoc)]) -> String {
          (src/pipeline/schema/). Do not edit: tests/doc_examples.rs fails when this page and\n     \
          the registry differ; regenerate it with\n     \
          cargo run -- keys --markdown > docs/src/reference/keys.md -->\n\n\
-         Every key of every section, port kind and stage kind, with its type, its default and\n\
-         what it means, as the schema registry declares them (`linerate keys [KIND]` prints the\n\
-         same in a terminal). The [Pipelines](../pipelines.md) chapter says how the pieces fit.\n",
+         Every key of every section, port kind and stage kind: its type, its default and what\n\
+         it means (`linerate keys [KIND]` prints the same in a terminal). A key several kinds\n\
+         have alike is listed once, and the kinds name it. [Pipelines](../pipelines.md) says how\n\
+         the pieces fit.\n",
     );
+    let every = |d: &KindDoc| {
+        d.keys
+            .iter()
+            .chain(d.more_keys)
+            .copied()
+            .collect::<Vec<Key>>()
+    };
+    let holders = |k: &Key| kinds.iter().filter(|(_, d)| every(d).contains(k)).count();
+    let mut shared: Vec<Key> = Vec::new();
+    for (_, d) in kinds {
+        for k in every(d) {
+            if !shared.contains(&k) && holders(&k) >= SHARED_BY {
+                shared.push(k);
+            }
+        }
+    }
+    if !shared.is_empty() {
+        out.push_str("\n## Shared keys\n\nEach kind below names the ones it has.\n");
+        md_table(&mut out, &shared);
+    }
+    let mut printed: Vec<(Key, &str)> = Vec::new();
     let mut last = None;
     for (g, d) in kinds {
         if last != Some(*g) {
@@ -137,37 +166,84 @@ pub fn markdown(kinds: &[(Group, &KindDoc)]) -> String {
             ));
             last = Some(*g);
         }
+        // Where each of the kind's keys is told: shared, earlier, or here.
+        let mut refs = String::new();
+        let names = |ks: Vec<&Key>| {
+            ks.iter()
+                .map(|k| format!("`{}`", k.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let keys = every(d);
+        let own_shared: Vec<&Key> = keys.iter().filter(|k| shared.contains(k)).collect();
+        if !own_shared.is_empty() {
+            refs.push_str(&format!(" [Shared](#shared-keys): {}.", names(own_shared)));
+        }
+        let mut earlier: Vec<&str> = Vec::new();
+        for k in &keys {
+            if let Some((_, at)) = printed.iter().find(|(p, _)| p == k) {
+                if !earlier.contains(at) {
+                    earlier.push(at);
+                }
+            }
+        }
+        for at in earlier {
+            let ks: Vec<&Key> = printed
+                .iter()
+                .filter(|(p, a)| *a == at && keys.contains(p))
+                .map(|(p, _)| p)
+                .collect();
+            refs.push_str(&format!(" As in [{at}](#{at}): {}.", names(ks)));
+        }
         out.push_str(&format!(
-            "\n### {}\n\n`{}`: {}.\n\n",
+            "\n### {}\n`{}`: {}.{}\n",
             d.name,
             g.header(d.name),
-            d.doc.replace('<', "&lt;")
+            d.doc.replace('<', "&lt;"),
+            refs
         ));
-        md_table(&mut out, d.keys);
-        if !d.more_keys.is_empty() {
-            out.push_str("\nThe reliable endpoint's keys, in the same section:\n\n");
-            md_table(&mut out, d.more_keys);
+        let mut fresh = |ks: &[Key]| -> Vec<Key> {
+            let v: Vec<Key> = ks
+                .iter()
+                .filter(|k| !shared.contains(k) && !printed.iter().any(|(p, _)| p == *k))
+                .copied()
+                .collect();
+            printed.extend(v.iter().map(|k| (*k, d.name)));
+            v
+        };
+        let (own, more) = (fresh(d.keys), fresh(d.more_keys));
+        if !own.is_empty() {
+            md_table(&mut out, &own);
+        }
+        if !more.is_empty() {
+            out.push_str("The reliable endpoint's keys, in the same section:\n");
+            md_table(&mut out, &more);
         }
     }
     out
 }
 
-fn md_table(out: &mut String, keys: &[Key]) {
+/// One table row: `| `name` | type | default | meaning |`.
+fn md_row(k: &Key) -> String {
     // `|` would end the cell; `<` would start an HTML tag (`chunk_<id>.raw`).
     let cell = |s: &str| {
         s.replace('|', "\\|")
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
+    format!(
+        "| `{}` | {} | {} | {} |\n",
+        k.name,
+        cell(k.ty),
+        cell(k.default),
+        cell(k.doc)
+    )
+}
+
+fn md_table(out: &mut String, keys: &[Key]) {
     out.push_str("| key | type | default | meaning |\n|---|---|---|---|\n");
     for k in keys {
-        out.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
-            k.name,
-            cell(k.ty),
-            cell(k.default),
-            cell(k.doc)
-        ));
+        out.push_str(&md_row(k));
     }
 }
 
