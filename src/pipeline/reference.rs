@@ -214,7 +214,8 @@ pub fn markdown(kinds: &[(Group, &KindDoc)]) -> String {
             md_table(&mut out, &own);
         }
         if !more.is_empty() {
-            out.push_str("The reliable endpoint's keys, in the same section:\n");
+            // A blank line: a text line right after a table would be a row of it.
+            out.push_str("\nThe reliable endpoint's keys, in the same section:\n");
             md_table(&mut out, &more);
         }
     }
