@@ -1,5 +1,5 @@
 //! The cost of one chunk hand-off in a SPEAD receive group, measured: the `t`
-//! of the group-lock model in docs/src/design/scale-locks.md ("Where the lock stops the group").
+//! of the group-lock model in docs/src/design/spead-group.md (its last section).
 //!
 //! ```text
 //! cargo bench --bench spead_handoff -- [PASSES] [MEMBERS]

@@ -161,7 +161,7 @@ pub enum SinkArg {
 /// How `recv` copies payloads into chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CopyArg {
-    /// Non-temporal stores (the default; see docs/src/design/spead-copy.md).
+    /// Non-temporal stores (the default; see docs/src/design/spead-group.md).
     Stream,
     /// Ordinary stores (`memcpy`).
     Plain,

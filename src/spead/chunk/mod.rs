@@ -59,7 +59,7 @@ pub struct ChunkConfig {
     pub packet_presence: Option<usize>,
     /// How payloads are copied into chunks: ordinary stores (the default, best
     /// while the chunks in flight fit in the last-level cache) or non-temporal
-    /// ones (best when they do not). See `docs/src/design/spead-copy.md`.
+    /// ones (best when they do not). See `docs/src/design/spead-group.md`.
     pub copy: CopyMode,
 }
 

@@ -122,7 +122,7 @@ impl KatgpucbfPlace {
             max_heaps: (self.n_ants as usize * 2).max(4),
             packet_presence: None,
             // Measured faster on this layout even while the chunks fit in the
-            // last-level cache (docs/src/design/spead-copy.md).
+            // last-level cache (docs/src/design/spead-group.md).
             copy: CopyMode::Stream,
         }
     }
