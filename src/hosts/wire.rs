@@ -321,6 +321,13 @@ mod test {
         assert_eq!(b.streams.len(), 1);
         assert_eq!(b.histogram.len(), 2 * 199);
         assert_eq!(b.ports["p2"].detail["loss"], 3);
+        // IPDV histograms merge exactly; jitter is the weighted mean.
+        let s = &b.streams[0];
+        assert_eq!(s.ipdv_ns.samples, 2 * 99);
+        assert!(s.ipdv == a.streams[0].ipdv);
+        let j = crate::latency::variation::merged_jitter([&variation(1), &variation(2)]);
+        assert_eq!(s.jitter_ns, j);
+        assert!(j > 0.0);
     }
 
     #[test]

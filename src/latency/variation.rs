@@ -27,7 +27,7 @@ use super::new_histogram;
 
 /// Signed samples in two histograms: `pos` holds the values >= 0, `neg` the
 /// magnitudes of the negative ones.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SignedHistogram {
     /// Values >= 0.
     pub pos: Histogram<u64>,

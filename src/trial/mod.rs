@@ -323,6 +323,18 @@ pub struct StreamResult {
     pub ipdv: SignedHistogram,
 }
 
+impl StreamResult {
+    /// Its delay variation, as the metrics serve it.
+    pub fn delay(&self) -> crate::metrics::StreamDelay {
+        crate::metrics::StreamDelay {
+            stream: self.stream,
+            pdv: self.pdv_ns,
+            ipdv: self.ipdv_ns,
+            jitter_ns: self.jitter_ns,
+        }
+    }
+}
+
 /// A stream's counts over the analyzers it arrived at: received,
 /// duplicates, reordered, the histograms to merge and the delay variations.
 type StreamSum<'a> = (u64, u64, u64, Vec<&'a Histogram<u64>>, Vec<&'a Variation>);

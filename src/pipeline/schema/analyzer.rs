@@ -33,7 +33,7 @@ const KEYS: &[Key] = &[
         "delay_log",
         "integer 0..=1000000",
         "0",
-        "list the first N latency samples' stream, sequence number, stamp and receive time in the stage's detail (`delay_log`), to check the delay figures",
+        "list the first N latency samples (stream, sequence number, stamp, receive time) in the detail's `delay_log`, to check the delay figures",
     ),
 ];
 
