@@ -148,6 +148,7 @@ fn ipdv_pdv_and_jitter_match_a_reference_from_the_capture() {
         String::from_utf8_lossy(&out.stderr)
     );
     let want: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("analyzer: {s}\nreference: {want}");
     let i = |v: &serde_json::Value| v.as_i64().unwrap_or_else(|| panic!("{v}"));
 
     // PDV: latency percentiles minus the minimum, both in buckets.
