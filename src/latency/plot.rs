@@ -177,7 +177,8 @@ fn draw_variation<DB: DrawingBackend>(
     curves: &[Curve<'_>],
     root: &DrawingArea<DB, Shift>,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    let with: Vec<(&Curve<'_>, Vec<(f64, f64)>, Vec<(f64, f64)>)> = curves
+    type Points = Vec<(f64, f64)>;
+    let with: Vec<(&Curve<'_>, Points, Points)> = curves
         .iter()
         .filter_map(|c| c.ipdv.map(|i| (c, pdv_points(c.hist), ipdv_points(i))))
         .collect();
