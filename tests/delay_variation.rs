@@ -174,3 +174,101 @@ fn ipdv_pdv_and_jitter_match_a_reference_from_the_capture() {
     assert!((jr - jw).abs() <= 1e-9 * jw, "jitter {jr} vs {jw}");
     assert!(jw > 5_000.0, "{jw}");
 }
+
+/// `linerate trial --json`: every stream (here two, at two analyzers)
+/// carries `pdv_ns`, `ipdv_ns` and `jitter_ns`, PDV is the latency less its
+/// minimum, and the jittered stream shows its jitter.
+#[test]
+fn the_trial_json_carries_each_streams_delay_variation() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.toml");
+    std::fs::write(
+        &file,
+        r#"
+[pipeline]
+lcores = "0-1"
+pin = false
+
+[port.a]
+kind = "mem"
+ring = 65536
+
+[port.b]
+kind = "mem"
+ring = 65536
+
+[port.c]
+kind = "mem"
+ring = 65536
+
+[stage.plain]
+kind = "generator"
+lcore = 0
+tx = "c"
+stream = 0
+
+[stage.plain_ana]
+kind = "analyzer"
+lcore = 1
+rx = "c"
+
+[stage.gen]
+kind = "generator"
+lcore = 0
+tx = "a"
+stream = 1
+max_lag = "1s"
+
+[stage.link]
+kind = "impair"
+lcore = 1
+rx = "a"
+tx = "b"
+seed = 5
+jitter = { distribution = "uniform", min = "0us", max = "500us", order = "keep" }
+
+[stage.ana]
+kind = "analyzer"
+lcore = 0
+rx = "b"
+"#,
+    )
+    .unwrap();
+    let out = util::bin()
+        .arg("trial")
+        .arg(&file)
+        .args(["--rate", "20 kpps", "--duration", "0.5s", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let streams = r["streams"].as_array().expect("streams");
+    assert_eq!(streams.len(), 2, "{r}");
+    let u = |v: &serde_json::Value| v.as_u64().unwrap_or_else(|| panic!("{v}"));
+    for s in streams {
+        let (l, p) = (&s["latency_ns"], &s["pdv_ns"]);
+        for k in ["p50", "p90", "p99", "p999", "max"] {
+            assert_eq!(u(&p[k]), u(&l[k]) - u(&l["min"]), "{k}: {s}");
+        }
+        let i = &s["ipdv_ns"];
+        assert!(
+            u(&i["samples"]) > 0 && u(&i["samples"]) < u(&s["received"]),
+            "{s}"
+        );
+        assert!(i["min"].as_i64() <= i["p50"].as_i64() && i["p50"].as_i64() <= i["max"].as_i64());
+        assert!(s["jitter_ns"].as_f64().is_some_and(|j| j >= 0.0), "{s}");
+    }
+    // Up to 500 us of jitter in order: the jittered stream's differences
+    // reach tens of microseconds.
+    let jittered = &streams[1];
+    assert_eq!(jittered["stream"], 1);
+    assert!(u(&jittered["pdv_ns"]["p99"]) > 100_000, "{jittered}");
+    assert!(
+        jittered["jitter_ns"].as_f64().unwrap() > 10_000.0,
+        "{jittered}"
+    );
+}
