@@ -215,6 +215,16 @@ fn print_result(r: &TrialResult) {
     }
 }
 
+/// A stream's delay variation, as the metrics serve it.
+fn stream_delay(s: &StreamResult) -> crate::metrics::StreamDelay {
+    crate::metrics::StreamDelay {
+        stream: s.stream,
+        pdv: s.pdv_ns,
+        ipdv: s.ipdv_ns,
+        jitter_ns: s.jitter_ns,
+    }
+}
+
 /// One line per stream: its latency p99 and delay variation (PDV, IPDV,
 /// RFC 3550 jitter; all in ns).
 fn print_streams(out: &mut impl Write, r: &TrialResult) {
@@ -397,7 +407,7 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
         };
         live.progress(|p| {
             p.trial_done(r.offered, r.unsent, r.received);
-            p.last_delay = r.streams.iter().map(StreamResult::delay).collect();
+            p.last_delay = r.streams.iter().map(stream_delay).collect();
         });
         if let Some(e) = stats_err {
             return Err(e);

@@ -324,13 +324,25 @@ pub struct StreamResult {
 }
 
 impl StreamResult {
-    /// Its delay variation, as the metrics serve it.
-    pub fn delay(&self) -> crate::metrics::StreamDelay {
-        crate::metrics::StreamDelay {
-            stream: self.stream,
-            pdv: self.pdv_ns,
-            ipdv: self.ipdv_ns,
-            jitter_ns: self.jitter_ns,
+    /// Stream `stream` over the analyzers it arrived at: counts added,
+    /// histograms merged, jitter weighted.
+    fn of(stream: u16, (received, duplicates, reordered, h, v): StreamSum<'_>) -> StreamResult {
+        let histogram = latency::merge(h);
+        let mut ipdv = SignedHistogram::default();
+        for part in &v {
+            ipdv.add(&part.ipdv);
+        }
+        StreamResult {
+            stream,
+            received,
+            duplicates,
+            reordered,
+            latency_ns: Summary::of(&histogram),
+            pdv_ns: PdvSummary::of(&histogram),
+            ipdv_ns: SignedSummary::of(&ipdv),
+            jitter_ns: merged_jitter(v.iter().copied()),
+            histogram,
+            ipdv,
         }
     }
 }
@@ -906,25 +918,7 @@ pub fn assemble(
     let hist = latency::merge(by_stream.values().flat_map(|e| e.3.iter().copied()));
     let streams = by_stream
         .into_iter()
-        .map(|(stream, (received, duplicates, reordered, h, v))| {
-            let histogram = latency::merge(h);
-            let mut ipdv = SignedHistogram::default();
-            for part in &v {
-                ipdv.add(&part.ipdv);
-            }
-            StreamResult {
-                stream,
-                received,
-                duplicates,
-                reordered,
-                latency_ns: Summary::of(&histogram),
-                pdv_ns: PdvSummary::of(&histogram),
-                ipdv_ns: SignedSummary::of(&ipdv),
-                jitter_ns: merged_jitter(v.iter().copied()),
-                histogram,
-                ipdv,
-            }
-        })
+        .map(|(stream, sum)| StreamResult::of(stream, sum))
         .collect();
     let lost = offered.saturating_sub(received);
     let rx_dropped: u64 = ports
