@@ -526,7 +526,8 @@ mod test {
             32,
             control.clone(),
             Arc::new(CacheAligned::default()),
-        );
+        )
+        .with_delay_log(4);
         let mut cache = pool.cache();
         let mut builder = FrameBuilder::new(&FrameSpec::default());
         // `n` packets of trial `epoch` from sequence number `seq` on the wire.
@@ -565,10 +566,20 @@ mod test {
         assert!(r.rx_span_ns >= 2_000_000, "{r:?}");
         let d = a.detail().unwrap();
         assert_eq!(d["rx_pps"], 7.0 * 1e9 / r.rx_span_ns as f64);
+        // Ten packets in order: nine IPDV pairs and jitter differences, and
+        // the first four in the log.
+        let v = &r.streams[0].variation;
+        assert_eq!((v.ipdv.len(), v.jitter_samples), (9, 9));
+        assert_eq!(d["streams"][0]["ipdv_ns"]["samples"], 9);
+        let log = d["delay_log"].as_array().unwrap();
+        let seqs: Vec<u64> = log.iter().map(|e| e[1].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [0, 1, 2, 3]);
         // A new trial starts a new span.
         control.epoch.store(2, Ordering::Release);
         let _ = a.poll(&cx);
         assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+        assert!(a.report().streams[0].variation.ipdv.is_empty());
+        assert_eq!(a.detail().unwrap()["delay_log"], serde_json::json!([]));
     }
 
     #[test]
