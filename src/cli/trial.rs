@@ -14,7 +14,7 @@ use super::Failure;
 use crate::latency::{encode, StatsFile};
 use crate::runtime::run::Probe;
 use crate::sys::signals::interrupt_flag;
-use crate::trial::{TrialError, TrialOptions, TrialResult, TrialRunner};
+use crate::trial::{StreamResult, TrialError, TrialOptions, TrialResult, TrialRunner};
 use crate::units::{parse_duration, si, Rate};
 
 /// Arguments of `linerate trial`.
@@ -149,6 +149,7 @@ fn print_result(r: &TrialResult) {
         "  gaps between bursts ns: min {}  p50 {}  p99 {}  max {}",
         g.min, g.p50, g.p99, g.max
     );
+    print_streams(&mut out, r);
     if let Some(short) = r.tx_shortfall() {
         let _ = writeln!(
             out,
@@ -211,6 +212,42 @@ fn print_result(r: &TrialResult) {
         if !c.why.is_empty() {
             let _ = writeln!(out, "  {}", c.why);
         }
+    }
+}
+
+/// A stream's delay variation, as the metrics serve it.
+fn stream_delay(s: &StreamResult) -> crate::metrics::StreamDelay {
+    crate::metrics::StreamDelay {
+        stream: s.stream,
+        pdv: s.pdv_ns,
+        ipdv: s.ipdv_ns,
+        jitter_ns: s.jitter_ns,
+    }
+}
+
+/// One line per stream: its latency p99 and delay variation (PDV, IPDV,
+/// RFC 3550 jitter; all in ns).
+fn print_streams(out: &mut impl Write, r: &TrialResult) {
+    if r.streams.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10}   (ns)",
+        "stream", "received", "lat p99", "pdv p99", "ipdv p99", "ipdv min", "jitter"
+    );
+    for s in &r.streams {
+        let _ = writeln!(
+            out,
+            "  {:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10.0}",
+            s.stream,
+            s.received,
+            s.latency_ns.p99,
+            s.pdv_ns.p99,
+            s.ipdv_ns.p99,
+            s.ipdv_ns.min,
+            s.jitter_ns
+        );
     }
 }
 
@@ -368,7 +405,10 @@ pub(super) fn run(args: &TrialArgs) -> Result<(), Failure> {
             Err(TrialError::Interrupted) => break,
             r => r.map_err(|e| Failure::Runtime(e.to_string()))?,
         };
-        live.progress(|p| p.trial_done(r.offered, r.unsent, r.received));
+        live.progress(|p| {
+            p.trial_done(r.offered, r.unsent, r.received);
+            p.last_delay = r.streams.iter().map(stream_delay).collect();
+        });
         if let Some(e) = stats_err {
             return Err(e);
         }
@@ -443,6 +483,8 @@ fn plot_latency(pipeline: &str, results: &[TrialResult], path: &Path) -> Result<
             trial: i,
             merged: true,
             hist: &r.histogram,
+            // One stream: its variation is the trial's.
+            ipdv: (r.streams.len() == 1).then(|| &r.streams[0].ipdv),
         });
         if r.streams.len() > 1 {
             for s in &r.streams {
@@ -451,6 +493,7 @@ fn plot_latency(pipeline: &str, results: &[TrialResult], path: &Path) -> Result<
                     trial: i,
                     merged: false,
                     hist: &s.histogram,
+                    ipdv: Some(&s.ipdv),
                 });
             }
         }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use crate::latency;
+use crate::latency::variation::Variation;
 use crate::port::PortReport;
 use crate::traffic::analyzer::{AnalyzerReport, StreamReport};
 use crate::trial::{GeneratorShare, TrialPart};
@@ -47,6 +48,17 @@ struct StreamWire {
     reordered: u64,
     gaps: u64,
     histogram: String,
+    /// IPDV: its histograms of values >= 0 and of negative magnitudes, and
+    /// the RFC 3550 jitter with its sample count (absent from a part of an
+    /// older linerate: no delay variation).
+    #[serde(default)]
+    ipdv_pos: Option<String>,
+    #[serde(default)]
+    ipdv_neg: Option<String>,
+    #[serde(default)]
+    jitter_ns: f64,
+    #[serde(default)]
+    jitter_samples: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -144,6 +156,10 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
                         reordered: s.reordered,
                         gaps: s.gaps,
                         histogram: latency::encode(&s.histogram),
+                        ipdv_pos: Some(latency::encode(&s.variation.ipdv.pos)),
+                        ipdv_neg: Some(latency::encode(&s.variation.ipdv.neg)),
+                        jitter_ns: s.variation.jitter_ns,
+                        jitter_samples: s.variation.jitter_samples,
                     })
                     .collect(),
             })
@@ -192,6 +208,15 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
     for a in w.analyzers {
         let mut streams = Vec::new();
         for s in a.streams {
+            let mut variation = Variation::default();
+            variation.jitter_ns = s.jitter_ns;
+            variation.jitter_samples = s.jitter_samples;
+            if let Some(h) = &s.ipdv_pos {
+                variation.ipdv.pos = latency::decode(h)?;
+            }
+            if let Some(h) = &s.ipdv_neg {
+                variation.ipdv.neg = latency::decode(h)?;
+            }
             streams.push(StreamReport {
                 stream: s.stream,
                 received: s.received,
@@ -201,6 +226,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 reordered: s.reordered,
                 gaps: s.gaps,
                 histogram: latency::decode(&s.histogram)?,
+                variation,
             });
         }
         part.analyzers.push((
@@ -223,6 +249,14 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
 mod test {
     use super::*;
     use std::time::Duration;
+
+    fn variation(seed: u64) -> Variation {
+        let mut v = Variation::default();
+        for i in 0..100u64 {
+            v.record(i, 1000 + (i * 7919 + seed) % 500);
+        }
+        v
+    }
 
     fn part(seed: u64) -> TrialPart {
         let mut h = latency::merge(std::iter::empty());
@@ -256,6 +290,7 @@ mod test {
                         reordered: seed,
                         gaps: 0,
                         histogram: h,
+                        variation: variation(seed),
                     }],
                     stale: 2,
                     foreign: 0,
@@ -286,6 +321,13 @@ mod test {
         assert_eq!(b.streams.len(), 1);
         assert_eq!(b.histogram.len(), 2 * 199);
         assert_eq!(b.ports["p2"].detail["loss"], 3);
+        // IPDV histograms merge exactly; jitter is the weighted mean.
+        let s = &b.streams[0];
+        assert_eq!(s.ipdv_ns.samples, 2 * 99);
+        assert!(s.ipdv == a.streams[0].ipdv);
+        let j = crate::latency::variation::merged_jitter([&variation(1), &variation(2)]);
+        assert_eq!(s.jitter_ns, j);
+        assert!(j > 0.0);
     }
 
     #[test]

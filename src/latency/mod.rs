@@ -10,6 +10,7 @@
 //! each process writes its own file.
 
 pub mod plot;
+pub mod variation;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -355,6 +355,66 @@ fn stage_value_families(probe: &crate::runtime::run::Probe, out: &mut Vec<Family
     out.extend(fams);
 }
 
+/// The last completed trial's PDV, IPDV (label `quantile`: 0 is the
+/// minimum, 1 the maximum) and jitter, per stream, in seconds.
+fn delay_families(
+    streams: &[super::StreamDelay],
+    base: &dyn Fn() -> Labels,
+    out: &mut Vec<Family>,
+) {
+    if streams.is_empty() {
+        return;
+    }
+    let mut pdv = Family::new(
+        "linerate_trial_last_pdv_seconds",
+        "PDV (RFC 5481) of the last completed trial per stream: latency quantile minus the minimum.",
+        MetricType::Gauge,
+    );
+    let mut ipdv = Family::new(
+        "linerate_trial_last_ipdv_seconds",
+        "IPDV (RFC 3393) of the last completed trial per stream, signed (quantile 0: minimum).",
+        MetricType::Gauge,
+    );
+    let mut jitter = Family::new(
+        "linerate_trial_last_jitter_seconds",
+        "RFC 3550 inter-arrival jitter of the last completed trial per stream.",
+        MetricType::Gauge,
+    );
+    let labels = |stream: u16, q: Option<&str>| {
+        let mut l = base();
+        l.push(("stream", stream.to_string()));
+        if let Some(q) = q {
+            l.push(("quantile", q.to_string()));
+        }
+        l
+    };
+    for d in streams {
+        let p = &d.pdv;
+        for (q, v) in [
+            ("0.5", p.p50),
+            ("0.9", p.p90),
+            ("0.99", p.p99),
+            ("0.999", p.p999),
+            ("1", p.max),
+        ] {
+            pdv.add(labels(d.stream, Some(q)), v as f64 / 1e9);
+        }
+        let i = &d.ipdv;
+        for (q, v) in [
+            ("0", i.min),
+            ("0.5", i.p50),
+            ("0.9", i.p90),
+            ("0.99", i.p99),
+            ("0.999", i.p999),
+            ("1", i.max),
+        ] {
+            ipdv.add(labels(d.stream, Some(q)), v as f64 / 1e9);
+        }
+        jitter.add(labels(d.stream, None), d.jitter_ns / 1e9);
+    }
+    out.extend([pdv, ipdv, jitter]);
+}
+
 fn progress_families(live: &Live, pipeline: Option<&str>, out: &mut Vec<Family>) {
     use MetricType::{Counter, Gauge};
     let p = live.progress_now();
@@ -418,6 +478,7 @@ fn progress_families(live: &Live, pipeline: Option<&str>, out: &mut Vec<Family>)
             dur.add(base(), c.duration_s);
             out.extend([num, rate, dur]);
         }
+        delay_families(&p.last_delay, &base, out);
         if let Some(l) = p.last_loss_ratio {
             let mut f = Family::new(
                 "linerate_trial_last_loss_ratio",
@@ -639,6 +700,18 @@ mod test {
         live.progress(|p| {
             p.trial_started(2e6, 1.0);
             p.trial_done(2000, 10, 1900);
+            p.last_delay = vec![crate::metrics::StreamDelay {
+                stream: 3,
+                pdv: crate::latency::variation::PdvSummary {
+                    p99: 2_500,
+                    ..Default::default()
+                },
+                ipdv: crate::latency::variation::SignedSummary {
+                    min: -4_000,
+                    ..Default::default()
+                },
+                jitter_ns: 1_500.0,
+            }];
             p.trial_started(1e6, 1.0);
             p.search = Some(crate::metrics::SearchNow {
                 phase: "initial".into(),
@@ -648,7 +721,7 @@ mod test {
             });
         });
         let text = encode(&live, Format::OpenMetrics).unwrap();
-        let (s, _) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let (s, types) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(s["linerate_trials_total"], 1.0);
         assert_eq!(s["linerate_trial_offered_packets_total"], 2000.0);
         assert_eq!(s["linerate_trial_sent_packets_total"], 1990.0);
@@ -657,6 +730,19 @@ mod test {
         assert_eq!(s["linerate_trial_number"], 2.0);
         assert_eq!(s["linerate_trial_running"], 1.0);
         assert_eq!(s["linerate_trial_last_loss_ratio"], 0.05);
+        assert_eq!(
+            s[r#"linerate_trial_last_pdv_seconds{stream="3",quantile="0.99"}"#],
+            2.5e-6
+        );
+        assert_eq!(
+            s[r#"linerate_trial_last_ipdv_seconds{stream="3",quantile="0"}"#],
+            -4e-6
+        );
+        assert_eq!(
+            s[r#"linerate_trial_last_jitter_seconds{stream="3"}"#],
+            1.5e-6
+        );
+        assert_eq!(types["linerate_trial_last_jitter_seconds"], "gauge");
         assert_eq!(s[r#"linerate_search_phase{phase="initial"}"#], 1.0);
         assert_eq!(
             s[r#"linerate_search_bound_packets_per_second{goal="NDR",bound="upper"}"#],

@@ -119,6 +119,22 @@ pub struct Progress {
     pub last_loss_ratio: Option<f64>,
     /// The search, when one runs.
     pub search: Option<SearchNow>,
+    /// Per stream, the delay variation of the last completed trial.
+    pub last_delay: Vec<StreamDelay>,
+}
+
+/// One stream's delay variation in a completed trial, in ns (see
+/// [`crate::latency::variation`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StreamDelay {
+    /// Stream id.
+    pub stream: u16,
+    /// PDV percentiles.
+    pub pdv: crate::latency::variation::PdvSummary,
+    /// IPDV percentiles.
+    pub ipdv: crate::latency::variation::SignedSummary,
+    /// RFC 3550 jitter.
+    pub jitter_ns: f64,
 }
 
 /// The trial running now.

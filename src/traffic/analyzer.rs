@@ -7,7 +7,9 @@
 //! With the generator's `sent`, `lost = sent - unique` holds exactly.
 //!
 //! Recording allocates nothing: histograms are made when a stream is first
-//! seen and reset in place between trials.
+//! seen and reset in place between trials. The packets that give latency
+//! samples also give the stream's delay variation (IPDV and RFC 3550 jitter:
+//! [`crate::latency::variation`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
 use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
 use crate::latency::new_histogram;
+use crate::latency::variation::{PdvSummary, Variation};
 use crate::runtime::basic::Input;
 use crate::runtime::{Context, Poll, Stage, StageCounters};
 
@@ -138,6 +141,7 @@ struct StreamState {
     received: u64,
     bytes: u64,
     hist: Histogram<u64>,
+    variation: Variation,
 }
 
 /// One stream's counts in a report.
@@ -160,6 +164,9 @@ pub struct StreamReport {
     /// Latency samples (not serialized; see the summary).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
+    /// IPDV samples and RFC 3550 jitter (not serialized; see the detail).
+    #[serde(skip)]
+    pub variation: Variation,
 }
 
 impl std::fmt::Debug for StreamReport {
@@ -233,6 +240,10 @@ pub struct Analyzer {
     first_rx_ns: Option<u64>,
     last_rx_ns: u64,
     first_burst: u64,
+    /// The first packets' (stream, sequence number, stamp, receive time),
+    /// kept up to its capacity when asked (`delay_log`), to check the delay
+    /// figures against; empty capacity keeps none.
+    delay_log: Vec<[u64; 4]>,
 }
 
 impl Analyzer {
@@ -267,7 +278,15 @@ impl Analyzer {
             first_rx_ns: None,
             last_rx_ns: 0,
             first_burst: 0,
+            delay_log: Vec::new(),
         }
+    }
+
+    /// Keeps the first `packets` latency samples' stamps and receive times
+    /// of each trial, for the detail's `delay_log` (memory taken now).
+    pub fn with_delay_log(mut self, packets: usize) -> Self {
+        self.delay_log = Vec::with_capacity(packets);
+        self
     }
 
     fn reset(&mut self) {
@@ -276,7 +295,9 @@ impl Analyzer {
             s.received = 0;
             s.bytes = 0;
             s.hist.reset();
+            s.variation.reset();
         }
+        self.delay_log.clear();
         self.stale = 0;
         self.foreign = 0;
         self.invalid_latency = 0;
@@ -303,6 +324,7 @@ impl Analyzer {
                     reordered: s.tracker.reordered,
                     gaps: s.tracker.gaps(s.first_seq),
                     histogram: s.hist.clone(),
+                    variation: s.variation.clone(),
                 })
                 .collect(),
             stale: self.stale,
@@ -390,6 +412,7 @@ impl Stage for Analyzer {
                 received: 0,
                 bytes: 0,
                 hist: new_histogram(),
+                variation: Variation::default(),
             });
             if s.received == 0 {
                 s.first_seq = seq;
@@ -404,8 +427,17 @@ impl Stage for Analyzer {
                 LatencyMode::Off => false,
             };
             if sample {
-                s.hist
-                    .saturating_record(latency_ns(stamp.tx_ns(), now).max(1));
+                let delay = latency_ns(stamp.tx_ns(), now);
+                s.hist.saturating_record(delay.max(1));
+                s.variation.record(seq, delay);
+                if self.delay_log.len() < self.delay_log.capacity() {
+                    self.delay_log.push([
+                        u64::from(stamp.stream()),
+                        seq,
+                        u64::from(stamp.tx_ns()),
+                        now,
+                    ]);
+                }
             }
         }
         self.note_burst(arrived.as_nanos(), ours);
@@ -429,6 +461,9 @@ impl Stage for Analyzer {
                     "stream": s.stream, "received": s.received, "bytes": s.bytes, "unique": s.unique,
                     "duplicates": s.duplicates, "reordered": s.reordered, "gaps": s.gaps,
                     "latency_ns": crate::latency::Summary::of(&s.histogram),
+                    "pdv_ns": PdvSummary::of(&s.histogram),
+                    "ipdv_ns": s.variation.ipdv_summary(),
+                    "jitter_ns": s.variation.jitter_ns,
                 })
             })
             .collect();
@@ -441,11 +476,15 @@ impl Stage for Analyzer {
         } else {
             0.0
         };
-        Some(serde_json::json!({
+        let mut d = serde_json::json!({
             "streams": streams, "stale": r.stale, "foreign": r.foreign,
             "invalid_latency": r.invalid_latency,
             "rx_span_s": r.rx_span_ns as f64 / 1e9, "rx_pps": rx_pps,
-        }))
+        });
+        if self.delay_log.capacity() > 0 {
+            d["delay_log"] = serde_json::json!(self.delay_log);
+        }
+        Some(d)
     }
 }
 
@@ -458,6 +497,8 @@ pub struct AnalyzerSpec {
     pub streams: usize,
     /// Packets per burst.
     pub burst: usize,
+    /// Latency samples whose stamps the detail lists (`delay_log`), per trial.
+    pub delay_log: usize,
 }
 
 #[cfg(test)]
@@ -485,7 +526,8 @@ mod test {
             32,
             control.clone(),
             Arc::new(CacheAligned::default()),
-        );
+        )
+        .with_delay_log(4);
         let mut cache = pool.cache();
         let mut builder = FrameBuilder::new(&FrameSpec::default());
         // `n` packets of trial `epoch` from sequence number `seq` on the wire.
@@ -524,10 +566,20 @@ mod test {
         assert!(r.rx_span_ns >= 2_000_000, "{r:?}");
         let d = a.detail().unwrap();
         assert_eq!(d["rx_pps"], 7.0 * 1e9 / r.rx_span_ns as f64);
+        // Ten packets in order: nine IPDV pairs and jitter differences, and
+        // the first four in the log.
+        let v = &r.streams[0].variation;
+        assert_eq!((v.ipdv.len(), v.jitter_samples), (9, 9));
+        assert_eq!(d["streams"][0]["ipdv_ns"]["samples"], 9);
+        let log = d["delay_log"].as_array().unwrap();
+        let seqs: Vec<u64> = log.iter().map(|e| e[1].as_u64().unwrap()).collect();
+        assert_eq!(seqs, [0, 1, 2, 3]);
         // A new trial starts a new span.
         control.epoch.store(2, Ordering::Release);
         let _ = a.poll(&cx);
         assert_eq!((a.report().rx_span_ns, a.report().rx_first_burst), (0, 0));
+        assert!(a.report().streams[0].variation.ipdv.is_empty());
+        assert_eq!(a.detail().unwrap()["delay_log"], serde_json::json!([]));
     }
 
     #[test]

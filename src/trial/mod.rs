@@ -16,6 +16,9 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::latency::variation::{
+    merged_jitter, PdvSummary, SignedHistogram, SignedSummary, Variation,
+};
 use crate::latency::{self, Summary};
 use crate::pipeline::build::{build_with, BuildError, Built, Mode};
 use crate::pipeline::Plan;
@@ -303,14 +306,50 @@ pub struct StreamResult {
     pub reordered: u64,
     /// Latency.
     pub latency_ns: Summary,
+    /// PDV (RFC 5481): latency percentiles minus the stream's smallest
+    /// latency, from the merged histogram (exact across analyzers).
+    pub pdv_ns: PdvSummary,
+    /// IPDV (RFC 3393), signed: differences of consecutive packets' delays,
+    /// from the merged IPDV histograms (exact across analyzers).
+    pub ipdv_ns: SignedSummary,
+    /// RFC 3550 inter-arrival jitter, ns; a stream received by several
+    /// analyzers has the mean of theirs weighted by their samples.
+    pub jitter_ns: f64,
     /// The stream's latency histogram (for plots; not serialized).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
+    /// The stream's merged IPDV histograms (for plots; not serialized).
+    #[serde(skip)]
+    pub ipdv: SignedHistogram,
+}
+
+impl StreamResult {
+    /// Stream `stream` over the analyzers it arrived at: counts added,
+    /// histograms merged, jitter weighted.
+    fn of(stream: u16, (received, duplicates, reordered, h, v): StreamSum<'_>) -> StreamResult {
+        let histogram = latency::merge(h);
+        let mut ipdv = SignedHistogram::default();
+        for part in &v {
+            ipdv.add(&part.ipdv);
+        }
+        StreamResult {
+            stream,
+            received,
+            duplicates,
+            reordered,
+            latency_ns: Summary::of(&histogram),
+            pdv_ns: PdvSummary::of(&histogram),
+            ipdv_ns: SignedSummary::of(&ipdv),
+            jitter_ns: merged_jitter(v.iter().copied()),
+            histogram,
+            ipdv,
+        }
+    }
 }
 
 /// A stream's counts over the analyzers it arrived at: received,
-/// duplicates, reordered, and the histograms to merge.
-type StreamSum<'a> = (u64, u64, u64, Vec<&'a Histogram<u64>>);
+/// duplicates, reordered, the histograms to merge and the delay variations.
+type StreamSum<'a> = (u64, u64, u64, Vec<&'a Histogram<u64>>, Vec<&'a Variation>);
 
 /// One generator's (or generator replica's) part of a trial.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -864,6 +903,8 @@ pub fn assemble(
                 } else {
                     &s.histogram
                 });
+                // Differences of delays need no common clock: kept always.
+                e.4.push(&s.variation);
             }
             received = received.saturating_add(share.received);
             duplicates = duplicates.saturating_add(share.duplicates);
@@ -877,17 +918,7 @@ pub fn assemble(
     let hist = latency::merge(by_stream.values().flat_map(|e| e.3.iter().copied()));
     let streams = by_stream
         .into_iter()
-        .map(|(stream, (received, duplicates, reordered, h))| {
-            let histogram = latency::merge(h);
-            StreamResult {
-                stream,
-                received,
-                duplicates,
-                reordered,
-                latency_ns: Summary::of(&histogram),
-                histogram,
-            }
-        })
+        .map(|(stream, sum)| StreamResult::of(stream, sum))
         .collect();
     let lost = offered.saturating_sub(received);
     let rx_dropped: u64 = ports

@@ -12,6 +12,7 @@ fn analyzer(received: u64, rx_span_ns: u64, rx_first_burst: u64) -> AnalyzerRepo
             reordered: 0,
             gaps: 0,
             histogram: latency::merge(std::iter::empty()),
+            variation: Default::default(),
         }],
         stale: 0,
         foreign: 0,

@@ -29,6 +29,12 @@ const KEYS: &[Key] = &[
         "streams tracked: ids 0..streams",
     ),
     BURST,
+    Key::new(
+        "delay_log",
+        "integer 0..=1000000",
+        "0",
+        "list the first N latency samples (stream, sequence number, stamp, receive time) in the detail's `delay_log`, to check the delay figures",
+    ),
 ];
 
 pub(super) const DEF: StageDef = StageDef::new(
@@ -57,10 +63,14 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
     let streams = t
         .int(sink, "streams", 1..257)
         .map_or(16, |(n, _)| n as usize);
+    let delay_log = t
+        .int(sink, "delay_log", 0..1_000_001)
+        .map_or(0, |(n, _)| n as usize);
     let c = AnalyzerSpec {
         latency,
         streams,
         burst: burst(t, sink),
+        delay_log,
     };
     (StageKind::Analyzer(c), rx, None)
 }
@@ -97,6 +107,7 @@ impl StageConfig for AnalyzerSpec {
             self.burst,
             control,
             cx.counters,
-        )))
+        )
+        .with_delay_log(self.delay_log)))
     }
 }
