@@ -260,6 +260,13 @@ fn b2b_chart(r: &SuiteReport) -> Option<Chart> {
     })
 }
 
+/// NDR and PDR against frame size (Mpps, with the line rate) to `path`
+/// (`.svg` or `.png`): `linerate suite --plot`.
+pub fn plot(r: &SuiteReport, path: &std::path::Path) -> Result<(), PlotError> {
+    let c = rate_chart(r, false);
+    crate::plot::to_file(path, |a| draw(&c, a), |a| draw(&c, a))
+}
+
 /// Escapes text for HTML.
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
