@@ -36,6 +36,8 @@ struct Chart {
     y_desc: &'static str,
     names: Option<Vec<String>>,
     series: Vec<Series>,
+    /// Where the legend goes (clear of the lines).
+    legend: SeriesLabelPosition,
 }
 
 fn draw<DB: DrawingBackend>(
@@ -72,10 +74,21 @@ fn draw<DB: DrawingBackend>(
         }
         None => format!("{x}"),
     };
+    // Round numbers: the ticks plotters picks, without needless decimals.
+    let fmt_y = |y: &f64| {
+        if ymax >= 100.0 {
+            format!("{y:.0}")
+        } else if ymax >= 1.0 {
+            format!("{y:.1}")
+        } else {
+            format!("{y:.3}")
+        }
+    };
     let mut mesh = crate::plot::mesh(&mut chart);
     mesh.x_desc(c.x_desc)
         .y_desc(c.y_desc)
-        .x_label_formatter(&fmt_x);
+        .x_label_formatter(&fmt_x)
+        .y_label_formatter(&fmt_y);
     if let Some(n) = &c.names {
         // One tick per category, at the integers.
         mesh.x_labels(n.len() * 2 + 1);
@@ -97,7 +110,7 @@ fn draw<DB: DrawingBackend>(
         }
         chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    crate::plot::legend(&mut chart, SeriesLabelPosition::UpperRight).draw()?;
+    crate::plot::legend(&mut chart, c.legend.clone()).draw()?;
     Ok(())
 }
 
@@ -173,6 +186,7 @@ fn rate_chart(r: &SuiteReport, gbps: bool) -> Chart {
         },
         names: Some(names),
         series,
+        legend: SeriesLabelPosition::UpperRight,
     }
 }
 
@@ -212,6 +226,7 @@ fn latency_chart(r: &SuiteReport) -> Option<Chart> {
         y_desc: "latency [µs]",
         names: Some(loads),
         series,
+        legend: SeriesLabelPosition::UpperLeft,
     })
 }
 
@@ -236,6 +251,7 @@ fn loss_chart(r: &SuiteReport) -> Option<Chart> {
         y_desc: "frames lost [%]",
         names: None,
         series,
+        legend: SeriesLabelPosition::UpperLeft,
     })
 }
 
@@ -257,6 +273,7 @@ fn b2b_chart(r: &SuiteReport) -> Option<Chart> {
             points: avg,
             dashed: false,
         }],
+        legend: SeriesLabelPosition::UpperLeft,
     })
 }
 
