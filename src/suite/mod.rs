@@ -458,3 +458,50 @@ impl SuiteReport {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn frames_only_and_loads_parse() {
+        assert_eq!(default_frames().len(), 8);
+        assert_eq!(
+            parse_frames(" 64, 9018 ,IMIX").unwrap(),
+            [
+                FrameSize::Fixed(64),
+                FrameSize::Fixed(9018),
+                FrameSize::Imix
+            ]
+        );
+        for bad in ["", "64,", "63", "9019", "big", "64,64", "imix,imix"] {
+            assert!(parse_frames(bad).is_err(), "{bad}");
+        }
+        assert!((FrameSize::Imix.average() - 4246.0 / 12.0).abs() < 1e-9);
+        assert_eq!(
+            parse_only("loss,throughput,loss").unwrap(),
+            [Part::Throughput, Part::Loss]
+        );
+        assert!(parse_only("latency,speed").is_err());
+        let l = parse_loads("idle, 10%PDR,ndr,90%ndr,pdr").unwrap();
+        assert_eq!(
+            l,
+            [
+                Load::Idle,
+                Load::Pdr(0.1),
+                Load::Ndr(1.0),
+                Load::Ndr(0.9),
+                Load::Pdr(1.0)
+            ]
+        );
+        let labels: Vec<String> = l.iter().map(Load::label).collect();
+        assert_eq!(labels, ["idle", "10% PDR", "NDR", "90% NDR", "PDR"]);
+        assert_eq!(Load::Idle.rate(2e6, 3e6), 2e4);
+        assert_eq!(Load::Pdr(0.5).rate(2e6, 3e6), 1.5e6);
+        for bad in ["", "0%ndr", "101%pdr", "50%mrr", "fast"] {
+            assert!(parse_loads(bad).is_err(), "{bad}");
+        }
+        // 10 Gb/s of 64-byte frames: 14.88 Mpps.
+        assert!((pps_at(10e9, 64.0) - 14_880_952.38).abs() < 0.01);
+    }
+}
