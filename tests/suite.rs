@@ -337,6 +337,20 @@ fn signal_keeps_finished_sizes_and_resume_continues() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("another device"));
+    // So is one whose searches had other parameters.
+    let out = bin()
+        .args(&again)
+        .args([
+            "-q",
+            "--final-duration",
+            "20",
+            "--resume",
+            json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("other parameters"));
     // So is a search report, or a suite of another pipeline.
     let pipe = util::write(
         dir.path(),

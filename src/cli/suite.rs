@@ -93,7 +93,7 @@ fn input<E: std::fmt::Display>(e: E) -> Failure {
 /// failed, 2 for bad input (before any trial), 128 + N after signal N.
 pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
     let setup = setup(args)?;
-    let earlier = resumed(args, &setup.source_text)?;
+    let earlier = resumed(args, &setup)?;
     let (live, server) = start_metrics(&args.search.metrics, "suite")?;
     let mut report = SuiteReport {
         suite: 1,
@@ -217,6 +217,11 @@ fn setup(args: &SuiteArgs) -> Result<Setup, Failure> {
         (Some(_), None, None) | (None, Some(_), None) => {}
         _ => return Err(input("give exactly one of PIPELINE or --sim MODEL")),
     }
+    if s.frame_size != 64.0 {
+        return Err(input(
+            "suite sets the frame size itself: give the sizes with --frames, not --frame-size",
+        ));
+    }
     let frames = match &args.frames {
         Some(f) => parse_frames(f).map_err(input)?,
         None => default_frames(),
@@ -319,7 +324,7 @@ fn parse_line_rate(s: &str) -> Result<f64, Failure> {
 
 /// With `--resume REPORT`: the report, once it is known to be a suite of
 /// the same device.
-fn resumed(args: &SuiteArgs, source: &str) -> Result<Option<SuiteReport>, Failure> {
+fn resumed(args: &SuiteArgs, setup: &Setup) -> Result<Option<SuiteReport>, Failure> {
     let Some(path) = &args.search.resume else {
         return Ok(None);
     };
@@ -332,12 +337,28 @@ fn resumed(args: &SuiteArgs, source: &str) -> Result<Option<SuiteReport>, Failur
                 path.display()
             ))
         })?;
-    earlier.check_resumable(source).map_err(|why| {
+    earlier.check_resumable(&setup.source_text).map_err(|why| {
         input(format!(
             "--resume {}: the report is of another device: {why}",
             path.display()
         ))
     })?;
+    // A size's search continues only under the same parameters.
+    for plan in &setup.plans {
+        let label = plan.frame.label();
+        let same = earlier
+            .sizes
+            .iter()
+            .filter(|s| s.frame == label)
+            .filter_map(|s| s.throughput.as_ref())
+            .all(|t| t.config == plan.search);
+        if !same {
+            return Err(input(format!(
+                "--resume {}: the report's search at {label} bytes has other parameters (goals, durations, rates)",
+                path.display()
+            )));
+        }
+    }
     Ok(Some(earlier))
 }
 
