@@ -510,3 +510,56 @@ fn html_report_renders_in_chromium() {
         "no NDR line in the screenshot"
     );
 }
+
+/// One HTTP GET of `/metrics`; empty when nothing answers.
+fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn metrics_serve_the_suites_trials() {
+    let addr = format!("127.0.0.1:{}", util::free_tcp_port());
+    let mut g = Guard(
+        bin()
+            .args(["suite", "-q", "--sim", MODEL, "--line-rate", "10 Gbps"])
+            .args(["--frames", "64,128", "--sim-time-scale", "0.002"])
+            .args([
+                "--b2b-trials",
+                "1",
+                "--metrics",
+                &addr,
+                "--metrics-hold",
+                "5s",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    let trials = loop {
+        let text = scrape(&addr);
+        let n = text
+            .lines()
+            .find(|l| l.starts_with("linerate_trials_total") || l.starts_with("linerate_trials "))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok());
+        if let Some(n) = n.filter(|&n| n >= 5.0) {
+            break n;
+        }
+        assert!(
+            g.0.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60),
+            "no trials served: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(trials >= 5.0);
+}
