@@ -295,7 +295,7 @@ fn esc(s: &str) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1300px}\
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}\
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}\
-th{background:#f0f3f8}.plot svg{max-width:100%;height:auto}.bad{color:#c81e1e}small{color:#666}";
+th{background:#f0f3f8}.wide{overflow-x:auto}.plot svg{max-width:100%;height:auto}.bad{color:#c81e1e}small{color:#666}";
 
 /// The report as one HTML document.
 pub fn render(r: &SuiteReport) -> Result<String, PlotError> {
@@ -319,7 +319,7 @@ pub fn render(r: &SuiteReport) -> Result<String, PlotError> {
             .line_rate_bps
             .map_or("unknown".into(), |b| format!("{} Gb/s", b / 1e9)),
     );
-    h.push_str("<h2>Results</h2>\n<table><tr>");
+    h.push_str("<h2>Results</h2>\n<div class=\"wide\"><table><tr>");
     for c in render::header(r) {
         let _ = write!(h, "<th>{}</th>", esc(&c));
     }
@@ -335,7 +335,7 @@ pub fn render(r: &SuiteReport) -> Result<String, PlotError> {
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</table>\n");
+    h.push_str("</table></div>\n");
     let mut charts = vec![rate_chart(r, false), rate_chart(r, true)];
     charts.extend(latency_chart(r));
     charts.extend(loss_chart(r));
