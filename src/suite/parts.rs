@@ -74,16 +74,20 @@ pub fn run_size(
         if entry.done.contains(&part) {
             continue;
         }
+        entry.skipped.remove(part.name());
         let result = match part {
-            Part::Throughput => throughput(plan, cfg, dut, entry, obs),
+            Part::Throughput => throughput(plan, cfg, dut, entry, obs).map(|()| true),
             Part::Latency => latency(cfg, dut, entry, obs),
-            Part::B2b => back_to_back(cfg, dut, entry, obs),
-            Part::Loss => loss_curve(cfg, dut, entry, obs),
+            Part::B2b => back_to_back(cfg, dut, entry, obs).map(|()| true),
+            Part::Loss => loss_curve(cfg, dut, entry, obs).map(|()| true),
         };
         obs.part_ends();
-        result?;
-        entry.done.push(part);
-        entry.done.sort();
+        // A part that lacked its input (latency without an NDR) is not done:
+        // a resumed suite that has the input runs it.
+        if result? {
+            entry.done.push(part);
+            entry.done.sort();
+        }
     }
     Ok(())
 }
@@ -150,23 +154,25 @@ fn loss_of(c: &TrialCounts) -> f64 {
     }
 }
 
+/// Latency at each load; `false` when there was no NDR and PDR to load
+/// the device relative to.
 fn latency(
     cfg: &SuiteConfig,
     dut: &mut dyn SuiteDut,
     entry: &mut SizeReport,
     obs: &mut dyn Observer,
-) -> Result<(), MeasureError> {
+) -> Result<bool, MeasureError> {
     entry.latency.clear();
     if let Some(why) = dut.no_latency() {
         entry.skipped.insert("latency".into(), why);
-        return Ok(());
+        return Ok(true);
     }
     let (Some(ndr), Some(pdr)) = (entry.ndr(), entry.pdr()) else {
         entry.skipped.insert(
             "latency".into(),
             "no NDR and PDR to load the device relative to (the search found none)".into(),
         );
-        return Ok(());
+        return Ok(false);
     };
     obs.part_starts(&entry.frame, Part::Latency, cfg.loads.len() as u64);
     for load in &cfg.loads {
@@ -184,7 +190,7 @@ fn latency(
             streams: json.get("streams").cloned().unwrap_or_default(),
         });
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The longest burst with no loss, by bisection over burst lengths: first
@@ -326,6 +332,76 @@ fn loss_curve(
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::search::{SimDut, SimModel};
+    use crate::suite::Load;
+
+    /// The simulated device with a latency: its trial JSON carries fields
+    /// per stream the suite does not know, to be copied through.
+    struct Fake(SimDut, Vec<f64>);
+
+    impl SuiteDut for Fake {
+        fn measurer(&mut self) -> &mut dyn Measurer {
+            &mut self.0
+        }
+
+        fn latency_trial(
+            &mut self,
+            rate_pps: f64,
+            duration_s: f64,
+        ) -> Result<(TrialCounts, serde_json::Value), MeasureError> {
+            self.1.push(rate_pps);
+            let c = self.0.measure(rate_pps, duration_s)?;
+            let json = serde_json::json!({
+                "latency_ns": {"p50": 1000, "p99": 2000},
+                "streams": [{"stream": 0, "latency_ns": {"p50": 1000}, "pdv_ns": {"p50": 7}}],
+            });
+            Ok((c, json))
+        }
+    }
+
+    struct Quiet;
+    impl Observer for Quiet {}
+
+    #[test]
+    fn latency_follows_the_search_and_keeps_the_trials_json() {
+        let model = SimModel {
+            ndr: 1e6,
+            pdr: 1.02e6,
+            ..SimModel::default()
+        };
+        let search = SearchConfig {
+            final_duration: 2.0,
+            ..SearchConfig::csit()
+        };
+        let plan = SizePlan {
+            frame: FrameSize::Fixed(64),
+            search,
+        };
+        let mut cfg = SuiteConfig {
+            parts: vec![Part::Latency],
+            binary: false,
+            loads: vec![Load::Idle, Load::Pdr(0.5), Load::Ndr(1.0)],
+            trial_s: 1.0,
+            b2b_trials: 1,
+            b2b_max_s: 0.1,
+        };
+        let mut dut = Fake(SimDut::new(model), Vec::new());
+        let mut entry = SizeReport::new(&plan.frame, 29.76e6);
+        // No search yet: nothing to load relative to, and not done.
+        run_size(&plan, &cfg, &mut dut, &mut entry, &mut Quiet).unwrap();
+        assert!(entry.done.is_empty() && entry.latency.is_empty());
+        assert!(entry.skipped.contains_key("latency"));
+        cfg.parts = vec![Part::Throughput, Part::Latency];
+        run_size(&plan, &cfg, &mut dut, &mut entry, &mut Quiet).unwrap();
+        assert_eq!(entry.done, [Part::Throughput, Part::Latency]);
+        assert!(entry.skipped.is_empty());
+        let (ndr, pdr) = (entry.ndr().unwrap(), entry.pdr().unwrap());
+        assert_eq!(dut.1, [0.01 * ndr, 0.5 * pdr, ndr]);
+        let labels: Vec<&str> = entry.latency.iter().map(|p| p.load.as_str()).collect();
+        assert_eq!(labels, ["idle", "50% PDR", "NDR"]);
+        assert_eq!(entry.latency[1].streams[0]["pdv_ns"]["p50"], 7);
+        assert_eq!(entry.latency[1].latency_ns["p99"], 2000);
+    }
 
     #[test]
     fn burst_search_finds_the_buffer() {
