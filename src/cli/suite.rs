@@ -268,6 +268,12 @@ fn setup(args: &SuiteArgs) -> Result<Setup, Failure> {
         Some(r) => Some(parse_line_rate(r)?),
         None => port_line,
     };
+    if line_rate.is_none() && !s.quiet {
+        eprintln!(
+            "note: no line rate known (--line-rate, the port's `line_rate`, the model's `bps`): every size's maximum is --max-rate {}, and no percentage of a line rate is reported",
+            s.max_rate
+        );
+    }
     let mut plans = Vec::new();
     for f in &frames {
         search.frame_size = f.average();
@@ -585,6 +591,7 @@ impl Observer for Progress<'_> {
         self.bar.inc(1);
         if what.starts_with("burst") {
             // Dozens per repetition: the bar counts them, no line each.
+            self.bar.set_message(what.to_string());
             return;
         }
         let lost = c.offered.saturating_sub(c.received);
