@@ -31,6 +31,7 @@ pub mod rpc;
 pub mod runtime;
 pub mod search;
 pub mod spead;
+pub mod suite;
 #[allow(unsafe_code)]
 pub mod sys;
 #[allow(unsafe_code)]

@@ -19,6 +19,7 @@ pub mod rpc;
 mod run;
 pub mod search;
 pub mod spead;
+pub mod suite;
 mod trial;
 
 use std::process::ExitCode;
@@ -46,6 +47,8 @@ enum Command {
     Trial(trial::TrialArgs),
     /// NDR/PDR search (MDR, as FD.io CSIT): on a pipeline, a simulated device or an external command.
     Search(search::SearchArgs),
+    /// The benchmark across frame sizes (RFC 2544, FD.io CSIT): per size the NDR/PDR search, latency at loads, back-to-back frames and the frame-loss curve.
+    Suite(suite::SuiteArgs),
     /// Compare two search (or suite) reports goal by goal; exit 1 on a regression beyond the widths.
     Compare(compare::CompareArgs),
     /// SPEAD: send heaps (or an F-engine simulator's stream) and receive them into heaps or chunks, like spead2's tools.
@@ -167,6 +170,7 @@ pub fn main() -> ExitCode {
         Command::Compare(a) => ("error", compare::run(&a)),
         Command::Spead(a) => ("linerate spead", spead::run(&a)),
         Command::Search(a) => ("error", search_cmd(&a)),
+        Command::Suite(a) => ("error", suite::run(&a)),
         Command::Reliable(a) => ("linerate reliable compare", reliable::run(&a)),
         Command::Doctor(a) => ("linerate doctor", doctor::run(&a)),
         Command::Rpc(a) => ("linerate rpc", rpc::run(&a)),

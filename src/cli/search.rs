@@ -29,7 +29,8 @@ pub struct SearchArgs {
     /// Pipeline file whose generator and analyzer measure the device under test.
     pub pipeline: Option<PathBuf>,
     /// Simulated device instead of a pipeline, e.g.
-    /// "ndr=12e6,pdr=12.2e6,plr=0.005,jitter=0,spike_rate=0,spike_len=0,buffer=0,seed=1".
+    /// "ndr=12e6,pdr=12.2e6,plr=0.005,jitter=0,spike_rate=0,spike_len=0,buffer=0,seed=1";
+    /// "bps=10e9" adds a bit-rate limit (L1) at --frame-size.
     #[arg(long, value_name = "MODEL")]
     pub sim: Option<String>,
     /// External measurer: a shell command with {rate} (pps) and {duration} (s) that prints
@@ -239,13 +240,18 @@ pub fn run(args: &SearchArgs, pipeline_measurer: OpenPipeline) -> Result<(), Fai
     check_sources(args)?;
     let mut searcher = searcher_of(args, &cfg)?;
     // What is measured, so that only a report of the same is resumed.
-    let sim_model = args
+    // A bit-rate limit (`bps=`) applies at --frame-size.
+    let sized = args
         .sim
         .as_deref()
-        .map(str::parse::<SimModel>)
+        .map(str::parse::<crate::suite::SizedSim>)
         .transpose()
         .map_err(|e| Failure::Input(e.to_string()))?;
-    let source = source_of(args, sim_model.as_ref());
+    let sim_model = sized.map(|s| s.at(args.frame_size));
+    let source = match &sized {
+        Some(s) => s.source(),
+        None => source_of(args),
+    };
     let earlier = resumed_trials(args, searcher.as_ref(), &source)?;
     let inner = measurer_of(args, sim_model, pipeline_measurer)?;
     let scale = if args.sim.is_some() {
@@ -345,12 +351,10 @@ fn searcher_of(args: &SearchArgs, cfg: &SearchConfig) -> Result<Box<dyn Searcher
     searcher.map_err(|e| Failure::Input(e.to_string()))
 }
 
-/// What is measured, as the report records it: the simulated device, the
-/// command, or the pipeline file's digest.
-fn source_of(args: &SearchArgs, sim_model: Option<&SimModel>) -> String {
-    if let Some(m) = sim_model {
-        format!("sim {m:?}")
-    } else if let Some(cmd) = &args.measure_cmd {
+/// What is measured, as the report records it: the command, or the
+/// pipeline file's digest (a simulated device says its own).
+fn source_of(args: &SearchArgs) -> String {
+    if let Some(cmd) = &args.measure_cmd {
         format!("command {cmd}")
     } else {
         let path = args.pipeline.as_deref().unwrap_or(Path::new(""));

@@ -423,7 +423,7 @@ fn progress_families(live: &Live, pipeline: Option<&str>, out: &mut Vec<Family>)
             .map(|n| vec![("pipeline", n.to_string())])
             .unwrap_or_default()
     };
-    if live.command == "trial" || live.command == "search" {
+    if matches!(live.command, "trial" | "search" | "suite") {
         let mut n = Family::new("linerate_trials", "Trials completed.", MetricType::Counter);
         n.count(base(), p.trials);
         out.push(n);

@@ -76,7 +76,7 @@ pub struct Live {
 
 impl Live {
     /// Nothing to serve yet but the process itself; `command` is the
-    /// subcommand (`run`, `trial`, `search`, `spead_recv`).
+    /// subcommand (`run`, `trial`, `search`, `suite`, `spead_recv`).
     pub fn new(command: &'static str) -> Arc<Live> {
         Arc::new(Live {
             started: Instant::now(),

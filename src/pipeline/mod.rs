@@ -95,6 +95,62 @@ pub fn load_str(path: &Path, src: &str) -> Result<Plan, LoadError> {
     plan::plan(pipeline, src, &cores).map_err(LoadError::Invalid)
 }
 
+/// As [`load`], every generator sending `sizes` instead of the frame sizes
+/// its file gives (`linerate suite`'s frame sizes): the plan checks them as
+/// it checks the file's (pool buffers, a dpdk port's mbufs), and IPv6
+/// frames must hold their headers and the stamp. The message names the
+/// generator, the port or the size.
+pub fn load_with_frames(
+    path: &Path,
+    sizes: &crate::traffic::template::Sizes,
+) -> Result<Plan, String> {
+    use crate::traffic::template::{Sizes, MIN_FRAME_V6};
+    let src = std::fs::read_to_string(path)
+        .map_err(|e| LoadError::Read(path.to_path_buf(), e).to_string())?;
+    let cores = available_cores();
+    let mut pipeline =
+        schema::parse(path, &src, &cores).map_err(|d| LoadError::Invalid(d).to_string())?;
+    for stage in &mut pipeline.stages {
+        let StageKind::Generator(g) = &mut stage.kind else {
+            continue;
+        };
+        let mut mine = sizes.clone();
+        if g.frames.is_v6() {
+            if let Sizes::Imix(v) = &mut mine {
+                for s in v.iter_mut().filter(|s| s.0 < MIN_FRAME_V6) {
+                    s.0 = MIN_FRAME_V6;
+                }
+            } else if mine.max() < MIN_FRAME_V6 {
+                return Err(format!(
+                    "generator {}: a {}-byte frame cannot carry IPv6/UDP and the stamp (IPv6 frames need at least {MIN_FRAME_V6} bytes)",
+                    stage.name,
+                    mine.max()
+                ));
+            }
+        }
+        g.frames.sizes = mine;
+    }
+    plan::plan(pipeline, &src, &cores).map_err(|d| LoadError::Invalid(d).to_string())
+}
+
+/// The line rate (L1 bits/s) of the port the plan's first generator sends
+/// on, when the port knows it (`line_rate`).
+pub fn generator_line_rate(plan: &Plan) -> Option<f64> {
+    let p = &plan.pipeline;
+    let tx = p
+        .stages
+        .iter()
+        .find(|s| matches!(s.kind, StageKind::Generator(_)))?
+        .tx
+        .as_deref()?;
+    let base = tx.split(':').next().unwrap_or(tx);
+    p.ports
+        .iter()
+        .find(|x| x.name == base)?
+        .kind
+        .line_rate_bps()
+}
+
 /// The cores this process may run on.
 pub fn available_cores() -> Vec<usize> {
     let mut ids: Vec<usize> = core_affinity::get_core_ids()

@@ -22,8 +22,17 @@ impl PipelineMeasurer {
         interrupt: &'static AtomicBool,
     ) -> anyhow::Result<PipelineMeasurer> {
         let plan = crate::pipeline::load(path)?;
+        PipelineMeasurer::of_plan(&plan, drain, interrupt)
+    }
+
+    /// Builds and starts a loaded pipeline with idle generators.
+    pub fn of_plan(
+        plan: &crate::pipeline::Plan,
+        drain: Duration,
+        interrupt: &'static AtomicBool,
+    ) -> anyhow::Result<PipelineMeasurer> {
         let runner = TrialRunner::start(
-            &plan,
+            plan,
             TrialOptions {
                 drain,
                 stats_interval: None,
@@ -36,15 +45,20 @@ impl PipelineMeasurer {
     }
 }
 
-impl Measurer for PipelineMeasurer {
-    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
+impl PipelineMeasurer {
+    /// One trial with everything the trial reports (its latency, per
+    /// stream, as `linerate trial --json` writes it).
+    pub fn trial(
+        &mut self,
+        rate_pps: f64,
+        duration_s: f64,
+    ) -> Result<crate::trial::TrialResult, MeasureError> {
         let duration =
             Duration::try_from_secs_f64(duration_s).map_err(|e| MeasureError::Failed {
                 message: format!("invalid trial duration {duration_s}: {e}"),
                 output: String::new(),
             })?;
-        let r = self
-            .runner
+        self.runner
             .trial(rate_pps, duration, self.interrupt, &mut |_, _| {})
             .map_err(|e| match e {
                 crate::trial::TrialError::Interrupted => MeasureError::Interrupted,
@@ -52,7 +66,13 @@ impl Measurer for PipelineMeasurer {
                     message: e.to_string(),
                     output: String::new(),
                 },
-            })?;
+            })
+    }
+}
+
+impl Measurer for PipelineMeasurer {
+    fn measure(&mut self, rate_pps: f64, duration_s: f64) -> Result<TrialCounts, MeasureError> {
+        let r = self.trial(rate_pps, duration_s)?;
         // `offered` is the intended count: unsent packets are offered and not received, so
         // they count as loss; they are reported apart.
         Ok(TrialCounts {
