@@ -247,6 +247,13 @@ fn back_to_back(
     obs: &mut dyn Observer,
 ) -> Result<(), MeasureError> {
     entry.back_to_back = None;
+    if entry.frame == "imix" {
+        entry.skipped.insert(
+            "b2b".into(),
+            "back-to-back is defined for one frame size, not a mix (RFC 9004 3)".into(),
+        );
+        return Ok(());
+    }
     let ndr = entry
         .throughput
         .as_ref()
