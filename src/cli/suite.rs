@@ -167,22 +167,7 @@ pub fn run(args: &SuiteArgs) -> Result<(), Failure> {
 /// search failed.
 fn print_notes(report: &SuiteReport) -> bool {
     let mut failed = false;
-    // The same reason at several sizes is said once, with the sizes.
-    let mut skipped: Vec<(&str, &str, Vec<&str>)> = Vec::new();
-    for s in &report.sizes {
-        for (part, why) in &s.skipped {
-            match skipped.iter_mut().find(|x| x.0 == part && x.1 == why) {
-                Some(x) => x.2.push(&s.frame),
-                None => skipped.push((part, why, vec![&s.frame])),
-            }
-        }
-    }
-    for (part, why, frames) in skipped {
-        let at = if frames.len() == report.sizes.len() && frames.len() > 1 {
-            "every size".to_string()
-        } else {
-            format!("{} bytes", frames.join(", "))
-        };
+    for (part, why, at) in report.skipped_notes() {
         println!("{part} skipped at {at}: {why}");
     }
     for s in &report.sizes {

@@ -344,23 +344,13 @@ pub fn render(r: &SuiteReport) -> Result<String, PlotError> {
     for c in &charts {
         let _ = writeln!(h, "<div class=\"plot\">{}</div>", svg(c)?);
     }
-    // The same reason at several sizes is said once, with the sizes.
-    let mut skipped: Vec<(&str, &str, Vec<&str>)> = Vec::new();
-    for s in &r.sizes {
-        for (part, why) in &s.skipped {
-            match skipped.iter_mut().find(|x| x.0 == part && x.1 == why) {
-                Some(x) => x.2.push(&s.frame),
-                None => skipped.push((part, why, vec![&s.frame])),
-            }
-        }
-    }
-    for (part, why, frames) in skipped {
+    for (part, why, at) in r.skipped_notes() {
         let _ = writeln!(
             h,
-            "<p><small>{} skipped at {} bytes: {}</small></p>",
-            esc(part),
-            esc(&frames.join(", ")),
-            esc(why)
+            "<p><small>{} skipped at {}: {}</small></p>",
+            esc(&part),
+            esc(&at),
+            esc(&why)
         );
     }
     h.push_str("<h2>Each size's search</h2>\n");

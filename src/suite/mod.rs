@@ -440,6 +440,36 @@ pub struct LossStep {
 }
 
 impl SuiteReport {
+    /// The parts left out, each reason said once with where it applied:
+    /// `(part, reason, "every size" | "64 B, IMIX")`.
+    pub fn skipped_notes(&self) -> Vec<(String, String, String)> {
+        let mut notes: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+        for s in &self.sizes {
+            for (part, why) in &s.skipped {
+                match notes.iter_mut().find(|x| x.0 == part && x.1 == why) {
+                    Some(x) => x.2.push(&s.frame),
+                    None => notes.push((part, why, vec![&s.frame])),
+                }
+            }
+        }
+        let every = |n: usize| n == self.sizes.len() && n > 1;
+        notes
+            .into_iter()
+            .map(|(part, why, frames)| {
+                let at = if every(frames.len()) {
+                    "every size".to_string()
+                } else {
+                    let label = |f: &&str| match f.parse::<u32>() {
+                        Ok(_) => format!("{f} B"),
+                        Err(_) => f.to_uppercase(),
+                    };
+                    frames.iter().map(label).collect::<Vec<_>>().join(", ")
+                };
+                (part.to_string(), why.to_string(), at)
+            })
+            .collect()
+    }
+
     /// A report that `--resume` may continue from: same source, and the
     /// earlier entry of each size this run measures.
     pub fn check_resumable(&self, source: &str) -> Result<(), String> {
