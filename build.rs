@@ -157,7 +157,8 @@ mod dpdk {
                  rte_thread_register|rte_thread_unregister|rte_eal_has_hugepages|rte_socket_id|rte_lcore_count|\
                  rte_get_main_lcore|rte_version|rte_pktmbuf_pool_create|rte_mempool_free|\
                  rte_mempool_avail_count|rte_mempool_in_use_count|rte_mempool_lookup|\
-                 rte_pktmbuf_free_bulk|rte_eth_.*|rte_ring_create|rte_ring_free",
+                 rte_pktmbuf_free_bulk|rte_eth_.*|rte_ring_create|rte_ring_free|\
+                 rte_eal_hotplug_add|rte_eal_hotplug_remove",
             )
             .allowlist_type("lr_consts|rte_mbuf|rte_mempool|rte_eth_.*|rte_ether_addr|rte_ring")
             .allowlist_var(

@@ -18,6 +18,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 #include <rte_version.h>

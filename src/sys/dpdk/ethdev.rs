@@ -151,6 +151,42 @@ pub fn port_names(_eal: &Eal) -> Vec<String> {
         .collect()
 }
 
+/// The device arguments after `NAME,` of the EAL's `--vdev=NAME[,ARGS]`
+/// (`--vdev NAME[,ARGS]` too), or None when no vdev of that name was given.
+fn vdev_args<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let spec = match a.strip_prefix("--vdev=") {
+            Some(s) => s,
+            None if a == "--vdev" => it.next()?.as_str(),
+            None => continue,
+        };
+        let (dev, rest) = spec.split_once(',').unwrap_or((spec, ""));
+        if dev == name {
+            return Some(rest);
+        }
+    }
+    None
+}
+
+/// Removes what is left of a closed virtual device and probes it again;
+/// whether that gave it back.
+fn reprobe(name: &str, devargs: &str) -> bool {
+    let (Ok(bus), Ok(dev), Ok(args)) = (
+        CString::new("vdev"),
+        CString::new(name),
+        CString::new(devargs),
+    ) else {
+        return false;
+    };
+    // SAFETY: valid C strings; removing a device that is not there fails
+    // harmlessly, and probing runs on this (the control) thread.
+    unsafe {
+        ffi::rte_eal_hotplug_remove(bus.as_ptr(), dev.as_ptr());
+        ffi::rte_eal_hotplug_add(bus.as_ptr(), dev.as_ptr(), args.as_ptr()) == 0
+    }
+}
+
 impl EthPort {
     /// Finds a probed device by its ethdev name (`net_null0`, `net_ring0`)
     /// or PCI address (`0000:01:00.0`, also accepted as `01:00.0`).
@@ -170,6 +206,30 @@ impl EthPort {
             if ret == 0 {
                 return Self::from_id(eal, id);
             }
+        }
+        // A virtual device's port is released when it closes; a process that
+        // opens the pipeline again (a suite, one size after another) probes
+        // the device again from its EAL argument.
+        if let Some(devargs) = vdev_args(eal.args(), name) {
+            if reprobe(name, devargs) {
+                return Self::by_name_probed(eal, name);
+            }
+        }
+        Err(DpdkError::NoSuchPort {
+            name: name.to_string(),
+            available: port_names(eal).join(", "),
+        })
+    }
+
+    fn by_name_probed(eal: &Eal, name: &str) -> Result<Self, DpdkError> {
+        let c = CString::new(name).map_err(|_| DpdkError::Nul {
+            what: "port name",
+            value: name.to_string(),
+        })?;
+        let mut id = 0u16;
+        // SAFETY: c is a valid C string; id is a valid out-pointer.
+        if unsafe { ffi::rte_eth_dev_get_port_by_name(c.as_ptr(), &mut id) } == 0 {
+            return Self::from_id(eal, id);
         }
         Err(DpdkError::NoSuchPort {
             name: name.to_string(),
@@ -685,5 +745,31 @@ unsafe fn eth_tx_burst(port: u16, queue: u16, pkts: *mut *mut ffi::rte_mbuf, n: 
             Some(burst) => burst(qd, pkts, n),
             None => 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::vdev_args;
+
+    #[test]
+    fn a_vdev_is_found_by_name_in_either_spelling() {
+        let args: Vec<String> = [
+            "--no-huge",
+            "--vdev=net_af_packet0,iface=a,framecnt=4096",
+            "--vdev",
+            "net_ring0",
+            "--vdev=net_null10",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            vdev_args(&args, "net_af_packet0"),
+            Some("iface=a,framecnt=4096")
+        );
+        assert_eq!(vdev_args(&args, "net_ring0"), Some(""));
+        assert_eq!(vdev_args(&args, "net_null10"), Some(""));
+        assert_eq!(vdev_args(&args, "net_null1"), None);
+        assert_eq!(vdev_args(&args, "--no-huge"), None);
     }
 }
