@@ -405,3 +405,68 @@ fn jumbo_frames_cross_the_kernel_at_mtu_9000() {
     let s = dut.stats();
     assert!(s["b"]["tx_packets"].as_u64().unwrap() >= 2000, "{s}");
 }
+
+/// A short suite through the kernel router, two frame sizes one after the
+/// other in one process (the ports open again for the second): every part in
+/// the report, a CSV row per size, an HTML page with its plots.
+#[test]
+fn short_suite_against_the_kernel_reports_every_part() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(dut) = Dut::up("suite") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let f = util::write(dir.path(), "p.toml", &pipeline(&dut, false, false));
+    let (csv, html) = (dir.path().join("s.csv"), dir.path().join("s.html"));
+    let r = linerate(
+        &[
+            "suite",
+            "--quiet",
+            "--frames",
+            "64,512",
+            "--quick",
+            "--b2b-trials",
+            "2",
+            "--min-rate",
+            "500 pps",
+            "--max-rate",
+            "30 kpps",
+            "--csv",
+            csv.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        &f,
+        600,
+    );
+    let sizes = r["sizes"].as_array().unwrap();
+    let frames: Vec<_> = sizes.iter().map(|s| s["frame"].as_str().unwrap()).collect();
+    assert_eq!(frames, ["64", "512"], "{r}");
+    for s in sizes {
+        let done: Vec<_> = s["done"].as_array().unwrap().iter().collect();
+        assert_eq!(done.len(), 4, "every part done: {s}");
+        assert_eq!(
+            s["throughput"]["outcome"]["goals"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        // Latency at no load, 10, 50 and 90 % of the PDR and at the NDR, each
+        // with its streams (percentiles and delay variation).
+        let latency = s["latency"].as_array().unwrap();
+        assert_eq!(latency.len(), 5, "{s}");
+        for l in latency {
+            assert!(l["streams"][0]["pdv_ns"]["p99"].is_u64(), "{l}");
+        }
+        assert!(
+            s["back_to_back"].is_object() || s["skipped"]["b2b"].is_string(),
+            "{s}"
+        );
+        assert!(!s["loss_curve"].as_array().unwrap().is_empty(), "{s}");
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(rows.iter().all(|r| r.len() == rows[0].len()), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.matches("<svg").count() >= 4);
+}

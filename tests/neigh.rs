@@ -659,3 +659,20 @@ fn owned_addresses_display_and_match() {
     assert_eq!(a.to_string(), "fd00:2::2/64");
     assert!(a.contains(IpAddr::V6("fd00:2::ffff".parse().unwrap())));
 }
+
+/// The transmit queue the receive side adopts holds the shared core, which
+/// holds it: when the port's report goes, so must the queue, or the device
+/// stays open (and a pipeline opened again in the same process cannot have it).
+#[test]
+fn an_adopted_transmit_queue_goes_with_the_port() {
+    let (mut port, shared, _pool) = wrapped_wire();
+    shared.adopt_tx(port.tx.remove(0));
+    let weak = std::sync::Arc::downgrade(&shared);
+    drop(shared);
+    assert!(weak.upgrade().is_some(), "the port still holds its core");
+    drop(port);
+    assert!(
+        weak.upgrade().is_none(),
+        "the adopted queue kept the neighbour core (and its device) alive"
+    );
+}

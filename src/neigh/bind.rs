@@ -345,6 +345,20 @@ struct NeighStats {
     shared: Arc<NeighPort>,
 }
 
+impl Drop for NeighStats {
+    /// The port's report goes when the pipeline does: the adopted transmit
+    /// queue goes with it. It holds the shared core that holds it, a cycle
+    /// that would otherwise keep the device (and its pool) open after the
+    /// pipeline is gone, so a pipeline opened again could not have it.
+    fn drop(&mut self) {
+        self.shared
+            .orphan
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+}
+
 impl PortStats for NeighStats {
     fn report(&self) -> PortReport {
         let mut r = self.inner.report();
