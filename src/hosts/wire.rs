@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use crate::latency;
 use crate::port::PortReport;
-use crate::traffic::analyzer::{AnalyzerReport, StreamReport};
+use crate::traffic::analyzer::{AnalyzerReport, EncapReport, StreamReport};
 use crate::trial::{GeneratorShare, TrialPart};
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -35,6 +35,8 @@ struct AnalyzerWire {
     #[serde(default)]
     rx_first_burst: u64,
     streams: Vec<StreamWire>,
+    #[serde(default)]
+    encap: EncapReport,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -47,6 +49,8 @@ struct StreamWire {
     reordered: u64,
     gaps: u64,
     histogram: String,
+    #[serde(default)]
+    unexpected_encap: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -144,8 +148,10 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
                         reordered: s.reordered,
                         gaps: s.gaps,
                         histogram: latency::encode(&s.histogram),
+                        unexpected_encap: s.unexpected_encap,
                     })
                     .collect(),
+                encap: r.encap.clone(),
             })
             .collect(),
         ports: part
@@ -201,6 +207,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 reordered: s.reordered,
                 gaps: s.gaps,
                 histogram: latency::decode(&s.histogram)?,
+                unexpected_encap: s.unexpected_encap,
             });
         }
         part.analyzers.push((
@@ -213,6 +220,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 invalid_latency: a.invalid_latency,
                 rx_span_ns: a.rx_span_ns,
                 rx_first_burst: a.rx_first_burst,
+                encap: a.encap,
             },
         ));
     }
@@ -256,12 +264,18 @@ mod test {
                         reordered: seed,
                         gaps: 0,
                         histogram: h,
+                        unexpected_encap: seed,
                     }],
                     stale: 2,
                     foreign: 0,
                     invalid_latency: 0,
                     rx_span_ns: 999_999_937 + seed,
                     rx_first_burst: seed,
+                    encap: EncapReport {
+                        by_id: [(format!("vlan {seed}"), 79)].into(),
+                        other_ids: seed,
+                        unexpected_encap: seed,
+                    },
                 },
             )],
             ports: [(format!("p{seed}"), port)].into(),

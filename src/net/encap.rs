@@ -30,8 +30,8 @@ pub struct Encap {
 /// Walks `frame` like [`udp_payload`], and also through an MPLS label stack
 /// (the IP version read from the first nibble after the bottom entry) and,
 /// when `vxlan_port` is given and the datagram goes to it with the VXLAN I
-/// flag set, into the inner Ethernet frame (its own VLAN tags walked, not
-/// recorded). The view's offsets are into the frame it was found in (the
+/// flag set and an inner Ethernet frame that holds UDP, into it (its own
+/// VLAN tags walked, not recorded). The view's offsets are into the frame it was found in (the
 /// inner one for VXLAN). Allocation-free; never panics.
 pub fn walk(frame: &[u8], vxlan_port: Option<u16>) -> Result<(Encap, UdpView<'_>), WhyNot> {
     let eth = ethernet::Frame::new_checked(frame)?;
@@ -82,9 +82,15 @@ pub fn walk(frame: &[u8], vxlan_port: Option<u16>) -> Result<(Encap, UdpView<'_>
             if !v.vni_valid() {
                 return Ok((e, outer));
             }
-            e.vni = Some(v.vni());
-            let inner = udp_payload(v.into_inner().get(vxlan::HEADER_LEN..).unwrap_or(&[]))?;
-            Ok((e, inner))
+            // A datagram to the port whose inner frame holds no UDP is taken
+            // as plain UDP (its payload is no stamp, whatever it is).
+            match udp_payload(v.into_inner().get(vxlan::HEADER_LEN..).unwrap_or(&[])) {
+                Ok(inner) => {
+                    e.vni = Some(v.vni());
+                    Ok((e, inner))
+                }
+                Err(_) => Ok((e, outer)),
+            }
         }
         _ => Ok((e, outer)),
     }
@@ -170,9 +176,7 @@ mod test {
         let f = plain(4, 9);
         let q = insert(&f, ethertype::VLAN, &[0, 5, 8, 0]);
         let mut x = plain(8 + q.len(), 4789);
-        vxlan::Repr { vni: 1 }.emit(&mut vxlan::Packet::new_unchecked(
-            &mut x[UDP_V4_HEADERS..],
-        ));
+        vxlan::Repr { vni: 1 }.emit(&mut vxlan::Packet::new_unchecked(&mut x[UDP_V4_HEADERS..]));
         x[UDP_V4_HEADERS + 8..].copy_from_slice(&q);
         for n in 0..x.len() {
             let _ = walk(&x[..n], Some(4789));

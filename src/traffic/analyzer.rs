@@ -8,6 +8,12 @@
 //!
 //! Recording allocates nothing: histograms are made when a stream is first
 //! seen and reset in place between trials.
+//!
+//! Frames are walked through VLAN tags, QinQ, MPLS and VXLAN
+//! ([`crate::net::encap::walk`]); a stamped frame in another encapsulation
+//! than the one expected counts as `unexpected_encap`, not as received, and
+//! the expected one is counted per VLAN id, QinQ pair, outer label or VNI
+//! (see [`super::encap`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +21,9 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
+pub use super::encap::{
+    EncapKind, EncapReport, EncapSpec, IdCounts, DEFAULT_ENCAP_IDS, MAX_ENCAP_IDS,
+};
 use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
 use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
@@ -138,6 +147,8 @@ struct StreamState {
     received: u64,
     bytes: u64,
     hist: Histogram<u64>,
+    /// Stamped packets in an encapsulation not expected.
+    unexpected_encap: u64,
 }
 
 /// One stream's counts in a report.
@@ -160,6 +171,9 @@ pub struct StreamReport {
     /// Latency samples (not serialized; see the summary).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
+    /// Packets of the stream in an encapsulation not expected (not in
+    /// `received`).
+    pub unexpected_encap: u64,
 }
 
 impl std::fmt::Debug for StreamReport {
@@ -188,6 +202,8 @@ pub struct AnalyzerReport {
     pub rx_span_ns: u64,
     /// Packets of this trial in the first such burst.
     pub rx_first_burst: u64,
+    /// Counts per encapsulation id, and packets in one not expected.
+    pub encap: EncapReport,
 }
 
 /// Requests in, reports out; shared by an analyzer and the controller.
@@ -233,6 +249,10 @@ pub struct Analyzer {
     first_rx_ns: Option<u64>,
     last_rx_ns: u64,
     first_burst: u64,
+    /// What frames arrive in, and the counts per id of this trial.
+    encap: EncapSpec,
+    encap_ids: IdCounts,
+    unexpected_encap: u64,
 }
 
 impl Analyzer {
@@ -267,7 +287,17 @@ impl Analyzer {
             first_rx_ns: None,
             last_rx_ns: 0,
             first_burst: 0,
+            encap: EncapSpec::default(),
+            encap_ids: IdCounts::new(DEFAULT_ENCAP_IDS),
+            unexpected_encap: 0,
         }
+    }
+
+    /// The analyzer expecting frames in `spec`'s encapsulation.
+    pub fn with_encap(mut self, spec: EncapSpec) -> Self {
+        self.encap = spec;
+        self.encap_ids = IdCounts::new(spec.ids);
+        self
     }
 
     fn reset(&mut self) {
@@ -276,7 +306,10 @@ impl Analyzer {
             s.received = 0;
             s.bytes = 0;
             s.hist.reset();
+            s.unexpected_encap = 0;
         }
+        self.encap_ids.reset();
+        self.unexpected_encap = 0;
         self.stale = 0;
         self.foreign = 0;
         self.invalid_latency = 0;
@@ -303,6 +336,7 @@ impl Analyzer {
                     reordered: s.tracker.reordered,
                     gaps: s.tracker.gaps(s.first_seq),
                     histogram: s.hist.clone(),
+                    unexpected_encap: s.unexpected_encap,
                 })
                 .collect(),
             stale: self.stale,
@@ -312,6 +346,22 @@ impl Analyzer {
                 .first_rx_ns
                 .map_or(0, |f| self.last_rx_ns.saturating_sub(f)),
             rx_first_burst: self.first_burst,
+            encap: self.encap_report(),
+        }
+    }
+
+    /// The encapsulation counts of this trial.
+    fn encap_report(&self) -> EncapReport {
+        let kind = self.encap.expect;
+        EncapReport {
+            by_id: self
+                .encap_ids
+                .ids()
+                .into_iter()
+                .map(|(id, n)| (kind.label(id), n))
+                .collect(),
+            other_ids: self.encap_ids.other,
+            unexpected_encap: self.unexpected_encap,
         }
     }
 
@@ -336,6 +386,17 @@ impl Analyzer {
 #[inline]
 pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
     crate::net::udp_payload(f).ok().map(|v| v.payload())
+}
+
+/// The stamped payload of a frame in any encapsulation the analyzer knows
+/// (VLAN, QinQ, MPLS, VXLAN to `vxlan_port`), with the encapsulation's kind
+/// and id: [`crate::net::encap::walk`].
+#[inline]
+pub fn stamped(f: &[u8], vxlan_port: u16) -> Option<(EncapKind, u32, Stamp<&[u8]>)> {
+    let (e, v) = crate::net::encap::walk(f, Some(vxlan_port)).ok()?;
+    let stamp = Stamp::new_checked(v.payload()).ok()?;
+    let (kind, id) = EncapKind::of(&e);
+    Some((kind, id, stamp))
 }
 
 impl Stage for Analyzer {
@@ -368,7 +429,7 @@ impl Stage for Analyzer {
         for pkt in self.burst.iter() {
             let data = pkt.data();
             bytes += data.len() as u64;
-            let Some(stamp) = udp_payload(data).and_then(|p| Stamp::new_checked(p).ok()) else {
+            let Some((kind, id, stamp)) = stamped(data, self.encap.vxlan_port) else {
                 // Not ours: the port may want it (ARP/NDP for its addresses).
                 if !self.input.offer(cx.now, data) {
                     self.foreign += 1;
@@ -390,7 +451,16 @@ impl Stage for Analyzer {
                 received: 0,
                 bytes: 0,
                 hist: new_histogram(),
+                unexpected_encap: 0,
             });
+            if kind != self.encap.expect {
+                s.unexpected_encap += 1;
+                self.unexpected_encap += 1;
+                continue;
+            }
+            if kind != EncapKind::None {
+                self.encap_ids.count(id);
+            }
             if s.received == 0 {
                 s.first_seq = seq;
             }
@@ -429,6 +499,7 @@ impl Stage for Analyzer {
                     "stream": s.stream, "received": s.received, "bytes": s.bytes, "unique": s.unique,
                     "duplicates": s.duplicates, "reordered": s.reordered, "gaps": s.gaps,
                     "latency_ns": crate::latency::Summary::of(&s.histogram),
+                    "unexpected_encap": s.unexpected_encap,
                 })
             })
             .collect();
@@ -445,6 +516,7 @@ impl Stage for Analyzer {
             "streams": streams, "stale": r.stale, "foreign": r.foreign,
             "invalid_latency": r.invalid_latency,
             "rx_span_s": r.rx_span_ns as f64 / 1e9, "rx_pps": rx_pps,
+            "encap": r.encap,
         }))
     }
 }
@@ -458,6 +530,8 @@ pub struct AnalyzerSpec {
     pub streams: usize,
     /// Packets per burst.
     pub burst: usize,
+    /// What frames arrive in.
+    pub encap: EncapSpec,
 }
 
 #[cfg(test)]

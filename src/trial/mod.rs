@@ -26,7 +26,7 @@ use crate::time::Clock;
 use crate::traffic::analyzer::AnaControl;
 use crate::traffic::generator::{GenControl, TrialGenerator};
 
-use crate::traffic::analyzer::AnalyzerReport;
+use crate::traffic::analyzer::{AnalyzerReport, EncapReport};
 
 /// A trial's result: the keys of the contract, and more.
 #[derive(Clone, serde::Serialize)]
@@ -98,6 +98,10 @@ pub struct TrialResult {
     /// Per stream, as received: a stream that arrived at several analyzers
     /// (replicas) is one entry, its counts summed and histograms merged.
     pub streams: Vec<StreamResult>,
+    /// The analyzers' counts per VLAN id, QinQ pair, outer MPLS label or
+    /// VNI (they sum to `received` when every id fits the table), and the
+    /// stamped packets that arrived in an encapsulation not expected.
+    pub encap: EncapReport,
     /// Per generator (each replica of a replicated one): what it offered,
     /// sent and could not send. These add up to the totals above.
     pub generators: BTreeMap<String, GeneratorShare>,
@@ -303,6 +307,9 @@ pub struct StreamResult {
     pub reordered: u64,
     /// Latency.
     pub latency_ns: Summary,
+    /// Packets in an encapsulation the analyzers did not expect (not in
+    /// `received`).
+    pub unexpected_encap: u64,
     /// The stream's latency histogram (for plots; not serialized).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
@@ -837,8 +844,15 @@ pub fn assemble(
     // A stream may arrive at several analyzers (replicas on RSS queues):
     // its counts add up, its histograms merge.
     let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
+    let mut encap = EncapReport::default();
+    let mut unexpected: BTreeMap<u16, u64> = BTreeMap::new();
     for (i, p) in parts.iter().enumerate() {
         for (name, r) in &p.analyzers {
+            encap.add(&r.encap);
+            for s in &r.streams {
+                let u = unexpected.entry(s.stream).or_default();
+                *u = u.saturating_add(s.unexpected_encap);
+            }
             stale = stale.saturating_add(r.stale);
             invalid_latency = invalid_latency.saturating_add(r.invalid_latency);
             let rx_span = r.rx_span_ns as f64 / 1e9;
@@ -885,6 +899,7 @@ pub fn assemble(
                 duplicates,
                 reordered,
                 latency_ns: Summary::of(&histogram),
+                unexpected_encap: unexpected.get(&stream).copied().unwrap_or(0),
                 histogram,
             }
         })
@@ -931,6 +946,7 @@ pub fn assemble(
         latency_ns: Summary::of(&hist),
         burst_gap_ns: Summary::of(&latency::merge(parts.iter().flat_map(|p| p.gaps.iter()))),
         streams,
+        encap,
         generators,
         analyzers,
         ports,

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::super::diag::Sink;
 use super::super::table::Table;
+use super::encap;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, Mode, StageCtx};
@@ -29,6 +30,9 @@ const KEYS: &[Key] = &[
         "streams tracked: ids 0..streams",
     ),
     BURST,
+    encap::EXPECT,
+    encap::VXLAN_PORT,
+    encap::ENCAP_IDS,
 ];
 
 pub(super) const DEF: StageDef = StageDef::new(
@@ -61,6 +65,7 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
         latency,
         streams,
         burst: burst(t, sink),
+        encap: encap::analyzer(t, sink),
     };
     (StageKind::Analyzer(c), rx, None)
 }
@@ -76,8 +81,8 @@ impl StageConfig for AnalyzerSpec {
 
     fn describe(&self) -> String {
         format!(
-            "analyzer, latency per {:?}, streams 0..{}, burst {}",
-            self.latency, self.streams, self.burst
+            "analyzer, latency per {:?}, streams 0..{}, burst {}, expects {:?}",
+            self.latency, self.streams, self.burst, self.encap.expect
         )
         .to_lowercase()
     }
@@ -97,6 +102,7 @@ impl StageConfig for AnalyzerSpec {
             self.burst,
             control,
             cx.counters,
-        )))
+        )
+        .with_encap(self.encap)))
     }
 }
