@@ -690,6 +690,27 @@ mod test {
             }
         }
 
+        /// Random bytes behind every EtherType the walk follows (tags,
+        /// labels, IP) and at the VXLAN port: no panic, and a stamp is
+        /// found only in a frame that can hold headers and stamp.
+        #[test]
+        fn the_encapsulation_walk_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            et in proptest::sample::select(vec![0x8100u16, 0x88a8, 0x8847, 0x8848, 0x0800, 0x86dd]),
+            vxlan in any::<bool>(),
+        ) {
+            let mut f = bytes;
+            if f.len() > 14 {
+                use crate::net::ethernet::Frame;
+                Frame::new_unchecked(&mut f[..]).set_ethertype(et);
+            }
+            let port = if vxlan { 4789 } else { u16::from_be_bytes([f.len() as u8, 0]) };
+            if let Some((_, _, s)) = stamped(&f, port) {
+                prop_assert!(crate::traffic::stamp::Repr::parse(&s).is_ok());
+                prop_assert!(f.len() >= 60, "headers and a stamp need 60 bytes");
+            }
+        }
+
         #[test]
         fn unique_and_duplicates_are_exact(seqs in proptest::collection::vec(0u64..5000, 1..2000)) {
             let mut t = SeqTracker::default();
