@@ -248,9 +248,7 @@ fn vxlan(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> Option<Vxlan> {
         }
     };
     let mut addr = |v: &mut Table<'_, '_>, key: &str| -> Option<std::net::Ipv4Addr> {
-        let Some((s, span)) = v.required_string(sink, key, VXLAN_EXAMPLE) else {
-            return None;
-        };
+        let (s, span) = v.required_string(sink, key, VXLAN_EXAMPLE)?;
         match s.parse() {
             Ok(a) => Some(a),
             Err(_) => {
