@@ -429,12 +429,16 @@ pub struct FrameBuilder {
     addr_sum: u32,
     flows: u64,
     rng: SplitMix64,
-    /// Sizes of the five flow fields: VLAN id, destination port, source
-    /// port, destination address, source address (the first varies fastest).
-    counts: [u32; 5],
+    /// Sizes of the four flow fields: destination port, source port,
+    /// destination address, source address (the first varies fastest, after
+    /// the VLAN id of a range).
+    counts: [u32; 4],
     /// Round-robin: the next flow's offset in each field (an odometer, so a
     /// packet costs compares, not divisions).
-    pos: [u32; 5],
+    pos: [u32; 4],
+    /// VLAN ids of a range, and the next flow's offset into it.
+    vlans: u32,
+    vlan_pos: u32,
     next_size: usize,
     /// One IPv4 flow: its addresses, ports and IP checksum are in every
     /// template's head from the start, and a packet writes only its stamp's
@@ -492,13 +496,14 @@ impl FrameBuilder {
                 spec.dst_ip.base(spec.is_v6()),
             ))),
             counts: [
-                spec.encap.vlans(),
                 spec.dst_port.count.max(1),
                 spec.src_port.count.max(1),
                 spec.dst_ip.count.max(1),
                 spec.src_ip.count.max(1),
             ],
-            pos: [0; 5],
+            pos: [0; 4],
+            vlans: spec.encap.vlans(),
+            vlan_pos: 0,
             spec: spec.clone(),
             next_size: 0,
             one_flow_v4: false,
@@ -576,44 +581,80 @@ impl FrameBuilder {
     }
 
     /// [`FrameBuilder::write_next`] for every other spec: several sizes,
-    /// several flows, IPv6, encapsulations.
+    /// several flows, IPv6, encapsulations (a path of their own, so the plain
+    /// one stays as it was).
     fn write_next_any(&mut self, buf: &mut [u8], seq: u64, flags: u8) -> usize {
-        let t = &self.templates[self.cycle[self.next_size] as usize];
-        self.next_size += 1;
-        if self.next_size == self.cycle.len() {
-            self.next_size = 0;
+        if self.shift == 0 {
+            self.write_flow::<false>(buf, seq, flags)
+        } else {
+            self.write_flow::<true>(buf, seq, flags)
         }
-        let shift = self.shift;
-        if self.one_flow_v4 {
-            let len = write_v4(t, &mut buf[shift..], None, seq, flags);
-            if shift > 0 {
-                t.prefix.apply(buf, 0, u32::from(self.spec.src_port.first));
-            }
-            return len + shift;
-        }
-        // Flow k in mixed radix over the five fields, VLAN id fastest.
-        let [vo, dpo, spo, di, si] = match self.spec.order {
+    }
+
+    /// The next flow: its offsets into the VLAN range (0 without
+    /// encapsulation), destination port, source port, destination and
+    /// source address; in mixed radix, VLAN id fastest.
+    #[inline(always)]
+    fn next_flow<const ENCAP: bool>(&mut self) -> [u32; 5] {
+        match self.spec.order {
             FlowOrder::RoundRobin => {
-                let cur = self.pos;
-                for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
-                    *p += 1;
-                    if *p < c {
-                        break;
+                let [dpo, spo, di, si] = self.pos;
+                let vo = self.vlan_pos;
+                let carry = !ENCAP || {
+                    self.vlan_pos += 1;
+                    let wrapped = self.vlan_pos == self.vlans;
+                    if wrapped {
+                        self.vlan_pos = 0;
                     }
-                    *p = 0;
+                    wrapped
+                };
+                if carry {
+                    for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
+                        *p += 1;
+                        if *p < c {
+                            break;
+                        }
+                        *p = 0;
+                    }
                 }
-                cur
+                [vo, dpo, spo, di, si]
             }
             FlowOrder::Random => {
                 let mut k = self.rng.next_u64() % self.flows;
                 let mut out = [0u32; 5];
-                for (o, &c) in out.iter_mut().zip(&self.counts) {
+                if ENCAP {
+                    out[0] = (k % u64::from(self.vlans)) as u32;
+                    k /= u64::from(self.vlans);
+                }
+                for (o, &c) in out[1..].iter_mut().zip(&self.counts) {
                     *o = (k % u64::from(c)) as u32;
                     k /= u64::from(c);
                 }
                 out
             }
-        };
+        }
+    }
+
+    /// One frame of the next flow and size; with `ENCAP`, written `shift`
+    /// bytes in and the encapsulation's prefix put in front.
+    #[inline(always)]
+    fn write_flow<const ENCAP: bool>(&mut self, buf: &mut [u8], seq: u64, flags: u8) -> usize {
+        let i = self.cycle[self.next_size] as usize;
+        self.next_size += 1;
+        if self.next_size == self.cycle.len() {
+            self.next_size = 0;
+        }
+        let shift = if ENCAP { self.shift } else { 0 };
+        if self.one_flow_v4 {
+            let t = &self.templates[i];
+            let len = write_v4(t, &mut buf[shift..], None, seq, flags);
+            if ENCAP {
+                t.prefix.apply(buf, 0, u32::from(self.spec.src_port.first));
+            }
+            return len + shift;
+        }
+        let [vo, dpo, spo, di, si] = self.next_flow::<ENCAP>();
+        let t = &self.templates[i];
         let s = &self.spec;
         let dport = u32::from(s.dst_port.first) + dpo;
         let sport = u32::from(s.src_port.first) + spo;
@@ -630,7 +671,7 @@ impl FrameBuilder {
             };
             let inner = &mut buf[shift..];
             let len = write_v6(t, inner, &stamp, (sip, dip, addr_sum), sport, dport);
-            if shift > 0 {
+            if ENCAP {
                 t.prefix.apply(buf, vo, sport);
             }
             return len + shift;
@@ -639,7 +680,7 @@ impl FrameBuilder {
         let sip = (self.src_base as u32).wrapping_add(si);
         let flow = Some(((sip, dip), sport, dport));
         let len = write_v4(t, &mut buf[shift..], flow, seq, flags);
-        if shift > 0 {
+        if ENCAP {
             t.prefix.apply(buf, vo, sport);
         }
         len + shift
