@@ -156,19 +156,6 @@ pub(super) struct Inner {
     pub src_port: u16,
 }
 
-impl Inner {
-    /// No frame (the prefix of [`Encap::None`] is not applied).
-    pub(super) const fn none() -> Inner {
-        Inner {
-            src_mac: [0; 6],
-            dst_mac: [0; 6],
-            ethertype: 0,
-            len: 0,
-            src_port: 0,
-        }
-    }
-}
-
 impl Prefix {
     /// The prefix of `encap` around an inner frame of `inner`.
     pub(super) fn new(encap: &Encap, inner: &Inner) -> Prefix {

@@ -305,8 +305,6 @@ struct Template {
     /// addresses and ports unless there is one flow), set per burst by
     /// [`FrameBuilder::begin_burst`].
     burst_sum: u32,
-    /// The encapsulation's bytes in front of the frame.
-    prefix: Prefix,
 }
 
 /// The first [`HEAD`] bytes of a frame, zero-padded.
@@ -318,15 +316,16 @@ fn head_of(frame: &[u8]) -> [u8; HEAD] {
 }
 
 impl Template {
-    /// The template of `size`-byte frames (FCS and encapsulation included).
-    fn new(spec: &FrameSpec, size: usize) -> Template {
+    /// The template of `size`-byte frames (FCS and encapsulation included),
+    /// and the encapsulation's prefix for it.
+    fn new(spec: &FrameSpec, size: usize) -> (Template, Prefix) {
         let size = size.saturating_sub(spec.encap.overhead());
-        let mut t = if spec.is_v6() {
+        let t = if spec.is_v6() {
             Template::new_v6(spec, size.max(MIN_FRAME_V6))
         } else {
             Template::new_v4(spec, size.max(MIN_FRAME))
         };
-        t.prefix = Prefix::new(
+        let prefix = Prefix::new(
             &spec.encap,
             &Inner {
                 src_mac: spec.src_mac,
@@ -340,7 +339,7 @@ impl Template {
                 src_port: spec.src_port.first,
             },
         );
-        t
+        (t, prefix)
     }
 
     fn new_v4(spec: &FrameSpec, size: usize) -> Template {
@@ -368,7 +367,6 @@ impl Template {
             ip_base,
             udp_base,
             burst_sum: udp_base,
-            prefix: Prefix::new(&Encap::None, &Inner::none()),
         }
     }
 
@@ -408,7 +406,6 @@ impl Template {
             ip_base: 0,
             udp_base,
             burst_sum: udp_base,
-            prefix: Prefix::new(&Encap::None, &Inner::none()),
         }
     }
 }
@@ -416,6 +413,9 @@ impl Template {
 /// Writes frames of a [`FrameSpec`] into packet buffers.
 pub struct FrameBuilder {
     templates: Vec<Template>,
+    /// The encapsulation's bytes per template (kept apart, so the plain
+    /// path's templates are no larger).
+    prefixes: Vec<Prefix>,
     /// Template index per slot of the size cycle.
     cycle: Vec<u8>,
     spec: FrameSpec,
@@ -483,8 +483,10 @@ impl FrameBuilder {
                 (v.iter().map(|x| x.0).collect(), cycle)
             }
         };
+        let (templates, prefixes) = sizes.iter().map(|&s| Template::new(spec, s)).unzip();
         let mut b = FrameBuilder {
-            templates: sizes.iter().map(|&s| Template::new(spec, s)).collect(),
+            templates,
+            prefixes,
             cycle,
             flows: spec.flows().max(1),
             rng: SplitMix64::new(spec.seed),
@@ -649,7 +651,7 @@ impl FrameBuilder {
             let t = &self.templates[i];
             let len = write_v4(t, &mut buf[shift..], None, seq, flags);
             if ENCAP {
-                t.prefix.apply(buf, 0, u32::from(self.spec.src_port.first));
+                self.prefixes[i].apply(buf, 0, u32::from(self.spec.src_port.first));
             }
             return len + shift;
         }
@@ -672,7 +674,7 @@ impl FrameBuilder {
             let inner = &mut buf[shift..];
             let len = write_v6(t, inner, &stamp, (sip, dip, addr_sum), sport, dport);
             if ENCAP {
-                t.prefix.apply(buf, vo, sport);
+                self.prefixes[i].apply(buf, vo, sport);
             }
             return len + shift;
         }
@@ -681,7 +683,7 @@ impl FrameBuilder {
         let flow = Some(((sip, dip), sport, dport));
         let len = write_v4(t, &mut buf[shift..], flow, seq, flags);
         if ENCAP {
-            t.prefix.apply(buf, vo, sport);
+            self.prefixes[i].apply(buf, vo, sport);
         }
         len + shift
     }
