@@ -583,34 +583,76 @@ impl FrameBuilder {
     }
 
     /// [`FrameBuilder::write_next`] for every other spec: several sizes,
-    /// several flows, IPv6, encapsulations (a path of their own, so the plain
-    /// one stays as it was).
+    /// several flows, IPv6; encapsulated frames take a path of their own
+    /// ([`FrameBuilder::write_encap`]), so this one stays as it was.
     fn write_next_any(&mut self, buf: &mut [u8], seq: u64, flags: u8) -> usize {
-        if self.shift == 0 {
-            self.write_flow::<false>(buf, seq, flags)
-        } else {
-            self.write_flow::<true>(buf, seq, flags)
+        if self.shift > 0 {
+            return self.write_encap(buf, seq, flags);
         }
+        let t = &self.templates[self.cycle[self.next_size] as usize];
+        self.next_size += 1;
+        if self.next_size == self.cycle.len() {
+            self.next_size = 0;
+        }
+        if self.one_flow_v4 {
+            return write_v4(t, buf, None, seq, flags);
+        }
+        // Flow k in mixed radix over the four fields, destination port fastest.
+        let [dpo, spo, di, si] = match self.spec.order {
+            FlowOrder::RoundRobin => {
+                let cur = self.pos;
+                for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
+                    *p += 1;
+                    if *p < c {
+                        break;
+                    }
+                    *p = 0;
+                }
+                cur
+            }
+            FlowOrder::Random => {
+                let mut k = self.rng.next_u64() % self.flows;
+                let mut out = [0u32; 4];
+                for (o, &c) in out.iter_mut().zip(&self.counts) {
+                    *o = (k % u64::from(c)) as u32;
+                    k /= u64::from(c);
+                }
+                out
+            }
+        };
+        let s = &self.spec;
+        let dport = u32::from(s.dst_port.first) + dpo;
+        let sport = u32::from(s.src_port.first) + spo;
+        if self.v6 {
+            let sip = self.src_base.wrapping_add(u128::from(si));
+            let dip = self.dst_base.wrapping_add(u128::from(di));
+            // Adding an offset to an address adds its words to the sum:
+            // carries between words are end-around carries (see add128).
+            let addr_sum = add32(add32(self.addr_sum, si), di);
+            let stamp = StampRepr {
+                seq,
+                flags,
+                ..self.stamp
+            };
+            return write_v6(t, buf, &stamp, (sip, dip, addr_sum), sport, dport);
+        }
+        let dip = (self.dst_base as u32).wrapping_add(di);
+        let sip = (self.src_base as u32).wrapping_add(si);
+        write_v4(t, buf, Some(((sip, dip), sport, dport)), seq, flags)
     }
 
-    /// The next flow: its offsets into the VLAN range (0 without
-    /// encapsulation), destination port, source port, destination and
-    /// source address; in mixed radix, VLAN id fastest.
+    /// The next encapsulated frame's flow: its offsets into the VLAN range,
+    /// destination port, source port, destination and source address; in
+    /// mixed radix, VLAN id fastest.
     #[inline(always)]
-    fn next_flow<const ENCAP: bool>(&mut self) -> [u32; 5] {
+    fn next_flow(&mut self) -> [u32; 5] {
         match self.spec.order {
             FlowOrder::RoundRobin => {
                 let [dpo, spo, di, si] = self.pos;
                 let vo = self.vlan_pos;
-                let carry = !ENCAP || {
-                    self.vlan_pos += 1;
-                    let wrapped = self.vlan_pos == self.vlans;
-                    if wrapped {
-                        self.vlan_pos = 0;
-                    }
-                    wrapped
-                };
-                if carry {
+                self.vlan_pos += 1;
+                if self.vlan_pos == self.vlans {
+                    self.vlan_pos = 0;
                     for (p, &c) in self.pos.iter_mut().zip(&self.counts) {
                         *p += 1;
                         if *p < c {
@@ -624,10 +666,8 @@ impl FrameBuilder {
             FlowOrder::Random => {
                 let mut k = self.rng.next_u64() % self.flows;
                 let mut out = [0u32; 5];
-                if ENCAP {
-                    out[0] = (k % u64::from(self.vlans)) as u32;
-                    k /= u64::from(self.vlans);
-                }
+                out[0] = (k % u64::from(self.vlans)) as u32;
+                k /= u64::from(self.vlans);
                 for (o, &c) in out[1..].iter_mut().zip(&self.counts) {
                     *o = (k % u64::from(c)) as u32;
                     k /= u64::from(c);
@@ -637,25 +677,22 @@ impl FrameBuilder {
         }
     }
 
-    /// One frame of the next flow and size; with `ENCAP`, written `shift`
-    /// bytes in and the encapsulation's prefix put in front.
-    #[inline(always)]
-    fn write_flow<const ENCAP: bool>(&mut self, buf: &mut [u8], seq: u64, flags: u8) -> usize {
+    /// An encapsulated frame of the next flow and size: the frame written
+    /// `shift` bytes in, and the encapsulation's prefix put in front.
+    fn write_encap(&mut self, buf: &mut [u8], seq: u64, flags: u8) -> usize {
         let i = self.cycle[self.next_size] as usize;
         self.next_size += 1;
         if self.next_size == self.cycle.len() {
             self.next_size = 0;
         }
-        let shift = if ENCAP { self.shift } else { 0 };
+        let shift = self.shift;
         if self.one_flow_v4 {
             let t = &self.templates[i];
             let len = write_v4(t, &mut buf[shift..], None, seq, flags);
-            if ENCAP {
-                self.prefixes[i].apply(buf, 0, u32::from(self.spec.src_port.first));
-            }
+            self.prefixes[i].apply(buf, 0, u32::from(self.spec.src_port.first));
             return len + shift;
         }
-        let [vo, dpo, spo, di, si] = self.next_flow::<ENCAP>();
+        let [vo, dpo, spo, di, si] = self.next_flow();
         let t = &self.templates[i];
         let s = &self.spec;
         let dport = u32::from(s.dst_port.first) + dpo;
@@ -673,18 +710,14 @@ impl FrameBuilder {
             };
             let inner = &mut buf[shift..];
             let len = write_v6(t, inner, &stamp, (sip, dip, addr_sum), sport, dport);
-            if ENCAP {
-                self.prefixes[i].apply(buf, vo, sport);
-            }
+            self.prefixes[i].apply(buf, vo, sport);
             return len + shift;
         }
         let dip = (self.dst_base as u32).wrapping_add(di);
         let sip = (self.src_base as u32).wrapping_add(si);
         let flow = Some(((sip, dip), sport, dport));
         let len = write_v4(t, &mut buf[shift..], flow, seq, flags);
-        if ENCAP {
-            self.prefixes[i].apply(buf, vo, sport);
-        }
+        self.prefixes[i].apply(buf, vo, sport);
         len + shift
     }
 }
