@@ -1,6 +1,6 @@
 //! Fuzzes the wire module (`linerate::net`): every header view and `Repr`
 //! over the input at every offset of its head, and the frame walk
-//! (`udp_payload`). Nothing may panic; an accepted frame's payload lies
+//! (`udp_payload`, and `encap::walk` through VLAN, MPLS and VXLAN). Nothing may panic; an accepted frame's payload lies
 //! inside it, after its headers; and a `Repr` that parses emits the same
 //! header bytes back.
 #![no_main]
@@ -9,6 +9,14 @@ use libfuzzer_sys::fuzz_target;
 use linerate::net::{ethernet, ipv4, ipv6, mpls, udp, udp_payload, vlan, vxlan};
 
 fuzz_target!(|data: &[u8]| {
+    // The walk through tags, labels and tunnels: the view lies in the frame
+    // (or in the VXLAN payload inside it), and never panics.
+    for port in [None, Some(4789), Some(u16::from_be_bytes([data.first().copied().unwrap_or(0), 0]))] {
+        if let Ok((e, v)) = linerate::net::encap::walk(data, port) {
+            assert!(v.payload().len() <= data.len());
+            assert!(usize::from(e.tags) <= 2 && usize::from(e.labels) <= 8);
+        }
+    }
     if let Ok(v) = udp_payload(data) {
         let r = v.payload_range();
         assert!(v.ip_offset() >= ethernet::HEADER_LEN);

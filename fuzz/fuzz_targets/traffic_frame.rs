@@ -4,11 +4,17 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use linerate::traffic::analyzer::udp_payload;
+use linerate::traffic::analyzer::{stamped, udp_payload};
 use linerate::traffic::stamp::{Repr, Stamp};
-use linerate::traffic::template::{AddrRange, PortRange};
+use linerate::traffic::template::{AddrRange, Encap, PortRange};
 
 fuzz_target!(|data: &[u8]| {
+    if let Some((_, _, s)) = stamped(data, 4789) {
+        let _ = Repr::parse(&s);
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        let _ = Encap::parse_vlan(s);
+    }
     if let Some(payload) = udp_payload(data) {
         if let Ok(s) = Stamp::new_checked(payload) {
             let _ = Repr::parse(&s);

@@ -143,6 +143,7 @@ fn print_result(r: &TrialResult) {
         "  latency ns: samples {}  min {}  avg {:.0}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         l.samples, l.min, l.avg, l.p50, l.p90, l.p99, l.p999, l.max
     );
+    print_encap(&mut out, r);
     let g = &r.burst_gap_ns;
     let _ = writeln!(
         out,
@@ -247,6 +248,31 @@ fn print_streams(out: &mut impl Write, r: &TrialResult) {
             s.ipdv_ns.p99,
             s.ipdv_ns.min,
             s.jitter_ns
+        );
+    }
+}
+
+/// The counts per encapsulation id, and the packets (per stream) in an
+/// encapsulation the analyzers did not expect; nothing for plain frames.
+fn print_encap(out: &mut impl Write, r: &TrialResult) {
+    let e = &r.encap;
+    if e.by_id.is_empty() && e.other_ids == 0 && e.unexpected_encap == 0 {
+        return;
+    }
+    let mut line = String::from("  encap:");
+    for (id, n) in &e.by_id {
+        line += &format!("  {id}: {n}");
+    }
+    if e.other_ids > 0 {
+        line += &format!("  other ids: {}", e.other_ids);
+    }
+    line += &format!("  unexpected_encap {}", e.unexpected_encap);
+    let _ = writeln!(out, "{line}");
+    for s in r.streams.iter().filter(|s| s.unexpected_encap > 0) {
+        let _ = writeln!(
+            out,
+            "  stream {}: unexpected_encap {}",
+            s.stream, s.unexpected_encap
         );
     }
 }

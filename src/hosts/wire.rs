@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use crate::latency;
 use crate::latency::variation::Variation;
 use crate::port::PortReport;
-use crate::traffic::analyzer::{AnalyzerReport, StreamReport};
+use crate::traffic::analyzer::{AnalyzerReport, EncapReport, StreamReport};
 use crate::trial::{GeneratorShare, TrialPart};
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -36,6 +36,8 @@ struct AnalyzerWire {
     #[serde(default)]
     rx_first_burst: u64,
     streams: Vec<StreamWire>,
+    #[serde(default)]
+    encap: EncapReport,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -59,6 +61,8 @@ struct StreamWire {
     jitter_ns: f64,
     #[serde(default)]
     jitter_samples: u64,
+    #[serde(default)]
+    unexpected_encap: u64,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -160,8 +164,10 @@ pub fn encode(part: &TrialPart) -> Vec<u8> {
                         ipdv_neg: Some(latency::encode(&s.variation.ipdv.neg)),
                         jitter_ns: s.variation.jitter_ns,
                         jitter_samples: s.variation.jitter_samples,
+                        unexpected_encap: s.unexpected_encap,
                     })
                     .collect(),
+                encap: r.encap.clone(),
             })
             .collect(),
         ports: part
@@ -227,6 +233,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 gaps: s.gaps,
                 histogram: latency::decode(&s.histogram)?,
                 variation,
+                unexpected_encap: s.unexpected_encap,
             });
         }
         part.analyzers.push((
@@ -239,6 +246,7 @@ pub fn decode(bytes: &[u8]) -> Result<TrialPart, String> {
                 invalid_latency: a.invalid_latency,
                 rx_span_ns: a.rx_span_ns,
                 rx_first_burst: a.rx_first_burst,
+                encap: a.encap,
             },
         ));
     }
@@ -291,12 +299,18 @@ mod test {
                         gaps: 0,
                         histogram: h,
                         variation: variation(seed),
+                        unexpected_encap: seed,
                     }],
                     stale: 2,
                     foreign: 0,
                     invalid_latency: 0,
                     rx_span_ns: 999_999_937 + seed,
                     rx_first_burst: seed,
+                    encap: EncapReport {
+                        by_id: [(format!("vlan {seed}"), 79)].into(),
+                        other_ids: seed,
+                        unexpected_encap: seed,
+                    },
                 },
             )],
             ports: [(format!("p{seed}"), port)].into(),

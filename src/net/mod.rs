@@ -22,9 +22,11 @@
 //! IPv6 with its extension headers, UDP) and says where the datagram's
 //! payload is or why there is none; every receive path that looks for a UDP
 //! payload uses it. [`stack`] writes whole header stacks into templates and
-//! patches their lengths per packet.
+//! patches their lengths per packet. [`encap::walk`] is the walk that also
+//! looks through MPLS label stacks and VXLAN tunnels, and says what it passed.
 
 pub mod checksum;
+pub mod encap;
 pub mod ethernet;
 pub mod ipv4;
 pub mod ipv6;

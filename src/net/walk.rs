@@ -22,6 +22,9 @@ pub enum WhyNot {
     /// More than [`MAX_TAGS`] VLAN tags.
     #[error("too many VLAN tags")]
     TooManyTags,
+    /// An MPLS label stack of more than [`super::encap::MAX_LABELS`] entries.
+    #[error("too many MPLS labels")]
+    TooManyLabels,
     /// An IP version that does not match the EtherType, or an IPv4 header
     /// length under 20 bytes.
     #[error("malformed IP header")]
@@ -138,6 +141,13 @@ pub fn udp_payload(frame: &[u8]) -> Result<UdpView<'_>, WhyNot> {
         l3 += vlan::HEADER_LEN;
         tags += 1;
     }
+    ip_udp(frame, l3, et)
+}
+
+/// The IP and UDP half of [`udp_payload`]: the datagram of an IP packet of
+/// EtherType `et` at offset `l3` of `frame`.
+#[inline]
+pub(super) fn ip_udp(frame: &[u8], l3: usize, et: u16) -> Result<UdpView<'_>, WhyNot> {
     let ip = frame.get(l3..).unwrap_or(&[]);
     let (version, l4, end) = match et {
         ethertype::IPV4 => {

@@ -10,6 +10,12 @@
 //! seen and reset in place between trials. The packets that give latency
 //! samples also give the stream's delay variation (IPDV and RFC 3550 jitter:
 //! [`crate::latency::variation`]).
+//!
+//! Frames are walked through VLAN tags, QinQ, MPLS and VXLAN
+//! ([`crate::net::encap::walk`]); a stamped frame in another encapsulation
+//! than the one expected counts as `unexpected_encap`, not as received, and
+//! the expected one is counted per VLAN id, QinQ pair, outer label or VNI
+//! (see [`super::encap`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,6 +23,9 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 use hdrhistogram::Histogram;
 
+pub use super::encap::{
+    EncapKind, EncapReport, EncapSpec, IdCounts, DEFAULT_ENCAP_IDS, MAX_ENCAP_IDS,
+};
 use super::stamp::{latency_ns, Stamp, FLAG_LAST_IN_BURST};
 use crate::buf::counter::CacheAligned;
 use crate::buf::{Burst, PoolCache};
@@ -142,6 +151,8 @@ struct StreamState {
     bytes: u64,
     hist: Histogram<u64>,
     variation: Variation,
+    /// Stamped packets in an encapsulation not expected.
+    unexpected_encap: u64,
 }
 
 /// One stream's counts in a report.
@@ -167,6 +178,9 @@ pub struct StreamReport {
     /// IPDV samples and RFC 3550 jitter (not serialized; see the detail).
     #[serde(skip)]
     pub variation: Variation,
+    /// Packets of the stream in an encapsulation not expected (not in
+    /// `received`).
+    pub unexpected_encap: u64,
 }
 
 impl std::fmt::Debug for StreamReport {
@@ -195,6 +209,8 @@ pub struct AnalyzerReport {
     pub rx_span_ns: u64,
     /// Packets of this trial in the first such burst.
     pub rx_first_burst: u64,
+    /// Counts per encapsulation id, and packets in one not expected.
+    pub encap: EncapReport,
 }
 
 /// Requests in, reports out; shared by an analyzer and the controller.
@@ -244,6 +260,10 @@ pub struct Analyzer {
     /// kept up to its capacity when asked (`delay_log`), to check the delay
     /// figures against; empty capacity keeps none.
     delay_log: Vec<[u64; 4]>,
+    /// What frames arrive in, and the counts per id of this trial.
+    encap: EncapSpec,
+    encap_ids: IdCounts,
+    unexpected_encap: u64,
 }
 
 impl Analyzer {
@@ -279,7 +299,17 @@ impl Analyzer {
             last_rx_ns: 0,
             first_burst: 0,
             delay_log: Vec::new(),
+            encap: EncapSpec::default(),
+            encap_ids: IdCounts::new(DEFAULT_ENCAP_IDS),
+            unexpected_encap: 0,
         }
+    }
+
+    /// The analyzer expecting frames in `spec`'s encapsulation.
+    pub fn with_encap(mut self, spec: EncapSpec) -> Self {
+        self.encap = spec;
+        self.encap_ids = IdCounts::new(spec.ids);
+        self
     }
 
     /// Keeps the first `packets` latency samples' stamps and receive times
@@ -296,8 +326,11 @@ impl Analyzer {
             s.bytes = 0;
             s.hist.reset();
             s.variation.reset();
+            s.unexpected_encap = 0;
         }
         self.delay_log.clear();
+        self.encap_ids.reset();
+        self.unexpected_encap = 0;
         self.stale = 0;
         self.foreign = 0;
         self.invalid_latency = 0;
@@ -325,6 +358,7 @@ impl Analyzer {
                     gaps: s.tracker.gaps(s.first_seq),
                     histogram: s.hist.clone(),
                     variation: s.variation.clone(),
+                    unexpected_encap: s.unexpected_encap,
                 })
                 .collect(),
             stale: self.stale,
@@ -334,6 +368,22 @@ impl Analyzer {
                 .first_rx_ns
                 .map_or(0, |f| self.last_rx_ns.saturating_sub(f)),
             rx_first_burst: self.first_burst,
+            encap: self.encap_report(),
+        }
+    }
+
+    /// The encapsulation counts of this trial.
+    fn encap_report(&self) -> EncapReport {
+        let kind = self.encap.expect;
+        EncapReport {
+            by_id: self
+                .encap_ids
+                .ids()
+                .into_iter()
+                .map(|(id, n)| (kind.label(id), n))
+                .collect(),
+            other_ids: self.encap_ids.other,
+            unexpected_encap: self.unexpected_encap,
         }
     }
 
@@ -358,6 +408,17 @@ impl Analyzer {
 #[inline]
 pub fn udp_payload(f: &[u8]) -> Option<&[u8]> {
     crate::net::udp_payload(f).ok().map(|v| v.payload())
+}
+
+/// The stamped payload of a frame in any encapsulation the analyzer knows
+/// (VLAN, QinQ, MPLS, VXLAN to `vxlan_port`), with the encapsulation's kind
+/// and id: [`crate::net::encap::walk`].
+#[inline]
+pub fn stamped(f: &[u8], vxlan_port: u16) -> Option<(EncapKind, u32, Stamp<&[u8]>)> {
+    let (e, v) = crate::net::encap::walk(f, Some(vxlan_port)).ok()?;
+    let stamp = Stamp::new_checked(v.payload()).ok()?;
+    let (kind, id) = EncapKind::of(&e);
+    Some((kind, id, stamp))
 }
 
 impl Stage for Analyzer {
@@ -390,7 +451,7 @@ impl Stage for Analyzer {
         for pkt in self.burst.iter() {
             let data = pkt.data();
             bytes += data.len() as u64;
-            let Some(stamp) = udp_payload(data).and_then(|p| Stamp::new_checked(p).ok()) else {
+            let Some((kind, id, stamp)) = stamped(data, self.encap.vxlan_port) else {
                 // Not ours: the port may want it (ARP/NDP for its addresses).
                 if !self.input.offer(cx.now, data) {
                     self.foreign += 1;
@@ -413,7 +474,16 @@ impl Stage for Analyzer {
                 bytes: 0,
                 hist: new_histogram(),
                 variation: Variation::default(),
+                unexpected_encap: 0,
             });
+            if kind != self.encap.expect {
+                s.unexpected_encap += 1;
+                self.unexpected_encap += 1;
+                continue;
+            }
+            if kind != EncapKind::None {
+                self.encap_ids.count(id);
+            }
             if s.received == 0 {
                 s.first_seq = seq;
             }
@@ -464,6 +534,7 @@ impl Stage for Analyzer {
                     "pdv_ns": PdvSummary::of(&s.histogram),
                     "ipdv_ns": s.variation.ipdv_summary(),
                     "jitter_ns": s.variation.jitter_ns,
+                    "unexpected_encap": s.unexpected_encap,
                 })
             })
             .collect();
@@ -480,6 +551,7 @@ impl Stage for Analyzer {
             "streams": streams, "stale": r.stale, "foreign": r.foreign,
             "invalid_latency": r.invalid_latency,
             "rx_span_s": r.rx_span_ns as f64 / 1e9, "rx_pps": rx_pps,
+            "encap": r.encap,
         });
         if self.delay_log.capacity() > 0 {
             d["delay_log"] = serde_json::json!(self.delay_log);
@@ -499,6 +571,8 @@ pub struct AnalyzerSpec {
     pub burst: usize,
     /// Latency samples whose stamps the detail lists (`delay_log`), per trial.
     pub delay_log: usize,
+    /// What frames arrive in.
+    pub encap: EncapSpec,
 }
 
 #[cfg(test)]
@@ -665,6 +739,27 @@ mod test {
             }
             if let Some(p) = udp_payload(&f) {
                 prop_assert!(p.len() <= f.len());
+            }
+        }
+
+        /// Random bytes behind every EtherType the walk follows (tags,
+        /// labels, IP) and at the VXLAN port: no panic, and a stamp is
+        /// found only in a frame that can hold headers and stamp.
+        #[test]
+        fn the_encapsulation_walk_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+            et in proptest::sample::select(vec![0x8100u16, 0x88a8, 0x8847, 0x8848, 0x0800, 0x86dd]),
+            vxlan in any::<bool>(),
+        ) {
+            let mut f = bytes;
+            if f.len() > 14 {
+                use crate::net::ethernet::Frame;
+                Frame::new_unchecked(&mut f[..]).set_ethertype(et);
+            }
+            let port = if vxlan { 4789 } else { u16::from_be_bytes([f.len() as u8, 0]) };
+            if let Some((_, _, s)) = stamped(&f, port) {
+                prop_assert!(crate::traffic::stamp::Repr::parse(&s).is_ok());
+                prop_assert!(f.len() >= 60, "headers and a stamp need 60 bytes");
             }
         }
 

@@ -3,6 +3,7 @@
 //! generators and analyzers, are [`crate::trial`].
 
 pub mod analyzer;
+pub mod encap;
 pub mod generator;
 pub mod stamp;
 pub mod template;

@@ -29,7 +29,7 @@ use crate::time::Clock;
 use crate::traffic::analyzer::AnaControl;
 use crate::traffic::generator::{GenControl, TrialGenerator};
 
-use crate::traffic::analyzer::AnalyzerReport;
+use crate::traffic::analyzer::{AnalyzerReport, EncapReport};
 
 /// A trial's result: the keys of the contract, and more.
 #[derive(Clone, serde::Serialize)]
@@ -101,6 +101,10 @@ pub struct TrialResult {
     /// Per stream, as received: a stream that arrived at several analyzers
     /// (replicas) is one entry, its counts summed and histograms merged.
     pub streams: Vec<StreamResult>,
+    /// The analyzers' counts per VLAN id, QinQ pair, outer MPLS label or
+    /// VNI (they sum to `received` when every id fits the table), and the
+    /// stamped packets that arrived in an encapsulation not expected.
+    pub encap: EncapReport,
     /// Per generator (each replica of a replicated one): what it offered,
     /// sent and could not send. These add up to the totals above.
     pub generators: BTreeMap<String, GeneratorShare>,
@@ -315,6 +319,9 @@ pub struct StreamResult {
     /// RFC 3550 inter-arrival jitter, ns; a stream received by several
     /// analyzers has the mean of theirs weighted by their samples.
     pub jitter_ns: f64,
+    /// Packets in an encapsulation the analyzers did not expect (not in
+    /// `received`).
+    pub unexpected_encap: u64,
     /// The stream's latency histogram (for plots; not serialized).
     #[serde(skip)]
     pub histogram: Histogram<u64>,
@@ -341,6 +348,7 @@ impl StreamResult {
             pdv_ns: PdvSummary::of(&histogram),
             ipdv_ns: SignedSummary::of(&ipdv),
             jitter_ns: merged_jitter(v.iter().copied()),
+            unexpected_encap: 0,
             histogram,
             ipdv,
         }
@@ -876,8 +884,15 @@ pub fn assemble(
     // A stream may arrive at several analyzers (replicas on RSS queues):
     // its counts add up, its histograms merge.
     let mut by_stream: BTreeMap<u16, StreamSum<'_>> = BTreeMap::new();
+    let mut encap = EncapReport::default();
+    let mut unexpected: BTreeMap<u16, u64> = BTreeMap::new();
     for (i, p) in parts.iter().enumerate() {
         for (name, r) in &p.analyzers {
+            encap.add(&r.encap);
+            for s in &r.streams {
+                let u = unexpected.entry(s.stream).or_default();
+                *u = u.saturating_add(s.unexpected_encap);
+            }
             stale = stale.saturating_add(r.stale);
             invalid_latency = invalid_latency.saturating_add(r.invalid_latency);
             let rx_span = r.rx_span_ns as f64 / 1e9;
@@ -918,7 +933,11 @@ pub fn assemble(
     let hist = latency::merge(by_stream.values().flat_map(|e| e.3.iter().copied()));
     let streams = by_stream
         .into_iter()
-        .map(|(stream, sum)| StreamResult::of(stream, sum))
+        .map(|(stream, sum)| {
+            let mut r = StreamResult::of(stream, sum);
+            r.unexpected_encap = unexpected.get(&stream).copied().unwrap_or(0);
+            r
+        })
         .collect();
     let lost = offered.saturating_sub(received);
     let rx_dropped: u64 = ports
@@ -962,6 +981,7 @@ pub fn assemble(
         latency_ns: Summary::of(&hist),
         burst_gap_ns: Summary::of(&latency::merge(parts.iter().flat_map(|p| p.gaps.iter()))),
         streams,
+        encap,
         generators,
         analyzers,
         ports,

@@ -13,12 +13,14 @@ fn analyzer(received: u64, rx_span_ns: u64, rx_first_burst: u64) -> AnalyzerRepo
             gaps: 0,
             histogram: latency::merge(std::iter::empty()),
             variation: Default::default(),
+            unexpected_encap: 0,
         }],
         stale: 0,
         foreign: 0,
         invalid_latency: 0,
         rx_span_ns,
         rx_first_burst,
+        encap: crate::traffic::analyzer::EncapReport::default(),
     }
 }
 

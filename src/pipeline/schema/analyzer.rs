@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::super::diag::Sink;
 use super::super::table::Table;
+use super::encap;
 use super::common::{burst, rx, BURST, KIND, LCORE, LCORES, RX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, Mode, StageCtx};
@@ -35,6 +36,9 @@ const KEYS: &[Key] = &[
         "0",
         "list the first N latency samples (stream, sequence number, stamp, receive time) in the detail's `delay_log`, to check the delay figures",
     ),
+    encap::EXPECT,
+    encap::VXLAN_PORT,
+    encap::ENCAP_IDS,
 ];
 
 pub(super) const DEF: StageDef = StageDef::new(
@@ -71,6 +75,7 @@ fn parse(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> ParsedStage {
         streams,
         burst: burst(t, sink),
         delay_log,
+        encap: encap::analyzer(t, sink),
     };
     (StageKind::Analyzer(c), rx, None)
 }
@@ -86,8 +91,8 @@ impl StageConfig for AnalyzerSpec {
 
     fn describe(&self) -> String {
         format!(
-            "analyzer, latency per {:?}, streams 0..{}, burst {}",
-            self.latency, self.streams, self.burst
+            "analyzer, latency per {:?}, streams 0..{}, burst {}, expects {:?}",
+            self.latency, self.streams, self.burst, self.encap.expect
         )
         .to_lowercase()
     }
@@ -108,6 +113,7 @@ impl StageConfig for AnalyzerSpec {
             control,
             cx.counters,
         )
-        .with_delay_log(self.delay_log)))
+        .with_delay_log(self.delay_log)
+        .with_encap(self.encap)))
     }
 }

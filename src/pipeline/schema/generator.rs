@@ -9,6 +9,7 @@ use super::{count_share, CheckCtx, TrialLoad};
 use super::super::replica::Refusal;
 use super::super::diag::Sink;
 use super::super::table::Table;
+use super::encap;
 use super::common::{burst, mac, tx, BURST, KIND, LCORE, LCORES, MAX_LAG, TX};
 use super::{Key, ParsedStage, StageConfig, StageDef, StageKind};
 use crate::pipeline::build::{BuildError, Mode, StageCtx};
@@ -133,6 +134,10 @@ const KEYS: &[Key] = &[
         "none (use dst_mac)",
         "the device's address on this link: its MAC is resolved (ARP/NDP) before the first packet and becomes dst_mac; the tx port needs `ip`",
     ),
+    encap::VLAN,
+    encap::QINQ,
+    encap::MPLS,
+    encap::VXLAN,
 ];
 
 pub(super) const DEF: StageDef = StageDef::new(
@@ -282,7 +287,7 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
         )
         .unwrap_or(FlowOrder::RoundRobin);
     let (src_ip, dst_ip, sizes) = address_family(t, sink, sizes);
-    let frames = FrameSpec {
+    let mut frames = FrameSpec {
         src_mac: mac(t, sink, "src_mac", d.src_mac),
         dst_mac: mac(t, sink, "dst_mac", d.dst_mac),
         src_ip,
@@ -294,7 +299,9 @@ fn parse_generator(t: &mut Table<'_, '_>, sink: &mut Sink<'_>) -> GeneratorSpec 
         seed: t
             .int(sink, "seed", 0..i64::MAX)
             .map_or(1, |(s, _)| s as u64),
+        encap: encap::generator(t, sink),
     };
+    encap::sizes(t, sink, &mut frames);
     let gateway = generator_gateway(t, sink, &frames);
     let (pace, gap_rate) = generator_pace(t, sink, frames.seed);
     GeneratorSpec {
@@ -662,9 +669,13 @@ impl StageConfig for GeneratorSpec {
             format!(", gateway {ip} (resolved at start)")
         });
         format!(
-            "generator, stream {}, {}{sizes}, {} flow(s), {rate}{}, burst {}{gw}",
+            "generator, stream {}, {}{}{sizes}, {} flow(s), {rate}{}, burst {}{gw}",
             g.stream,
             if g.frames.is_v6() { "IPv6, " } else { "" },
+            match g.frames.encap {
+                crate::traffic::template::Encap::None => String::new(),
+                ref e => format!("{} ({} bytes), ", e.name(), e.overhead()),
+            },
             g.frames.flows(),
             match g.pace {
                 Pace::Constant => String::new(),

@@ -15,6 +15,7 @@
 
 // The kinds' modules are declared by the registry below.
 mod common;
+mod encap;
 mod host;
 mod neigh;
 mod sections;
