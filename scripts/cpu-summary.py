@@ -27,6 +27,7 @@ EXPECTED = {
     "dpdk-huge": ["DPDK forwarding", "DPDK generator"],
     "ring": ["ring hop"],
     "spead": ["SPEAD reassembly, 1 KiB", "SPEAD reassembly, 64 KiB"],
+    "encap": ["DPDK generator, one VLAN tag", "DPDK generator, VXLAN", "DPDK analyzer, one VLAN tag"],
 }
 ROW = re.compile(
     r"^\|\s*(?P<what>[^|]+?)\s*\|(?P<cells>.*)\|\s*ratio\s+(?P<ratio>[0-9.]+)\s+"

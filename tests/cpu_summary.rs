@@ -13,6 +13,9 @@ const GEN_SLOW: &str = "| DPDK generator, stamped 64 B, 1 lcore, net_null (no-hu
 const GEN: &str = "| DPDK generator, stamped 64 B, 1 lcore, net_null (no-huge) | linerate 80.00 Mpps | testpmd txonly 61.40 Mpps | ratio 1.30 (target >= 1.0) |";
 const SPEAD: &str = "| SPEAD reassembly, 1 KiB single-packet heaps, per CPU-second | linerate 9.10 Mpps | spead2 2.90 Mpps | ratio 3.14 (target >= 1.5) |
 | SPEAD reassembly, 64 KiB heaps, in one process | linerate / physical limit 90.5% | the limit reading headers 91.0% | ratio 0.91 (target >= 0.9) |";
+const ENCAP: &str = "| DPDK generator, one VLAN tag, 64 B, 1 lcore, net_null | linerate 70.00 Mpps | testpmd txonly 64 B 60.00 Mpps | ratio 1.167 (target >= 1.0) |
+| DPDK generator, VXLAN, 114 B, 1 lcore, net_null | linerate 62.00 Mpps | testpmd txonly 114 B 60.00 Mpps | ratio 1.033 (target >= 1.0) |
+| DPDK analyzer, one VLAN tag vs plain, 64 B, net_ring | linerate vlan 20.00 Mpps | linerate plain 20.50 Mpps | ratio 0.976 (target >= 0.95) |";
 const RING: &str = "| ring hop, 2 lcores, bulk 32, 16 B elements | linerate 15.6 cycles/elem | DPDK rte_ring SP/SC 29.8 cycles/elem | ratio 0.52 (target <= 1.5) |";
 
 /// An `rpc-summary.py` summary.json (the fields the CPU summary reads):
@@ -59,6 +62,7 @@ fn every_target_met_says_so_with_the_cpu() {
             ("dpdk-huge.txt", format!("{}\n{}\n", huge(FWD), huge(GEN))),
             ("ring.txt", format!("{RING}\n")),
             ("spead.txt", format!("SUMMARY ...\n{SPEAD}\n")),
+            ("encap.txt", format!("round 1: ...\n{ENCAP}\n")),
             ("rpc-summary.json", rpc_json(1.2, 1.45, 1.15)),
         ],
     );
@@ -67,13 +71,13 @@ fn every_target_met_says_so_with_the_cpu() {
         "{text}"
     );
     assert_eq!(j["cpu_model"], "Intel(R) Xeon(R) Platinum 8481C");
-    // Two DPDK rows per memory mode, the ring hop, two SPEAD rows, the RPC
-    // rule and depth 256.
-    assert_eq!(j["measured"], 9, "{text}");
-    assert_eq!(j["met"], 9, "{text}");
+    // Two DPDK rows per memory mode, the ring hop, two SPEAD rows, three
+    // encapsulation rows, the RPC rule and depth 256.
+    assert_eq!(j["measured"], 12, "{text}");
+    assert_eq!(j["met"], 12, "{text}");
     assert_eq!(j["all_met"], true);
     assert!(
-        text.contains("CPU TARGETS: 9 of 9 measured targets met, 0 not measured; all met"),
+        text.contains("CPU TARGETS: 12 of 12 measured targets met, 0 not measured; all met"),
         "{text}"
     );
     assert!(
@@ -92,6 +96,7 @@ fn a_miss_a_skipped_benchmark_and_a_regime_miss_are_each_said() {
             ("dpdk-huge.skipped", "no hugetlbfs on /dev/hugepages".into()),
             ("ring.txt", format!("{RING}\n")),
             ("spead.txt", format!("{SPEAD}\n")),
+            ("encap.txt", format!("{ENCAP}\n")),
             // The rule over all five runs passes; the fast regime alone does not.
             ("rpc-summary.json", rpc_json(1.2, 1.54, 1.15)),
         ],
@@ -121,11 +126,11 @@ fn a_miss_a_skipped_benchmark_and_a_regime_miss_are_each_said() {
     assert_eq!(j["all_met"], false);
     // Regime rows are a reading beside the rule, not counted as targets, but
     // a regime that misses is named on the verdict line.
-    assert_eq!(j["measured"], 7, "{text}");
-    assert_eq!(j["met"], 6, "{text}");
+    assert_eq!(j["measured"], 10, "{text}");
+    assert_eq!(j["met"], 9, "{text}");
     assert_eq!(j["rpc_regimes_missed"], serde_json::json!(["fast"]));
     assert!(
-        text.contains("CPU TARGETS: 6 of 7 measured targets met, 2 not measured; RPC regimes judged apart that miss: fast"),
+        text.contains("CPU TARGETS: 9 of 10 measured targets met, 2 not measured; RPC regimes judged apart that miss: fast"),
         "{text}"
     );
 }
@@ -150,8 +155,9 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
     assert_eq!(j["measured"], 1, "{text}");
     assert_eq!(j["met"], 1);
     assert_eq!(j["all_met"], false);
-    // Four DPDK rows, two SPEAD rows (no output at all), the RPC's two.
-    assert_eq!(j["not_measured"].as_array().unwrap().len(), 8, "{text}");
+    // Four DPDK rows, two SPEAD and three encapsulation rows (no output at
+    // all), the RPC's two.
+    assert_eq!(j["not_measured"].as_array().unwrap().len(), 11, "{text}");
     assert!(
         text.contains("not measured: the benchmark printed no row for it"),
         "{text}"
@@ -161,7 +167,7 @@ fn a_benchmark_that_printed_nothing_is_not_measured_not_met() {
         "{text}"
     );
     assert!(
-        text.contains("CPU TARGETS: 1 of 1 measured targets met, 8 not measured"),
+        text.contains("CPU TARGETS: 1 of 1 measured targets met, 11 not measured"),
         "{text}"
     );
     assert!(!text.contains("all met"), "{text}");
