@@ -117,7 +117,7 @@ fn text_table(out: &mut String, keys: &[Key]) {
 const SHARED_BY: usize = 3;
 
 /// Markdown: the manual's key reference page, whole when `kinds` is [`all`].
-/// A key alike in [`SHARED_BY`] kinds or more is in one shared table; a key
+/// A key alike in `SHARED_BY` kinds or more is in one shared table; a key
 /// alike in two kinds is in the first one's table, and the second links to it;
 /// every other key is in its kind's table.
 pub fn markdown(kinds: &[(Group, &KindDoc)]) -> String {

@@ -12,7 +12,7 @@
 //! pseudo-header, which IPv6 makes mandatory: a computed 0 is sent as
 //! 0xffff). An IPv6 frame needs [`MIN_FRAME_V6`] bytes to carry the stamp.
 //!
-//! An [`Encap`] (VLAN, QinQ, MPLS, VXLAN) wraps the frame: see [`encap`].
+//! An [`Encap`] (VLAN, QinQ, MPLS, VXLAN) wraps the frame: see `encap.rs`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddrV4};
 
