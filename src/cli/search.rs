@@ -459,29 +459,7 @@ impl<'a> Progress<'a> {
     /// A trial finished: its line, and the bounds it moved.
     fn trial_done(&self, trial: &TrialRecord, outcome: &Outcome) {
         self.elapsed.set(trial.end_s);
-        self.live.progress(|p| {
-            p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
-            let s = p.search.get_or_insert_with(Default::default);
-            s.elapsed_s = trial.end_s;
-            s.bounds = outcome
-                .goals
-                .iter()
-                .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
-                .collect();
-        });
-        let text = outcome
-            .goals
-            .iter()
-            .map(|g| {
-                format!(
-                    "{} [{}, {}]",
-                    g.goal.name,
-                    mpps(g.lower_pps),
-                    mpps(g.upper_pps)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
+        let text = publish_trial(self.live, trial, outcome);
         let line = trial_line(trial, &text);
         if self.bar.is_hidden() {
             // Not a terminal (a log, CI): plain lines instead of a progress bar.
@@ -634,6 +612,39 @@ pub fn across_hosts(args: &SearchArgs) -> Option<Result<(), Failure>> {
     // A search that never measured still releases the other ranks.
     drop(cell);
     Some(result)
+}
+
+/// A search trial finished: its counts and the bounds it moved go to the
+/// metrics; returns the bounds as text (`NDR [lo, hi] PDR [lo, hi]`) for the
+/// progress line. Shared by `search` and `suite`.
+pub(super) fn publish_trial(
+    live: &crate::metrics::Live,
+    trial: &TrialRecord,
+    outcome: &Outcome,
+) -> String {
+    live.progress(|p| {
+        p.trial_done(trial.offered, trial.unsent.unwrap_or(0), trial.received);
+        let s = p.search.get_or_insert_with(Default::default);
+        s.elapsed_s = trial.end_s;
+        s.bounds = outcome
+            .goals
+            .iter()
+            .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
+            .collect();
+    });
+    outcome
+        .goals
+        .iter()
+        .map(|g| {
+            format!(
+                "{} [{}, {}]",
+                g.goal.name,
+                mpps(g.lower_pps),
+                mpps(g.upper_pps)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@ use crate::search::measurer::{MeasureError, Measurer, TrialCounts};
 use crate::search::pipeline::PipelineMeasurer;
 use crate::search::resume::digest;
 use crate::search::searcher::{Outcome, TrialRecord, TrialRequest};
-use crate::search::summary::mpps;
 use crate::suite::{
     default_frames, default_loads, parse_frames, parse_loads, parse_only, pps_at, run_size,
     FrameSize, Machine, Observer, Part, SimSizeDut, SizePlan, SizeReport, SizedSim, SuiteConfig,
@@ -530,28 +529,7 @@ impl Observer for Progress<'_> {
     }
 
     fn search_trial(&mut self, t: &TrialRecord, outcome: &Outcome) {
-        self.live.progress(|p| {
-            p.trial_done(t.offered, t.unsent.unwrap_or(0), t.received);
-            let s = p.search.get_or_insert_with(Default::default);
-            s.elapsed_s = t.end_s;
-            s.bounds = outcome
-                .goals
-                .iter()
-                .map(|g| (g.goal.name.clone(), g.lower_pps, g.upper_pps))
-                .collect();
-        });
-        let bounds: Vec<String> = outcome
-            .goals
-            .iter()
-            .map(|g| {
-                format!(
-                    "{} [{}, {}]",
-                    g.goal.name,
-                    mpps(g.lower_pps),
-                    mpps(g.upper_pps)
-                )
-            })
-            .collect();
+        let bounds = super::search::publish_trial(self.live, t, outcome);
         if self.bar.position() + 1 >= self.bar.length().unwrap_or(0) {
             self.bar.inc_length(4);
         }
@@ -563,7 +541,7 @@ impl Observer for Progress<'_> {
             t.rate_pps / 1e6,
             t.duration_s,
             t.loss_ratio,
-            bounds.join(" ")
+            bounds
         ));
     }
 
