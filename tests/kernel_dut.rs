@@ -10,82 +10,16 @@
 //! when it fails, and runs linerate under `timeout`.
 #![cfg(feature = "dpdk")]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 mod util;
 
+use util::kernel_dut::Dut;
+
 /// One DPDK process polling at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kernel-dut")
-}
-
-/// A namespace router that is removed when dropped (also on panic).
-struct Dut {
-    name: String,
-}
-
-impl Dut {
-    fn up(test: &str) -> Option<Dut> {
-        let root = is_root();
-        let have_ip = Command::new("sh")
-            .args(["-c", "command -v ip"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !root || !have_ip {
-            assert!(
-                std::env::var("LINERATE_REQUIRE_PEERS").as_deref() != Ok("1"),
-                "{test}: needs root and iproute2 (LINERATE_REQUIRE_PEERS=1)"
-            );
-            eprintln!("{test}: skipped (needs root and iproute2)");
-            return None;
-        }
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "lr{}k{}",
-            std::process::id() % 100_000,
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let dut = Dut { name };
-        let out = Command::new(script())
-            .args(["up", &dut.name])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kernel-dut up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(dut)
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(script())
-            .args(["stats", &self.name])
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-impl Drop for Dut {
-    fn drop(&mut self) {
-        let _ = Command::new(script()).args(["down", &self.name]).output();
-    }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
-}
 
 /// The kernel-dut pipeline on this router's interfaces: IPv4 or IPv6, one
 /// way or both ways with flows over 16 source ports.
@@ -179,7 +113,9 @@ fn linerate(args: &[&str], file: &Path, limit_s: u32) -> serde_json::Value {
 fn low_rate_trial_arrives_whole(v6: bool) {
     let test = if v6 { "trial_v6" } else { "trial_v4" };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up(test) else { return };
+    let Some(dut) = Dut::up(test, &[], &[]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let f = util::write(dir.path(), "p.toml", &pipeline(&dut, v6, false));
     let r = linerate(&["trial", "--rate", "2 kpps", "--duration", "1s"], &f, 120);
@@ -209,7 +145,9 @@ fn low_rate_trial_through_the_kernel_arrives_whole_v6() {
 #[test]
 fn short_search_against_the_kernel_finishes_with_bounds() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("search") else { return };
+    let Some(dut) = Dut::up("search", &[], &[]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let f = util::write(dir.path(), "p.toml", &pipeline(&dut, false, false));
     let r = linerate(
@@ -252,7 +190,9 @@ fn short_search_against_the_kernel_finishes_with_bounds() {
 #[test]
 fn bidirectional_multi_flow_trial_against_the_kernel() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("bidir") else { return };
+    let Some(dut) = Dut::up("bidir", &[], &[]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let f = util::write(dir.path(), "p.toml", &pipeline(&dut, false, true));
     let r = linerate(&["trial", "--rate", "4 kpps", "--duration", "1s"], &f, 120);
@@ -282,7 +222,9 @@ fn bidirectional_multi_flow_trial_against_the_kernel() {
 fn full_receive_ring_is_blamed_on_our_receiver(xdp: bool) {
     let test = if xdp { "slowrx_xdp" } else { "slowrx" };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up(test) else { return };
+    let Some(dut) = Dut::up(test, &[], &[]) else {
+        return;
+    };
     let n = &dut.name;
     let mut p = pipeline(&dut, false, false)
         .replace(
@@ -365,12 +307,11 @@ fn a_full_af_xdp_receive_ring_is_blamed_on_our_receiver_not_the_dut() {
 #[test]
 fn jumbo_frames_cross_the_kernel_at_mtu_9000() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("jumbo") else { return };
+    let Some(dut) = Dut::up("jumbo", &[], &[]) else {
+        return;
+    };
     // `up` again, with the MTU (it removes the plain router first).
-    let out = Command::new(script())
-        .args(["up", &dut.name, "--mtu", "9000"])
-        .output()
-        .unwrap();
+    let out = dut.script(60, "up", &["--mtu", "9000"]);
     assert!(
         out.status.success(),
         "kernel-dut up --mtu: {}",
@@ -412,7 +353,9 @@ fn jumbo_frames_cross_the_kernel_at_mtu_9000() {
 #[test]
 fn short_suite_against_the_kernel_reports_every_part() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("suite") else { return };
+    let Some(dut) = Dut::up("suite", &[], &[]) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let f = util::write(dir.path(), "p.toml", &pipeline(&dut, false, false));
     let (csv, html) = (dir.path().join("s.csv"), dir.path().join("s.html"));

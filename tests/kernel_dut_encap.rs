@@ -13,83 +13,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 mod util;
 
+use util::kernel_dut::Dut;
+
 /// One DPDK process polling at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kernel-dut")
-}
-
-/// A namespace bridge or tunnel end, removed when dropped (also on panic).
-struct Dut {
-    name: String,
-}
-
-impl Dut {
-    fn up(test: &str, args: &[&str]) -> Option<Dut> {
-        let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2))
-                == Some("0")
-        });
-        let have = |tool: &str| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        };
-        if !root || !have("ip") || !have("nft") {
-            util::missing(&format!("{test}: root, iproute2 and nftables"));
-            return None;
-        }
-        static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "lr{}e{}",
-            std::process::id() % 100_000,
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let dut = Dut { name };
-        let out = Command::new("timeout")
-            .arg("60")
-            .arg(script())
-            .args(["up", &dut.name])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kernel-dut up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(dut)
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new("timeout")
-            .arg("30")
-            .arg(script())
-            .args(["stats", &self.name])
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-impl Drop for Dut {
-    fn drop(&mut self) {
-        let _ = Command::new("timeout")
-            .arg("60")
-            .arg(script())
-            .args(["down", &self.name])
-            .output();
-    }
-}
 
 /// A shipped pipeline made to use this DUT's interfaces.
 fn shipped(dut: &Dut, file: &str) -> String {
@@ -132,7 +63,11 @@ fn count(v: &serde_json::Value) -> u64 {
 #[test]
 fn the_bridge_counts_per_vlan_what_the_analyzer_counts() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("bridge", &["--mode", "bridge", "--vlans", "100-107"]) else {
+    let Some(dut) = Dut::up(
+        "bridge",
+        &["nft"],
+        &["--mode", "bridge", "--vlans", "100-107"],
+    ) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -194,7 +129,7 @@ fn vxlan_capture(dir: &Path, vni: u32, flags: u8, count: u32) -> PathBuf {
 #[test]
 fn the_kernel_vxlan_device_takes_our_header_and_refuses_other_flags() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dut) = Dut::up("vxlan", &["--mode", "vxlan", "--vni", "100"]) else {
+    let Some(dut) = Dut::up("vxlan", &["nft"], &["--mode", "vxlan", "--vni", "100"]) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

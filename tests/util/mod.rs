@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod kernel_dut;
+
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
