@@ -459,58 +459,11 @@ fn html_report_renders_in_chromium() {
     for external in ["src=\"http", "href=\"http", "<script", "<link"] {
         assert!(!text.contains(external), "{external}");
     }
-    let Some(chromium) = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("chromium"))
-            .find(|p| p.is_file())
-    }) else {
-        util::missing("chromium (Debian's `chromium` package)");
+    let Some(pixels) = util::screenshot(&html, dir.path()) else {
         return;
     };
-    let png = dir.path().join("suite.png");
-    let mut child = Guard(
-        Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-                "--window-size=1300,1600",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                dir.path().join("profile").display()
-            ))
-            .arg(format!("--screenshot={}", png.display()))
-            .arg(format!("file://{}", html.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t = Instant::now();
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "chromium took over 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.success(), "chromium: {status}");
-    let decoder = png::Decoder::new(std::fs::File::open(&png).unwrap());
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let bpp = info.line_size / info.width as usize;
-    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(bpp).collect();
     // The NDR line's blue is on the page: the first plot rendered.
-    let near = |p: &[u8], c: [u8; 3]| (0..3).all(|i| (p[i] as i32 - c[i] as i32).abs() <= 12);
+    let near = |p: &[u8; 3], c: [u8; 3]| (0..3).all(|i| (p[i] as i32 - c[i] as i32).abs() <= 12);
     assert!(
         pixels.iter().any(|p| near(p, [31, 119, 180])),
         "no NDR line in the screenshot"

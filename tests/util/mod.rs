@@ -199,3 +199,63 @@ pub fn summary_script(script: &str, dir: &Path, args: &[&str]) -> (String, serde
         serde_json::from_str(&json).unwrap(),
     )
 }
+
+/// The page `html` as headless Chromium draws it (1300 x 1600), as RGB
+/// pixels; None (a skip, said) when Chromium is not installed. The
+/// screenshot and Chromium's profile go into `dir`.
+pub fn screenshot(html: &Path, dir: &Path) -> Option<Vec<[u8; 3]>> {
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+    let Some(chromium) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("chromium"))
+            .find(|p| p.is_file())
+    }) else {
+        missing("chromium (Debian's `chromium` package, which scripts/test installs)");
+        return None;
+    };
+    let png_path = dir.join("screenshot.png");
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--window-size=1300,1600",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", png_path.display()))
+        .arg(format!("file://{}", html.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish the screenshot in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "chromium: {status}");
+    let decoder = png::Decoder::new(std::fs::File::open(&png_path).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let bpp = info.line_size / info.width as usize;
+    assert!(bpp >= 3, "{info:?}");
+    Some(
+        buf[..info.buffer_size()]
+            .chunks(bpp)
+            .map(|p| [p[0], p[1], p[2]])
+            .collect(),
+    )
+}
